@@ -1,0 +1,263 @@
+// Package checkpoint creates, signs, parses and verifies a log's checkpoint
+// (c2sp.org/tlog-checkpoint) as a signed note (c2sp.org/signed-note).
+//
+// A Mosaic checkpoint carries two signatures by the log: the
+// RFC6962NoteSignature that static-ct-api requires (an RFC 6962 tree head
+// signature made with the log's ECDSA key) and an Ed25519 note signature,
+// which generic transparency-log tooling (witnesses, tlog clients) verifies.
+package checkpoint
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Checkpoint is the body of a checkpoint note.
+type Checkpoint struct {
+	Origin string
+	Size   int64
+	Hash   tlog.Hash
+}
+
+// Marshal returns the note body: origin, size and base64 root hash lines.
+func (c Checkpoint) Marshal() []byte {
+	return fmt.Appendf(nil, "%s\n%d\n%s\n", c.Origin, c.Size, base64.StdEncoding.EncodeToString(c.Hash[:]))
+}
+
+// Parse parses a checkpoint body. Extension lines are rejected: a checkpoint
+// signed with RFC6962NoteSignature must not have any.
+func Parse(body []byte) (Checkpoint, error) {
+	var c Checkpoint
+	s := string(body)
+	if !strings.HasSuffix(s, "\n") {
+		return c, errors.New("checkpoint body does not end with a newline")
+	}
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) != 3 {
+		return c, fmt.Errorf("checkpoint body has %d lines, want 3 (origin, size, hash)", len(lines))
+	}
+	if lines[0] == "" {
+		return c, errors.New("checkpoint has an empty origin")
+	}
+	c.Origin = lines[0]
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || size < 0 || strconv.FormatInt(size, 10) != lines[1] {
+		return c, fmt.Errorf("malformed checkpoint size %q", lines[1])
+	}
+	c.Size = size
+	h, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(h) != tlog.HashSize {
+		return c, fmt.Errorf("malformed checkpoint hash %q", lines[2])
+	}
+	copy(c.Hash[:], h)
+	return c, nil
+}
+
+// Signature type identifiers of signed-note key IDs.
+const (
+	sigTypeEd25519 = 0x01
+	sigTypeRFC6962 = 0x05
+)
+
+func keyHash(name string, sigType byte, key []byte) uint32 {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{'\n', sigType})
+	h.Write(key)
+	return binary.BigEndian.Uint32(h.Sum(nil))
+}
+
+// TreeHeadSignatureInput returns the RFC 6962 §3.5 digitally-signed
+// TreeHeadSignature structure for a tree head.
+func TreeHeadSignatureInput(timestamp uint64, size int64, hash tlog.Hash) []byte {
+	b := make([]byte, 0, 2+8+8+32)
+	b = append(b, 0, 1) // v1, tree_hash
+	b = binary.BigEndian.AppendUint64(b, timestamp)
+	b = binary.BigEndian.AppendUint64(b, uint64(size))
+	return append(b, hash[:]...)
+}
+
+// DigitallySigned encodes an ECDSA-with-SHA-256 signature as the RFC 5246
+// DigitallySigned struct RFC 6962 uses.
+func DigitallySigned(sig []byte) []byte {
+	b := []byte{4, 3} // sha256, ecdsa
+	b = binary.BigEndian.AppendUint16(b, uint16(len(sig)))
+	return append(b, sig...)
+}
+
+// SignECDSA signs msg with SHA-256 and a deterministic (RFC 6979) ECDSA
+// signature, so that the same input always yields the same bytes: a
+// resubmitted certificate gets a byte-identical SCT.
+func SignECDSA(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {
+	digest := sha256.Sum256(msg)
+	return k.Sign(nil, digest[:], crypto.SHA256)
+}
+
+// Signer signs checkpoints for one log.
+type Signer struct {
+	origin  string
+	ecdsa   *ecdsa.PrivateKey
+	logID   [32]byte
+	ed25519 ed25519.PrivateKey
+}
+
+// NewSigner returns a Signer for the log with the given origin and keys.
+func NewSigner(origin string, ec *ecdsa.PrivateKey, logID [32]byte, ed ed25519.PrivateKey) *Signer {
+	return &Signer{origin: origin, ecdsa: ec, logID: logID, ed25519: ed}
+}
+
+// Sign returns the signed checkpoint note for c, with timestamp (ms since the
+// Unix epoch) in its RFC6962NoteSignature.
+func (s *Signer) Sign(c Checkpoint, timestamp uint64) ([]byte, error) {
+	if c.Origin != s.origin {
+		return nil, fmt.Errorf("checkpoint origin %q is not the log's %q", c.Origin, s.origin)
+	}
+	sig, err := SignECDSA(s.ecdsa, TreeHeadSignatureInput(timestamp, c.Size, c.Hash))
+	if err != nil {
+		return nil, fmt.Errorf("signing tree head: %w", err)
+	}
+	rfcSig := binary.BigEndian.AppendUint64(nil, timestamp)
+	rfcSig = append(rfcSig, DigitallySigned(sig)...)
+	rfc := &fixedSigner{name: s.origin, hash: keyHash(s.origin, sigTypeRFC6962, s.logID[:]), sig: rfcSig}
+	ed := &ed25519Signer{name: s.origin, key: s.ed25519}
+	return note.Sign(&note.Note{Text: string(c.Marshal())}, rfc, ed)
+}
+
+// fixedSigner is a note.Signer that returns a precomputed signature (the
+// RFC6962NoteSignature, which signs the parsed tree head, not the note text).
+type fixedSigner struct {
+	name string
+	hash uint32
+	sig  []byte
+}
+
+func (f *fixedSigner) Name() string                    { return f.name }
+func (f *fixedSigner) KeyHash() uint32                 { return f.hash }
+func (f *fixedSigner) Sign(msg []byte) ([]byte, error) { return f.sig, nil }
+
+type ed25519Signer struct {
+	name string
+	key  ed25519.PrivateKey
+}
+
+func (e *ed25519Signer) Name() string { return e.name }
+func (e *ed25519Signer) KeyHash() uint32 {
+	return keyHash(e.name, sigTypeEd25519, e.key.Public().(ed25519.PublicKey))
+}
+func (e *ed25519Signer) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(e.key, msg), nil }
+
+// Ed25519VerifierKey returns the signed-note verifier key string
+// ("<name>+<hash>+<base64 key>") for the log's Ed25519 key.
+func Ed25519VerifierKey(origin string, pub ed25519.PublicKey) (string, error) {
+	return note.NewEd25519VerifierKey(origin, pub)
+}
+
+// RFC6962Verifier verifies RFC6962NoteSignatures of one log. It is a
+// note.Verifier; after a successful note.Open, Timestamp returns the verified
+// signature's timestamp.
+type RFC6962Verifier struct {
+	origin string
+	pub    *ecdsa.PublicKey
+	hash   uint32
+	// timestamp is set by Verify: a note.Verifier has no other way to return
+	// it. A Verifier is therefore not safe for concurrent use.
+	timestamp uint64
+}
+
+// NewRFC6962Verifier returns a verifier for the log with the given origin and
+// DER SubjectPublicKeyInfo ECDSA P-256 public key.
+func NewRFC6962Verifier(origin string, pub *ecdsa.PublicKey, logID [32]byte) *RFC6962Verifier {
+	return &RFC6962Verifier{origin: origin, pub: pub, hash: keyHash(origin, sigTypeRFC6962, logID[:])}
+}
+
+// Name implements note.Verifier.
+func (v *RFC6962Verifier) Name() string { return v.origin }
+
+// KeyHash implements note.Verifier.
+func (v *RFC6962Verifier) KeyHash() uint32 { return v.hash }
+
+// Verify implements note.Verifier: it parses the checkpoint in msg and checks
+// the RFC 6962 tree head signature over its size and hash.
+func (v *RFC6962Verifier) Verify(msg, sig []byte) bool {
+	c, err := Parse(msg)
+	if err != nil || c.Origin != v.origin {
+		return false
+	}
+	s := cryptobyte.String(sig)
+	var ts uint64
+	var hashAlg, sigAlg uint8
+	var ecSig cryptobyte.String
+	if !s.ReadUint64(&ts) || !s.ReadUint8(&hashAlg) || !s.ReadUint8(&sigAlg) ||
+		!s.ReadUint16LengthPrefixed(&ecSig) || !s.Empty() || hashAlg != 4 || sigAlg != 3 {
+		return false
+	}
+	digest := sha256.Sum256(TreeHeadSignatureInput(ts, c.Size, c.Hash))
+	if !ecdsa.VerifyASN1(v.pub, digest[:], ecSig) {
+		return false
+	}
+	v.timestamp = ts
+	return true
+}
+
+// Timestamp returns the timestamp of the last signature Verify accepted.
+func (v *RFC6962Verifier) Timestamp() uint64 { return v.timestamp }
+
+// Verified is a checkpoint whose signature checked out.
+type Verified struct {
+	Checkpoint
+	// Timestamp is the RFC6962NoteSignature timestamp (ms since the epoch).
+	Timestamp uint64
+	// Note is the full signed note.
+	Note []byte
+}
+
+// Verify opens a signed checkpoint note and checks its RFC6962NoteSignature
+// (required) with the log's ECDSA public key. If edVerifierKey is not empty,
+// the Ed25519 signature is required too.
+func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, edVerifierKey string) (*Verified, error) {
+	rv := NewRFC6962Verifier(origin, pub, logID)
+	verifiers := []note.Verifier{rv}
+	if edVerifierKey != "" {
+		ev, err := note.NewVerifier(edVerifierKey)
+		if err != nil {
+			return nil, fmt.Errorf("Ed25519 verifier key: %w", err)
+		}
+		verifiers = append(verifiers, ev)
+	}
+	n, err := note.Open(signed, note.VerifierList(verifiers...))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint signature: %w", err)
+	}
+	foundRFC, foundEd := false, edVerifierKey == ""
+	for _, s := range n.Sigs {
+		if s.Hash == rv.hash && s.Name == origin {
+			foundRFC = true
+		} else if s.Name == origin {
+			foundEd = true
+		}
+	}
+	if !foundRFC || !foundEd {
+		return nil, errors.New("checkpoint is missing a required signature")
+	}
+	c, err := Parse([]byte(n.Text))
+	if err != nil {
+		return nil, err
+	}
+	if c.Origin != origin {
+		return nil, fmt.Errorf("checkpoint origin %q, want %q", c.Origin, origin)
+	}
+	return &Verified{Checkpoint: c, Timestamp: rv.Timestamp(), Note: bytes.Clone(signed)}, nil
+}

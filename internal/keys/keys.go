@@ -1,0 +1,208 @@
+// Package keys loads and derives a log's signing keys.
+//
+// A log has one secret: either a 32-byte random seed (what `mosaic keygen`
+// writes) or a PEM ECDSA P-256 private key. From it Mosaic derives, with
+// HKDF-SHA256 and fixed labels, the ECDSA P-256 key that signs SCTs and the
+// RFC 6962 checkpoint signature, and the Ed25519 key that signs the
+// checkpoint as a plain signed note. Derivation is deterministic, so the seed
+// alone is the backup.
+//
+// Key material never leaves this package except as crypto.Signer values; it
+// is never logged or formatted.
+package keys
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// SeedSize is the size of a seed file.
+const SeedSize = 32
+
+// Derivation labels. Changing them changes every derived key: they are part
+// of the on-disk format.
+const (
+	labelECDSA   = "mosaic log key v1: ECDSA P-256"
+	labelEd25519 = "mosaic log key v1: Ed25519 checkpoint note"
+)
+
+// Keys are a log's signing keys.
+type Keys struct {
+	// ECDSA signs SCTs and RFC6962NoteSignature checkpoint signatures.
+	ECDSA *ecdsa.PrivateKey
+	// Ed25519 signs the checkpoint as an Ed25519 signed note.
+	Ed25519 ed25519.PrivateKey
+}
+
+// PublicKeyDER returns the DER SubjectPublicKeyInfo of the ECDSA key.
+func (k *Keys) PublicKeyDER() []byte {
+	der, err := x509.MarshalPKIXPublicKey(&k.ECDSA.PublicKey)
+	if err != nil {
+		panic(err) // cannot happen for a valid P-256 key
+	}
+	return der
+}
+
+// LogID returns the RFC 6962 §3.2 log ID: SHA-256 of the DER public key.
+func (k *Keys) LogID() [32]byte { return sha256.Sum256(k.PublicKeyDER()) }
+
+// Ed25519Public returns the Ed25519 public key.
+func (k *Keys) Ed25519Public() ed25519.PublicKey {
+	return k.Ed25519.Public().(ed25519.PublicKey)
+}
+
+// Signer returns the ECDSA key as a crypto.Signer.
+func (k *Keys) Signer() crypto.Signer { return k.ECDSA }
+
+// GenerateSeed returns a new random seed.
+func GenerateSeed() []byte {
+	seed := make([]byte, SeedSize)
+	rand.Read(seed)
+	return seed
+}
+
+// FromSeed derives a log's keys from a seed.
+func FromSeed(seed []byte) (*Keys, error) {
+	if len(seed) != SeedSize {
+		return nil, fmt.Errorf("seed is %d bytes, want %d", len(seed), SeedSize)
+	}
+	ec, err := deriveECDSA(seed)
+	if err != nil {
+		return nil, err
+	}
+	edSeed, err := hkdf.Key(sha256.New, seed, nil, labelEd25519, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("deriving Ed25519 key: %w", err)
+	}
+	return &Keys{ECDSA: ec, Ed25519: ed25519.NewKeyFromSeed(edSeed)}, nil
+}
+
+// deriveECDSA derives a P-256 scalar from the seed by rejection sampling:
+// HKDF output with an incrementing counter until it is a valid scalar in
+// [1, n-1] (a candidate is rejected with probability about 2^-32).
+func deriveECDSA(seed []byte) (*ecdsa.PrivateKey, error) {
+	for counter := uint32(0); counter < 64; counter++ {
+		info := binary.BigEndian.AppendUint32([]byte(labelECDSA), counter)
+		scalar, err := hkdf.Key(sha256.New, seed, nil, string(info), 32)
+		if err != nil {
+			return nil, fmt.Errorf("deriving ECDSA key: %w", err)
+		}
+		if k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), scalar); err == nil {
+			return k, nil
+		}
+	}
+	return nil, errors.New("deriving ECDSA key: no valid scalar found")
+}
+
+// FromECDSA builds a log's keys from an existing ECDSA P-256 key; the Ed25519
+// key is derived from the ECDSA private scalar, so the PEM file alone is
+// still the whole backup.
+func FromECDSA(k *ecdsa.PrivateKey) (*Keys, error) {
+	if k.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("ECDSA key is on %s, want P-256", k.Curve.Params().Name)
+	}
+	raw, err := k.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("encoding ECDSA key: %w", err)
+	}
+	edSeed, err := hkdf.Key(sha256.New, raw, nil, labelEd25519, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("deriving Ed25519 key: %w", err)
+	}
+	return &Keys{ECDSA: k, Ed25519: ed25519.NewKeyFromSeed(edSeed)}, nil
+}
+
+// Load reads a key file: a 32-byte seed, or a PEM ECDSA P-256 private key
+// ("EC PRIVATE KEY" or PKCS#8 "PRIVATE KEY").
+//
+// A key file that group or others can read is refused: a leaked log key lets
+// anyone sign SCTs and tree heads in the log's name, which would force the log
+// to be distrusted.
+func Load(path string) (*Keys, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("key file %s is not a regular file", path)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("key file %s is readable by other users (mode %04o); run: chmod 600 %s", path, perm, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	k, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// Parse parses the contents of a key file (see Load).
+func Parse(data []byte) (*Keys, error) {
+	if len(data) == SeedSize {
+		return FromSeed(data)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("neither a %d-byte seed nor a PEM private key", SeedSize)
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("PEM block is %q, want \"EC PRIVATE KEY\" or \"PRIVATE KEY\"", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parsing private key: %w", err)
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("private key is %T, want ECDSA P-256", key)
+	}
+	return FromECDSA(ec)
+}
+
+// WriteSeed writes a new seed to path with mode 0600, refusing to overwrite
+// an existing file (overwriting a log key destroys the log).
+func WriteSeed(path string) (*Keys, error) {
+	seed := GenerateSeed()
+	k, err := FromSeed(seed)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s already exists; refusing to overwrite a key", path)
+		}
+		return nil, err
+	}
+	if _, err := f.Write(seed); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return k, f.Close()
+}

@@ -1,0 +1,63 @@
+// Package storage defines where a log's public objects live: the checkpoint,
+// hash tiles, data tiles and issuer certificates that monitors fetch. The
+// sequencer writes through Backend and the read path serves from it, so a new
+// backend (local directory, S3-compatible object storage) plugs in without
+// either of them changing.
+//
+// Storage is untrusted for safety: the sequencer authenticates everything it
+// reads back at startup against the checkpoint in the lock backend.
+package storage
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned (wrapped) by Get for an object that does not exist.
+var ErrNotFound = errors.New("object not found")
+
+// Backend stores a log's objects under keys that are paths relative to the
+// monitoring prefix ("checkpoint", "tile/0/x001/234", "issuer/<hex>").
+type Backend interface {
+	// Put stores data at key. When Put returns nil the object is durable:
+	// it survives a crash of this process and of the machine.
+	Put(ctx context.Context, key string, data []byte, opts PutOptions) error
+	// Get returns the object stored at key, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// PutOptions are the HTTP semantics of an object, which backends that are
+// served directly to clients (a public bucket, a CDN) store with it.
+type PutOptions struct {
+	// ContentType is the object's media type.
+	ContentType string
+	// ContentEncoding is "gzip" for gzip-compressed data tiles, else empty.
+	ContentEncoding string
+	// Immutable marks objects that never change once written (full tiles,
+	// issuers), so they may be cached forever.
+	Immutable bool
+}
+
+// Options returns the PutOptions for the object at key, derived from its path
+// alone, so that writers and readers agree on them.
+func Options(key string) PutOptions {
+	switch {
+	case key == "checkpoint":
+		return PutOptions{ContentType: "text/plain; charset=utf-8"}
+	case len(key) > len("issuer/") && key[:len("issuer/")] == "issuer/":
+		return PutOptions{ContentType: "application/pkix-cert", Immutable: true}
+	case len(key) > len("tile/data/") && key[:len("tile/data/")] == "tile/data/":
+		return PutOptions{ContentType: "application/octet-stream", ContentEncoding: "gzip", Immutable: !isPartial(key)}
+	default:
+		return PutOptions{ContentType: "application/octet-stream", Immutable: !isPartial(key)}
+	}
+}
+
+func isPartial(key string) bool {
+	for i := 0; i+3 <= len(key); i++ {
+		if key[i:i+3] == ".p/" {
+			return true
+		}
+	}
+	return false
+}
