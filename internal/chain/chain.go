@@ -1,0 +1,583 @@
+// Package chain validates certificate chains submitted to a Mosaic log.
+//
+// It is the admission check of the write path: the HTTP front hands every
+// add-chain and add-pre-chain request body's "chain" array to
+// Validator.Validate, and only an accepted chain's Entry goes on to be
+// deduplicated, sequenced and logged. The checks follow RFC 6962 §3.1, §4.1
+// and §4.2: the chain must parse, run leaf first from issuer to issuer up to
+// one of the log's configured roots with every signature verifying, its leaf
+// must be a precertificate exactly when submitted through add-pre-chain, and
+// the leaf's NotAfter must fall inside the log's temporal shard window.
+//
+// Like every CT log, a Validator deliberately checks less than a TLS client:
+// it observes certificates rather than polices them, so it ignores validity
+// periods (other than the leaf's NotAfter window), Extended Key Usages, name
+// constraints and path length constraints.
+//
+// Submissions are dominated by a handful of CAs re-sending the same
+// intermediates, so a Validator caches verified issuer chains, and a typical
+// submission costs one leaf parse and one signature verification.
+//
+// Certificates are parsed with the certificate-transparency-go fork of
+// crypto/x509, which tolerates the minor encoding errors found in real
+// certificates (reported as x509.NonFatalErrors) that CT logs must accept.
+package chain
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/certificate-transparency-go/x509"
+)
+
+// DefaultMaxChainLength is the maximum number of certificates in a submitted
+// chain, leaf included, when Policy.MaxChainLength is zero.
+const DefaultMaxChainLength = 10
+
+// issuerCacheSize bounds the number of verified issuer chains a Validator
+// remembers. Real logs see a few hundred distinct intermediate chains, so
+// this is ample; the bound only stops a submitter from growing the cache
+// without limit by sending many distinct (but valid) issuer chains.
+const issuerCacheSize = 10000
+
+// Policy is one log's acceptance policy.
+type Policy struct {
+	// Roots are the trust anchors: a chain is accepted only if it ends at
+	// one of them. Duplicates are ignored.
+	Roots []*x509.Certificate
+	// NotAfterStart and NotAfterLimit bound the leaf's NotAfter to
+	// [NotAfterStart, NotAfterLimit), the log's temporal shard. A zero time
+	// leaves that side unbounded.
+	NotAfterStart, NotAfterLimit time.Time
+	// MaxChainLength is the maximum number of certificates in a submitted
+	// chain, leaf included. Zero means DefaultMaxChainLength.
+	MaxChainLength int
+}
+
+// Entry is an accepted submission, ready to be logged: the fields of an RFC
+// 6962 x509_entry or precert_entry (§3.1, §4.1, §4.2). The certificate bytes
+// it refers to may be shared with the submitted chain, the Validator's cache
+// and other Entries, and must not be modified.
+type Entry struct {
+	// IsPrecert reports whether the entry is a precert_entry.
+	IsPrecert bool
+	// Certificate is, for an x509_entry, the leaf certificate's DER. For a
+	// precert_entry it is the precertificate's TBSCertificate DER with the
+	// poison extension removed and, when a Precertificate Signing
+	// Certificate issued it, the issuer and Authority Key Identifier
+	// rewritten to those of the CA that will issue the final certificate.
+	Certificate []byte
+	// PreCertificate is, for a precert_entry, the submitted precertificate's
+	// DER.
+	PreCertificate []byte
+	// IssuerKeyHash is, for a precert_entry, the SHA-256 hash of the
+	// issuing CA's DER SubjectPublicKeyInfo: the CA above the Precertificate
+	// Signing Certificate when one issued the precertificate.
+	IssuerKeyHash [32]byte
+	// Chain holds the DER issuer certificates, leaf's issuer first, ending
+	// with the accepted root (which the Validator appends when the submitter
+	// left it out): RFC 6962's certificate_chain or precertificate_chain.
+	Chain [][]byte
+}
+
+// RejectError is the error Validate returns for a chain the log does not
+// accept. Its Reason is a one-line human-readable explanation suitable for
+// an HTTP 400 response body.
+type RejectError struct {
+	Reason string
+}
+
+// Error returns the rejection reason.
+func (e *RejectError) Error() string { return e.Reason }
+
+// reject returns a *RejectError with a formatted reason.
+func reject(format string, args ...any) error {
+	return &RejectError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validator checks submitted chains against one log's Policy. It is safe for
+// concurrent use.
+type Validator struct {
+	notAfterStart, notAfterLimit time.Time
+	maxChainLength               int
+
+	roots         []*root            // in configuration order, deduplicated
+	byFingerprint map[[32]byte]*root // SHA-256 of the root's DER
+	bySubject     map[string][]*root // raw DER subject
+	byKeyID       map[string][]*root // subject key identifier
+
+	cache issuerCache
+}
+
+// root is a configured trust anchor.
+type root struct {
+	cert *x509.Certificate
+	// chain is the issuer chain made of just this root, used when a
+	// submitted chain's last certificate was signed by it.
+	chain *issuerChain
+}
+
+// NewValidator returns a Validator enforcing p.
+func NewValidator(p Policy) (*Validator, error) {
+	if len(p.Roots) == 0 {
+		return nil, errors.New("chain policy has no roots")
+	}
+	if !p.NotAfterStart.IsZero() && !p.NotAfterLimit.IsZero() && !p.NotAfterStart.Before(p.NotAfterLimit) {
+		return nil, fmt.Errorf("chain policy NotAfterStart %s is not before NotAfterLimit %s",
+			formatTime(p.NotAfterStart), formatTime(p.NotAfterLimit))
+	}
+	if p.MaxChainLength < 0 {
+		return nil, fmt.Errorf("chain policy MaxChainLength %d is negative", p.MaxChainLength)
+	}
+	v := &Validator{
+		notAfterStart:  p.NotAfterStart,
+		notAfterLimit:  p.NotAfterLimit,
+		maxChainLength: p.MaxChainLength,
+		byFingerprint:  make(map[[32]byte]*root),
+		bySubject:      make(map[string][]*root),
+		byKeyID:        make(map[string][]*root),
+		cache:          issuerCache{max: issuerCacheSize, m: make(map[[32]byte]*issuerChain)},
+	}
+	if v.maxChainLength == 0 {
+		v.maxChainLength = DefaultMaxChainLength
+	}
+	for i, c := range p.Roots {
+		if c == nil || len(c.Raw) == 0 {
+			return nil, fmt.Errorf("chain policy root %d is empty", i)
+		}
+		fp := sha256.Sum256(c.Raw)
+		if _, dup := v.byFingerprint[fp]; dup {
+			continue
+		}
+		r := &root{cert: c, chain: &issuerChain{
+			certs: []*x509.Certificate{c},
+			ders:  [][]byte{c.Raw},
+			psc:   isPrecertSigningCert(c),
+		}}
+		v.roots = append(v.roots, r)
+		v.byFingerprint[fp] = r
+		v.bySubject[string(c.RawSubject)] = append(v.bySubject[string(c.RawSubject)], r)
+		if len(c.SubjectKeyId) > 0 {
+			v.byKeyID[string(c.SubjectKeyId)] = append(v.byKeyID[string(c.SubjectKeyId)], r)
+		}
+	}
+	return v, nil
+}
+
+// RootsDER returns the DER encodings of the log's roots in configuration
+// order, without duplicates, for the get-roots endpoint. The byte slices must
+// not be modified.
+func (v *Validator) RootsDER() [][]byte {
+	ders := make([][]byte, len(v.roots))
+	for i, r := range v.roots {
+		ders[i] = r.cert.Raw
+	}
+	return ders
+}
+
+// CacheStats counts issuer-chain cache lookups.
+type CacheStats struct {
+	// Hits counts submissions whose issuer chain was already verified.
+	Hits uint64
+	// Misses counts issuer chains verified from scratch, successfully or
+	// not.
+	Misses uint64
+	// Entries is the number of issuer chains currently cached.
+	Entries int
+}
+
+// CacheStats returns the issuer-chain cache's counters, for metrics and
+// tests.
+func (v *Validator) CacheStats() CacheStats {
+	return v.cache.stats()
+}
+
+// Validate checks a submitted chain: DER certificates, leaf first, as in the
+// "chain" array of an add-chain (precert false) or add-pre-chain (precert
+// true) request. It returns the entry to log, or a *RejectError saying why
+// the log does not accept the chain.
+func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
+	switch {
+	case len(chain) == 0:
+		return nil, reject("chain is empty")
+	case len(chain) > v.maxChainLength:
+		return nil, reject("chain has %d certificates; the log accepts at most %d", len(chain), v.maxChainLength)
+	}
+
+	leaf, err := parse(chain[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPoison(leaf, precert); err != nil {
+		return nil, err
+	}
+	if err := v.checkNotAfter(leaf); err != nil {
+		return nil, err
+	}
+
+	var issuers *issuerChain
+	if len(chain) == 1 {
+		if _, ok := v.byFingerprint[sha256.Sum256(chain[0])]; ok {
+			// The submission is a root itself: it ends at a configured
+			// root and has no issuers (RFC 6962 §4.1).
+			if precert {
+				return nil, reject("chain[0] is one of the log's roots, not a precertificate")
+			}
+			return &Entry{Certificate: chain[0], Chain: [][]byte{}}, nil
+		}
+		// Finding the root verifies the leaf's signature.
+		r, err := v.findRoot(leaf, 0)
+		if err != nil {
+			return nil, err
+		}
+		issuers = r.chain
+	} else {
+		if issuers, err = v.issuerChain(chain[1:]); err != nil {
+			return nil, err
+		}
+		// The cache vouches only for the issuers. The leaf's own signature
+		// is checked on every submission.
+		if err := leaf.CheckSignatureFrom(issuers.certs[0]); err != nil {
+			return nil, reject("chain[1] did not sign chain[0]: %v", err)
+		}
+	}
+
+	if issuers.psc {
+		if !precert {
+			return nil, reject("chain[1] is a precertificate signing certificate, which only add-pre-chain accepts")
+		}
+		if len(issuers.certs) < 2 {
+			return nil, reject("chain[1] is a precertificate signing certificate but is not followed by the CA that certified it")
+		}
+	}
+
+	if !precert {
+		return &Entry{Certificate: chain[0], Chain: issuers.entryChain()}, nil
+	}
+	var preIssuer *x509.Certificate
+	keyIssuer := issuers.certs[0]
+	if issuers.psc {
+		preIssuer, keyIssuer = issuers.certs[0], issuers.certs[1]
+	}
+	tbs, err := x509.BuildPrecertTBS(leaf.RawTBSCertificate, preIssuer)
+	if err != nil {
+		return nil, reject("building precertificate TBSCertificate from chain[0]: %v", err)
+	}
+	return &Entry{
+		IsPrecert:      true,
+		Certificate:    tbs,
+		PreCertificate: chain[0],
+		IssuerKeyHash:  sha256.Sum256(keyIssuer.RawSubjectPublicKeyInfo),
+		Chain:          issuers.entryChain(),
+	}, nil
+}
+
+// parse parses chain[i], tolerating the non-fatal errors that the CT fork of
+// crypto/x509 reports for certificates with minor encoding problems.
+func parse(der []byte, i int) (*x509.Certificate, error) {
+	cert, err := x509.ParseCertificate(der)
+	if x509.IsFatal(err) {
+		return nil, reject("chain[%d] is not a valid certificate: %v", i, err)
+	}
+	if cert == nil {
+		return nil, reject("chain[%d] is not a valid certificate", i)
+	}
+	return cert, nil
+}
+
+// checkPoison enforces that the leaf is a precertificate (carries the RFC
+// 6962 §3.1 critical poison extension with an ASN.1 NULL value) exactly when
+// it was submitted through add-pre-chain.
+func checkPoison(leaf *x509.Certificate, precert bool) error {
+	if !precert {
+		if leaf.IsPrecertificate() {
+			return reject("add-chain does not accept precertificates; use add-pre-chain")
+		}
+		return nil
+	}
+	for _, ext := range leaf.Extensions {
+		if !ext.Id.Equal(x509.OIDExtensionCTPoison) {
+			continue
+		}
+		if !ext.Critical {
+			return reject("chain[0]'s CT poison extension is not critical")
+		}
+		if !bytes.Equal(ext.Value, asn1Null) {
+			return reject("chain[0]'s CT poison extension value is %x, not ASN.1 NULL", ext.Value)
+		}
+		return nil
+	}
+	return reject("add-pre-chain requires a precertificate (with the CT poison extension %v); use add-chain", x509.OIDExtensionCTPoison)
+}
+
+// asn1Null is the DER encoding of ASN.1 NULL, the poison extension's value.
+var asn1Null = []byte{0x05, 0x00}
+
+// checkNotAfter enforces the log's temporal shard window on the leaf.
+func (v *Validator) checkNotAfter(leaf *x509.Certificate) error {
+	if !v.notAfterStart.IsZero() && leaf.NotAfter.Before(v.notAfterStart) {
+		return reject("leaf NotAfter %s is before the log's not_after_start %s",
+			formatTime(leaf.NotAfter), formatTime(v.notAfterStart))
+	}
+	if !v.notAfterLimit.IsZero() && !leaf.NotAfter.Before(v.notAfterLimit) {
+		return reject("leaf NotAfter %s is not before the log's not_after_limit %s",
+			formatTime(leaf.NotAfter), formatTime(v.notAfterLimit))
+	}
+	return nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// isPrecertSigningCert reports whether c is a Precertificate Signing
+// Certificate, that is, has the Certificate Transparency Extended Key Usage
+// (RFC 6962 §3.1).
+func isPrecertSigningCert(c *x509.Certificate) bool {
+	for _, eku := range c.ExtKeyUsage {
+		if eku == x509.ExtKeyUsageCertificateTransparency {
+			return true
+		}
+	}
+	return false
+}
+
+// isCA reports whether c may issue certificates.
+func isCA(c *x509.Certificate) bool {
+	return c.BasicConstraintsValid && c.IsCA
+}
+
+// findRoot returns the configured root that signed chain[i] (c). Candidates
+// are the roots whose subject matches c's issuer or whose key identifier
+// matches c's authority key identifier; each is tried in turn, since several
+// roots may share a name (for example across a key rollover).
+func (v *Validator) findRoot(c *x509.Certificate, i int) (*root, error) {
+	candidates := v.bySubject[string(c.RawIssuer)]
+	if len(c.AuthorityKeyId) > 0 {
+		for _, r := range v.byKeyID[string(c.AuthorityKeyId)] {
+			if !bytes.Equal(r.cert.RawSubject, c.RawIssuer) {
+				candidates = append(candidates[:len(candidates):len(candidates)], r)
+			}
+		}
+	}
+	var lastErr error
+	for _, r := range candidates {
+		err := c.CheckSignatureFrom(r.cert)
+		if err == nil {
+			return r, nil
+		}
+		lastErr = err
+	}
+	if lastErr != nil {
+		return nil, reject("chain[%d] (issuer %q) was not signed by any of the log's roots: %v", i, c.Issuer.String(), lastErr)
+	}
+	return nil, reject("chain[%d] (issuer %q) does not chain to any of the log's roots", i, c.Issuer.String())
+}
+
+// issuerChain is a verified chain of issuers: the certificates above a leaf,
+// each signed by the next, ending at a configured root. It is shared between
+// goroutines and must not be modified once built.
+type issuerChain struct {
+	// certs are the parsed issuers, leaf's issuer first, root last.
+	certs []*x509.Certificate
+	// ders are the issuers' DER encodings, owned by the chain (copied from
+	// the submission that first presented them).
+	ders [][]byte
+	// psc reports whether certs[0] is a Precertificate Signing Certificate.
+	psc bool
+}
+
+// entryChain returns the DER chain for an Entry. The slice is a copy, so a
+// caller that reorders or appends to Entry.Chain cannot corrupt the cache;
+// the certificates' bytes are shared.
+func (ic *issuerChain) entryChain() [][]byte {
+	return slices.Clone(ic.ders)
+}
+
+// issuerChain returns the verified issuer chain for issuers, the submitted
+// chain after the leaf, from the cache or by verifying it.
+func (v *Validator) issuerChain(issuers [][]byte) (*issuerChain, error) {
+	key := issuerCacheKey(issuers)
+	if ic := v.cache.get(key); ic != nil {
+		return ic, nil
+	}
+	ic, err := v.verifyIssuers(issuers)
+	if err != nil {
+		return nil, err
+	}
+	v.cache.put(key, ic)
+	return ic, nil
+}
+
+// verifyIssuers parses and verifies a submitted chain's issuers (chain[1:]):
+// each must be a CA signed by the next, and the last must be a configured
+// root or be signed by one, which is then appended. A Precertificate Signing
+// Certificate may only be the leaf's direct issuer.
+func (v *Validator) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
+	ic := &issuerChain{
+		certs: make([]*x509.Certificate, 0, len(issuers)+1),
+		ders:  make([][]byte, 0, len(issuers)+1),
+	}
+	for i, der := range issuers {
+		// Copy: the cache outlives the request, whose buffers the caller
+		// may reuse.
+		der = bytes.Clone(der)
+		c, err := parse(der, i+1)
+		if err != nil {
+			return nil, err
+		}
+		ic.certs = append(ic.certs, c)
+		ic.ders = append(ic.ders, der)
+	}
+
+	last := len(ic.certs) - 1
+	_, lastIsRoot := v.byFingerprint[sha256.Sum256(ic.ders[last])]
+	for i, c := range ic.certs {
+		// Configured roots are trusted as they are (some old roots are v1
+		// certificates without basic constraints); every other issuer must
+		// be a CA.
+		if !(i == last && lastIsRoot) && !isCA(c) {
+			return nil, reject("chain[%d] (%q) is not a CA certificate", i+1, c.Subject.String())
+		}
+		if i > 0 && isPrecertSigningCert(c) {
+			return nil, reject("chain[%d] is a precertificate signing certificate, which is only allowed as chain[1]", i+1)
+		}
+	}
+	for i := 0; i < last; i++ {
+		if err := ic.certs[i].CheckSignatureFrom(ic.certs[i+1]); err != nil {
+			return nil, reject("chain[%d] did not sign chain[%d]: %v", i+2, i+1, err)
+		}
+	}
+	if !lastIsRoot {
+		r, err := v.findRoot(ic.certs[last], last+1)
+		if err != nil {
+			return nil, err
+		}
+		if r.chain.psc {
+			return nil, reject("chain[%d]'s issuer is a precertificate signing certificate, which is only allowed as chain[1]", last+1)
+		}
+		ic.certs = append(ic.certs, r.cert)
+		ic.ders = append(ic.ders, r.cert.Raw)
+	}
+	ic.psc = isPrecertSigningCert(ic.certs[0])
+	return ic, nil
+}
+
+// issuerCacheKey identifies a submitted issuer chain by the SHA-256 of its
+// certificates' DER, each prefixed with its length so that no two different
+// lists of certificates hash the same input.
+func issuerCacheKey(issuers [][]byte) [32]byte {
+	h := sha256.New()
+	var n [4]byte
+	for _, der := range issuers {
+		binary.BigEndian.PutUint32(n[:], uint32(len(der)))
+		h.Write(n[:])
+		h.Write(der)
+	}
+	var key [32]byte
+	h.Sum(key[:0])
+	return key
+}
+
+// issuerCache remembers verified issuer chains.
+//
+// Caching is safe because a cached verdict is a pure function of its key:
+// whether issuers chain[1:] form a valid path to a root depends only on
+// those exact bytes (the key is a collision-resistant hash of all of them,
+// in order, length-prefixed) and on the Validator's roots, which never
+// change. Nothing about the leaf enters into it, and the leaf's own
+// signature, poison extension and NotAfter are checked on every submission,
+// cache hit or not, so a forged leaf presented with a known-good issuer chain
+// is still rejected. Issuer validity periods are not checked at all, so a
+// cached verdict cannot go stale with time. Only successes are cached.
+type issuerCache struct {
+	max          int
+	hits, misses atomic.Uint64
+
+	mu sync.RWMutex
+	m  map[[32]byte]*issuerChain
+}
+
+func (c *issuerCache) get(key [32]byte) *issuerChain {
+	c.mu.RLock()
+	ic := c.m[key]
+	c.mu.RUnlock()
+	if ic == nil {
+		c.misses.Add(1)
+	} else {
+		c.hits.Add(1)
+	}
+	return ic
+}
+
+// put stores ic, evicting an arbitrary entry if the cache is full.
+func (c *issuerCache) put(key [32]byte, ic *issuerChain) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[key] = ic
+}
+
+func (c *issuerCache) stats() CacheStats {
+	c.mu.RLock()
+	n := len(c.m)
+	c.mu.RUnlock()
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+}
+
+// LoadRoots reads a PEM bundle of root certificates. Text between PEM blocks
+// is ignored, as in the usual CA bundle files; any block that is not a
+// parseable "CERTIFICATE" is an error naming the file and the block.
+// Duplicate certificates are dropped, keeping the first.
+func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(pemPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading roots: %w", err)
+	}
+	var (
+		roots []*x509.Certificate
+		seen  = make(map[[32]byte]bool)
+		rest  = data
+	)
+	n := 0 // number of PEM blocks decoded
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		n++
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: PEM block %d has type %q, want \"CERTIFICATE\"", pemPath, n, block.Type)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if x509.IsFatal(err) {
+			return nil, fmt.Errorf("%s: PEM block %d: parsing certificate: %w", pemPath, n, err)
+		}
+		fp := sha256.Sum256(c.Raw)
+		if seen[fp] {
+			continue
+		}
+		seen[fp] = true
+		roots = append(roots, c)
+	}
+	if bytes.Contains(rest, []byte("-----BEGIN")) {
+		return nil, fmt.Errorf("%s: PEM block %d is malformed", pemPath, n+1)
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("%s: no certificates found", pemPath)
+	}
+	return roots, nil
+}
