@@ -146,3 +146,12 @@ func hashesBytes(hashes []tlog.Hash) []byte {
 	}
 	return b
 }
+
+// Clone returns an independent copy of e.
+func (e *Edge) Clone() *Edge {
+	c := &Edge{size: e.size, levels: make([][]tlog.Hash, len(e.levels))}
+	for i, l := range e.levels {
+		c.levels[i] = append(make([]tlog.Hash, 0, Width), l...)
+	}
+	return c
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/server"
+)
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "config file (YAML); see docs/CONFIG.md")
+	dev := fs.Bool("dev", false, "run a development log with zero configuration")
+	data := fs.String("data", "mosaic-dev", "with -dev: the directory holding the dev log (created if missing)")
+	listen := fs.String("listen", "", "with -dev: the address to listen on (default "+devmode.DefaultListen+" for a new dev log)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE\n       mosaic serve -dev [-data DIR] [-listen ADDR]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flag.ErrHelp
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *dev == (*cfgPath != "") {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+
+	var lns []net.Listener
+	var c *config.Config
+	var err error
+	if *dev {
+		path, ln, created, err := devmode.Setup(*data, *listen)
+		if err != nil {
+			return err
+		}
+		lns = []net.Listener{ln}
+		if c, err = config.Load(path); err != nil {
+			ln.Close()
+			return err
+		}
+		if created {
+			if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
+				ln.Close()
+				return err
+			}
+		}
+	} else {
+		if c, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(ctx, c, logger)
+	if err != nil {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return err
+	}
+	if lns == nil {
+		if lns, err = server.Listen(c); err != nil {
+			return err
+		}
+	}
+	if *dev {
+		info, err := devmode.WriteInfo(*data, srv.Logs()[0])
+		if err != nil {
+			return fmt.Errorf("writing dev.json: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "Mosaic dev log is up.\n  submission prefix: %s\n  monitoring prefix: %s\n  log ID:            %s\n  test CA:           %s (key %s)\n  details:           %s/dev.json\n",
+			info.SubmissionPrefix, info.MonitoringPrefix, info.LogID, info.TestCACert, info.TestCAKey, *data)
+	}
+	return srv.Run(ctx, lns)
+}
+
+func runCreate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "config file (YAML)")
+	var names multiFlag
+	fs.Var(&names, "log", "name of the log to create (repeatable; default: every log in the config)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: mosaic create -config FILE [-log NAME]...\n\nCreates a new log: signs its first (empty) checkpoint and stores it in the\nlock backend and storage. Refuses to touch a log that already has state.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil || *cfgPath == "" {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	c, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return server.CreateLogs(ctx, c, names, logger)
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }

@@ -1,0 +1,288 @@
+// Package config reads the YAML file that describes a Mosaic process: its
+// listeners and any number of logs. Decoding is strict (unknown fields are
+// errors) and every error names the offending field, so a misconfiguration
+// stops startup with a message an operator can act on.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Listen are the addresses to serve HTTP on.
+	Listen []Listener `yaml:"listen"`
+	// Database is the embedded database (lock backend and dedup cache) that
+	// logs use unless they name another. Relative paths are relative to the
+	// config file.
+	Database string `yaml:"database,omitempty"`
+	// Logs are the logs this process runs.
+	Logs []Log `yaml:"logs"`
+}
+
+// Listener is one HTTP listener: plain HTTP (for a reverse proxy in front),
+// or TLS when both certificate files are set.
+type Listener struct {
+	Address string `yaml:"address"`
+	TLSCert string `yaml:"tls_cert,omitempty"`
+	TLSKey  string `yaml:"tls_key,omitempty"`
+}
+
+// Log is one log's configuration.
+type Log struct {
+	// Name identifies the log in metrics, logs and commands.
+	Name string `yaml:"name"`
+	// SubmissionPrefix is the URL under which ct/v1/add-chain etc. are
+	// served; the checkpoint origin is derived from it.
+	SubmissionPrefix string `yaml:"submission_prefix"`
+	// MonitoringPrefix is the URL of the read path (checkpoint, tiles). It
+	// defaults to SubmissionPrefix.
+	MonitoringPrefix string `yaml:"monitoring_prefix,omitempty"`
+	// Key is the log's key file: a 32-byte seed (mosaic keygen) or a PEM
+	// ECDSA P-256 private key.
+	Key string `yaml:"key"`
+	// Roots is a PEM file of the root certificates the log accepts.
+	Roots string `yaml:"roots"`
+	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf
+	// certificates: [start, limit).
+	NotAfterStart time.Time `yaml:"not_after_start"`
+	NotAfterLimit time.Time `yaml:"not_after_limit"`
+	// Storage is where the log's public objects are written.
+	Storage Storage `yaml:"storage"`
+	// Database overrides the top-level embedded database for this log.
+	Database string `yaml:"database,omitempty"`
+	// Period is how often pending submissions are sequenced (default 200ms).
+	Period time.Duration `yaml:"period"`
+	// PoolSize bounds the submissions waiting for one round (default 4000);
+	// beyond it submitters get 503 with Retry-After.
+	PoolSize int `yaml:"pool_size"`
+	// MMD is the maximum merge delay advertised in log.v3.json (default 24h).
+	MMD time.Duration `yaml:"mmd,omitempty"`
+	// Description is the human-readable description for log lists.
+	Description string `yaml:"description,omitempty"`
+	// ReadPath serves the monitoring prefix from this process (default
+	// true); set it false when a web server or CDN serves storage.
+	ReadPath *bool `yaml:"read_path,omitempty"`
+}
+
+// Storage selects a storage backend.
+type Storage struct {
+	// Dir is a local directory (the embedded default).
+	Dir string `yaml:"dir"`
+}
+
+// Load reads and validates a config file. Relative paths in it are resolved
+// against the file's directory.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.resolve(filepath.Dir(path))
+	return c, nil
+}
+
+// Parse decodes and validates a config.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("parsing config: %w", err)
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) setDefaults() {
+	for i := range c.Logs {
+		l := &c.Logs[i]
+		if l.MonitoringPrefix == "" {
+			l.MonitoringPrefix = l.SubmissionPrefix
+		}
+		if l.Period == 0 {
+			l.Period = 200 * time.Millisecond
+		}
+		if l.PoolSize == 0 {
+			l.PoolSize = 4000
+		}
+		if l.MMD == 0 {
+			l.MMD = 24 * time.Hour
+		}
+		if l.ReadPath == nil {
+			t := true
+			l.ReadPath = &t
+		}
+	}
+}
+
+func (c *Config) resolve(dir string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	abs(&c.Database)
+	for i := range c.Listen {
+		abs(&c.Listen[i].TLSCert)
+		abs(&c.Listen[i].TLSKey)
+	}
+	for i := range c.Logs {
+		l := &c.Logs[i]
+		abs(&l.Key)
+		abs(&l.Roots)
+		abs(&l.Storage.Dir)
+		abs(&l.Database)
+	}
+}
+
+// Validate checks the config, returning every problem found, each naming its
+// field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Listen) == 0 {
+		bad("listen", "at least one listener is required")
+	}
+	for i, l := range c.Listen {
+		f := fmt.Sprintf("listen[%d]", i)
+		if _, _, err := net.SplitHostPort(l.Address); err != nil {
+			bad(f+".address", "%q is not host:port (%v)", l.Address, err)
+		}
+		if (l.TLSCert == "") != (l.TLSKey == "") {
+			bad(f, "tls_cert and tls_key must be set together")
+		}
+	}
+	if len(c.Logs) == 0 {
+		bad("logs", "at least one log is required")
+	}
+	names := map[string]bool{}
+	paths := map[string]string{}
+	for i, l := range c.Logs {
+		f := fmt.Sprintf("logs[%d]", i)
+		if l.Name != "" {
+			f = fmt.Sprintf("logs[%d] (%s)", i, l.Name)
+		}
+		switch {
+		case l.Name == "":
+			bad(f+".name", "required")
+		case names[l.Name]:
+			bad(f+".name", "duplicate log name %q", l.Name)
+		case strings.ContainsAny(l.Name, " /\\\"'"):
+			bad(f+".name", "must not contain spaces, slashes or quotes")
+		}
+		names[l.Name] = true
+		sub, err := ParsePrefix(l.SubmissionPrefix)
+		if err != nil {
+			bad(f+".submission_prefix", "%v", err)
+		}
+		mon, err := ParsePrefix(l.MonitoringPrefix)
+		if err != nil {
+			bad(f+".monitoring_prefix", "%v", err)
+		}
+		// Each path (submission or monitoring) belongs to one log, so that
+		// requests route unambiguously.
+		for _, p := range []struct {
+			u     *url.URL
+			field string
+		}{{sub, "submission_prefix"}, {mon, "monitoring_prefix"}} {
+			if p.u == nil || (p.field == "monitoring_prefix" && !*l.ReadPath) {
+				continue
+			}
+			if other, ok := paths[p.u.Path]; ok && other != l.Name {
+				bad(f+"."+p.field, "path %q is already used by log %s; give each log its own path", p.u.Path, other)
+			}
+			paths[p.u.Path] = l.Name
+		}
+		if l.Key == "" {
+			bad(f+".key", "required (create one with: mosaic keygen -o FILE)")
+		}
+		if l.Roots == "" {
+			bad(f+".roots", "required: a PEM file of accepted root certificates")
+		}
+		if l.NotAfterStart.IsZero() {
+			bad(f+".not_after_start", "required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
+		}
+		if l.NotAfterLimit.IsZero() {
+			bad(f+".not_after_limit", "required (RFC 3339, e.g. 2026-07-01T00:00:00Z)")
+		}
+		if !l.NotAfterStart.IsZero() && !l.NotAfterLimit.IsZero() && !l.NotAfterStart.Before(l.NotAfterLimit) {
+			bad(f+".not_after_limit", "must be after not_after_start")
+		}
+		if l.Storage.Dir == "" {
+			bad(f+".storage", "a storage backend is required (storage.dir)")
+		}
+		if l.Database == "" && c.Database == "" {
+			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's")
+		}
+		if l.Period < 10*time.Millisecond || l.Period > time.Minute {
+			bad(f+".period", "%v is out of range (10ms to 1m)", l.Period)
+		}
+		if l.PoolSize < 1 || l.PoolSize > 1_000_000 {
+			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)
+		}
+		if l.MMD < 0 {
+			bad(f+".mmd", "must not be negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParsePrefix parses a submission or monitoring prefix: an http:// or
+// https:// URL, with any host, port and path, normalized to end in "/".
+func ParsePrefix(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, errors.New("required (e.g. https://ct.example.org/2026h1/)")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%q must start with http:// or https://", s)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%q has no host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("%q must not have a query, fragment or user info", s)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	u.RawPath = ""
+	return u, nil
+}
+
+// Origin returns the checkpoint origin for a submission prefix: the URL
+// without scheme and without trailing slash (static-ct-api).
+func Origin(prefix *url.URL) string {
+	return strings.TrimSuffix(prefix.Host+prefix.Path, "/")
+}
+
+// DatabaseFor returns the embedded database file a log uses.
+func (c *Config) DatabaseFor(l *Log) string {
+	if l.Database != "" {
+		return l.Database
+	}
+	return c.Database
+}

@@ -1,0 +1,146 @@
+// Package bolt is the embedded database behind a single-machine Mosaic: one
+// bbolt file holds every log's checkpoint (the lock backend) and dedup cache.
+//
+// bbolt was chosen over SQLite because it is pure Go (no cgo, one static
+// binary), small, and gives exactly what is needed: serializable read-write
+// transactions that are fsynced before Commit returns, and an exclusive file
+// lock, so a second process pointed at the same database fails to open it
+// instead of racing the first (defence in depth beside compare-and-swap).
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+)
+
+var (
+	checkpointsBucket = []byte("checkpoints")
+	dedupBucket       = []byte("dedup")
+)
+
+// DB is an embedded lock backend and dedup store.
+type DB struct {
+	db *bbolt.DB
+}
+
+var (
+	_ lock.Backend = (*DB)(nil)
+	_ dedup.Store  = (*DB)(nil)
+)
+
+// Open opens or creates the database file at path (mode 0600). Its buckets
+// are created automatically.
+func Open(path string) (*DB, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, fmt.Errorf("database %s is locked by another process (is another mosaic serve running with it?)", path)
+		}
+		return nil, fmt.Errorf("opening database %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(checkpointsBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(dedupBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initializing database %s: %w", path, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Fetch implements lock.Backend.
+func (d *DB) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
+	var out []byte
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(checkpointsBucket).Get(logID[:])
+		if v == nil {
+			return lock.ErrLogNotFound
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+// Create implements lock.Backend.
+func (d *DB) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(checkpointsBucket)
+		if b.Get(logID[:]) != nil {
+			return fmt.Errorf("creating log: %w", lock.ErrConflict)
+		}
+		return b.Put(logID[:], checkpoint)
+	})
+}
+
+// Replace implements lock.Backend. bbolt runs read-write transactions one at
+// a time, so the comparison and the write below are atomic with respect to
+// every other writer of this file; the commit is fsynced before it returns.
+func (d *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(checkpointsBucket)
+		cur := b.Get(logID[:])
+		if cur == nil {
+			return lock.ErrLogNotFound
+		}
+		if !bytes.Equal(cur, old) {
+			return lock.ErrConflict
+		}
+		return b.Put(logID[:], new)
+	})
+}
+
+// Get implements dedup.Store.
+func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
+	var v dedup.Value
+	var ok bool
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		lb := tx.Bucket(dedupBucket).Bucket(logID[:])
+		if lb == nil {
+			return nil
+		}
+		if raw := lb.Get(k[:]); raw != nil {
+			v, ok = dedup.DecodeValue(raw)
+		}
+		return nil
+	})
+	return v, ok, err
+}
+
+// Put implements dedup.Store: one transaction per batch. A key that is
+// already present keeps its first value.
+func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range records {
+			if lb.Get(r.Key[:]) != nil {
+				continue
+			}
+			if err := lb.Put(r.Key[:], dedup.EncodeValue(r.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

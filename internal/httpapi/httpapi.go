@@ -1,0 +1,433 @@
+// Package httpapi is Mosaic's HTTP surface: for each log, the RFC 6962
+// submission endpoints under its submission prefix and the Static CT read
+// path under its monitoring prefix, plus the process-wide /metrics and
+// /health. It translates between HTTP and package ctlog and decides status
+// codes: 4xx with a one-line reason for a client's mistake, 503 with
+// Retry-After when the log cannot take more, never a 200 for an entry that is
+// not logged.
+package httpapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// MaxBodyBytes bounds an add-chain request body. A maximal chain (10
+// certificates of a few KiB, base64-encoded) is far below it.
+const MaxBodyBytes = 512 << 10
+
+// Server holds the handlers of every log in a process.
+type Server struct {
+	logs     []*ctlog.Log
+	log      *slog.Logger
+	gatherer prometheus.Gatherer
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	// HealthMaxAge is how old a log's latest checkpoint may be before /health
+	// reports it unhealthy.
+	HealthMaxAge time.Duration
+}
+
+// New returns a Server for logs. Metrics are registered on reg and served
+// from gatherer at /metrics.
+func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gatherer prometheus.Gatherer) *Server {
+	s := &Server{
+		logs:     logs,
+		log:      logger,
+		gatherer: gatherer,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_http_requests_total",
+			Help: "HTTP requests by log, endpoint and status code.",
+		}, []string{"log", "endpoint", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mosaic_http_request_duration_seconds",
+			Help:    "HTTP request latency by log and endpoint.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"log", "endpoint"}),
+		HealthMaxAge: 30 * time.Second,
+	}
+	reg.MustRegister(s.requests, s.latency)
+	return s
+}
+
+// Handler returns the process's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	homes := map[string]bool{}
+	for _, l := range s.logs {
+		sub := l.SubmissionPrefix.Path
+		mux.Handle("POST "+sub+"ct/v1/add-chain", s.instrument(l, "add-chain", s.addChain(l, false)))
+		mux.Handle("POST "+sub+"ct/v1/add-pre-chain", s.instrument(l, "add-pre-chain", s.addChain(l, true)))
+		mux.Handle("GET "+sub+"ct/v1/get-roots", s.instrument(l, "get-roots", http.HandlerFunc(s.getRoots(l))))
+		mux.Handle("GET "+sub+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
+		if !homes[sub] {
+			mux.Handle("GET "+sub+"{$}", s.instrument(l, "home", http.HandlerFunc(s.home(l))))
+			homes[sub] = true
+		}
+		if l.ReadPath {
+			mon := l.MonitoringPrefix.Path
+			mux.Handle("GET "+mon+"checkpoint", s.instrument(l, "checkpoint", s.readPath(l, "checkpoint")))
+			mux.Handle("GET "+mon+"tile/", s.instrument(l, "tile", s.readPath(l, "tile")))
+			mux.Handle("GET "+mon+"issuer/", s.instrument(l, "issuer", s.readPath(l, "issuer")))
+			if mon != sub {
+				mux.Handle("GET "+mon+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
+				if !homes[mon] {
+					mux.Handle("GET "+mon+"{$}", s.instrument(l, "home", http.HandlerFunc(s.home(l))))
+					homes[mon] = true
+				}
+			}
+		}
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /health", s.health)
+	return mux
+}
+
+// statusRecorder captures the status code for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				// A bug must not take the process (and every other log)
+				// down; the submitter gets a 500 and the bug is logged.
+				s.log.Error("handler panic", "log", l.Name, "endpoint", endpoint, "panic", p)
+				if rec.code == 0 {
+					http.Error(rec, "internal error", http.StatusInternalServerError)
+				}
+			}
+			code := rec.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code)).Inc()
+			s.latency.WithLabelValues(l.Name, endpoint).Observe(time.Since(start).Seconds())
+		}()
+		h.ServeHTTP(rec, r)
+	})
+}
+
+// addChainRequest is the RFC 6962 §4.1 request body.
+type addChainRequest struct {
+	Chain []string `json:"chain"`
+}
+
+func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req addChainRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, "request body is not a JSON object with a \"chain\" array of base64 strings: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(req.Chain) == 0 {
+			http.Error(w, "\"chain\" is missing or empty", http.StatusBadRequest)
+			return
+		}
+		chainDER := make([][]byte, len(req.Chain))
+		for i, c := range req.Chain {
+			if chainDER[i], err = base64.StdEncoding.DecodeString(c); err != nil {
+				http.Error(w, fmt.Sprintf("chain[%d] is not valid base64", i), http.StatusBadRequest)
+				return
+			}
+		}
+		resp, err := l.AddChain(r.Context(), chainDER, precert)
+		if err != nil {
+			s.writeAddChainError(w, r, l, err)
+			return
+		}
+		out, err := json.Marshal(resp)
+		if err != nil {
+			http.Error(w, "encoding response", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(out)
+	})
+}
+
+func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *ctlog.Log, err error) {
+	if re, ok := ctlog.IsReject(err); ok {
+		http.Error(w, re.Reason, http.StatusBadRequest)
+		return
+	}
+	switch {
+	case errors.Is(err, sequencer.ErrPoolFull):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the log is at capacity; retry later", http.StatusServiceUnavailable)
+	case errors.Is(err, sequencer.ErrStopped):
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the log is shutting down; retry later", http.StatusServiceUnavailable)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The client went away; it will not read this.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "request cancelled before the entry was sequenced", http.StatusServiceUnavailable)
+	default:
+		s.log.Warn("add-chain failed", "log", l.Name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the log is temporarily unable to sequence entries; retry later", http.StatusServiceUnavailable)
+	}
+}
+
+func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var resp struct {
+			Certificates []string `json:"certificates"`
+		}
+		resp.Certificates = []string{}
+		for _, der := range l.Validator.RootsDER() {
+			resp.Certificates = append(resp.Certificates, base64.StdEncoding.EncodeToString(der))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(resp)
+	}
+}
+
+// readPath serves the monitoring prefix from storage.
+func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
+	prefix := l.MonitoringPrefix.Path
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.URL.Path, prefix)
+		var isData, full bool
+		switch kind {
+		case "checkpoint":
+		case "tile":
+			t, err := tile.ParsePath(key)
+			if err != nil {
+				http.Error(w, "not found: "+err.Error(), http.StatusNotFound)
+				return
+			}
+			isData, full = t.Data, t.Full()
+		case "issuer":
+			fp := strings.TrimPrefix(key, "issuer/")
+			if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
+				http.Error(w, "not found: an issuer path is issuer/<64 lowercase hex digits>", http.StatusNotFound)
+				return
+			}
+			full = true
+		}
+		data, err := l.Storage.Get(r.Context(), key)
+		if errors.Is(err, storage.ErrNotFound) {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			s.log.Warn("read path storage error", "log", l.Name, "key", key, "err", err)
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "storage unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Content-Type", storage.Options(key).ContentType)
+		switch {
+		case kind == "checkpoint":
+			h.Set("Cache-Control", "no-cache, max-age=0")
+		case full:
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+		default:
+			h.Set("Cache-Control", "public, max-age=60")
+		}
+		if isData {
+			h.Add("Vary", "Accept-Encoding")
+			if acceptsGzip(r) {
+				h.Set("Content-Encoding", "gzip")
+			} else if data, err = gunzip(data); err != nil {
+				s.log.Error("stored data tile is not gzip", "log", l.Name, "key", key, "err", err)
+				http.Error(w, "corrupt data tile in storage", http.StatusInternalServerError)
+				return
+			}
+		}
+		h.Set("Content-Length", strconv.Itoa(len(data)))
+		if r.Method == http.MethodHead {
+			return
+		}
+		w.Write(data)
+	})
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding allows gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") && strings.TrimSpace(coding) != "*" {
+			continue
+		}
+		if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
+			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
+// LogListEntry is the log's entry for a CT log list v3.
+type LogListEntry struct {
+	Description      string           `json:"description"`
+	LogID            string           `json:"log_id"`
+	Key              string           `json:"key"`
+	URL              string           `json:"url"`
+	SubmissionURL    string           `json:"submission_url"`
+	MonitoringURL    string           `json:"monitoring_url"`
+	MMD              int64            `json:"mmd"`
+	TemporalInterval TemporalInterval `json:"temporal_interval"`
+}
+
+// TemporalInterval is the log's NotAfter window.
+type TemporalInterval struct {
+	StartInclusive string `json:"start_inclusive"`
+	EndExclusive   string `json:"end_exclusive"`
+}
+
+// ListEntry returns l's log list entry.
+func ListEntry(l *ctlog.Log) LogListEntry {
+	desc := l.Description
+	if desc == "" {
+		desc = "Mosaic log " + l.Name
+	}
+	return LogListEntry{
+		Description:   desc,
+		LogID:         base64.StdEncoding.EncodeToString(l.LogID[:]),
+		Key:           base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER()),
+		URL:           l.SubmissionPrefix.String(),
+		SubmissionURL: l.SubmissionPrefix.String(),
+		MonitoringURL: l.MonitoringPrefix.String(),
+		MMD:           int64(l.MMD / time.Second),
+		TemporalInterval: TemporalInterval{
+			StartInclusive: l.NotAfterStart.UTC().Format(time.RFC3339),
+			EndExclusive:   l.NotAfterLimit.UTC().Format(time.RFC3339),
+		},
+	}
+}
+
+func (s *Server) logJSON(l *ctlog.Log) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(ListEntry(l))
+	}
+}
+
+var homeTemplate = template.Must(template.New("home").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Name}} — Mosaic CT log</title>
+<style>body{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em}code{word-break:break-all}</style></head>
+<body><h1>{{.Name}}</h1>
+<p>{{.Entry.Description}}. This is a <a href="https://c2sp.org/static-ct-api">Static CT API</a> Certificate Transparency log run by Mosaic.</p>
+<dl>
+<dt>Submission prefix</dt><dd><code>{{.Entry.SubmissionURL}}</code></dd>
+<dt>Monitoring prefix</dt><dd><code>{{.Entry.MonitoringURL}}</code></dd>
+<dt>Log ID</dt><dd><code>{{.Entry.LogID}}</code></dd>
+<dt>Public key (DER, base64)</dt><dd><code>{{.Entry.Key}}</code></dd>
+<dt>Public key (PEM)</dt><dd><pre>{{.PEM}}</pre></dd>
+<dt>Accepted NotAfter</dt><dd>{{.Entry.TemporalInterval.StartInclusive}} (inclusive) to {{.Entry.TemporalInterval.EndExclusive}} (exclusive)</dd>
+<dt>Maximum merge delay</dt><dd>{{.Entry.MMD}} seconds</dd>
+<dt>Tree size</dt><dd>{{.TreeSize}} (checkpoint at {{.CheckpointTime}})</dd>
+</dl>
+<p><a href="log.v3.json">log.v3.json</a> · <a href="ct/v1/get-roots">get-roots</a></p>
+</body></html>
+`))
+
+func (s *Server) home(l *ctlog.Log) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cp := l.Sequencer.Published()
+		var pem strings.Builder
+		pem.WriteString("-----BEGIN PUBLIC KEY-----\n")
+		b64 := base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER())
+		for len(b64) > 64 {
+			pem.WriteString(b64[:64] + "\n")
+			b64 = b64[64:]
+		}
+		pem.WriteString(b64 + "\n-----END PUBLIC KEY-----")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		homeTemplate.Execute(w, map[string]any{
+			"Name":           l.Name,
+			"Entry":          ListEntry(l),
+			"PEM":            pem.String(),
+			"TreeSize":       cp.Size,
+			"CheckpointTime": time.UnixMilli(int64(cp.Timestamp)).UTC().Format(time.RFC3339),
+		})
+	}
+}
+
+// health answers 200 only while every log has a fresh checkpoint and a
+// running sequencer.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	status := map[string]string{}
+	ok := true
+	for _, l := range s.logs {
+		if err := l.Health(s.HealthMaxAge); err != nil {
+			status[l.Name] = err.Error()
+			ok = false
+		} else {
+			status[l.Name] = "ok"
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(status)
+}

@@ -1,0 +1,52 @@
+package sequencer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are a log's sequencing metrics.
+type Metrics struct {
+	PoolSize       prometheus.Gauge
+	PoolFull       prometheus.Counter
+	TreeSize       prometheus.Gauge
+	CheckpointTime prometheus.Gauge
+	Entries        prometheus.Counter
+	Duplicates     prometheus.Counter
+	Rounds         *prometheus.CounterVec
+	RoundDuration  prometheus.Histogram
+	LockDuration   prometheus.Histogram
+	WaitTime       prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered). reg should add the log's label.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		PoolSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_pool_size", Help: "Entries waiting for the next sequencing round."}),
+		PoolFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_pool_full_total", Help: "Submissions refused because the pool was full."}),
+		TreeSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_tree_size", Help: "Size of the latest committed tree."}),
+		CheckpointTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_checkpoint_timestamp_seconds", Help: "Timestamp of the latest committed checkpoint (age = time() - this)."}),
+		Entries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_sequenced_entries_total", Help: "Entries sequenced into the tree."}),
+		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_duplicate_submissions_total", Help: "Submissions answered with an existing entry."}),
+		Rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_sequencing_rounds_total", Help: "Sequencing rounds by result."}, []string{"result"}),
+		RoundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "mosaic_sequencing_round_duration_seconds", Help: "Duration of a sequencing round.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		LockDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "mosaic_lock_update_duration_seconds", Help: "Latency of the lock backend's checkpoint compare-and-swap.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		WaitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "mosaic_add_chain_wait_seconds", Help: "Time a submission waited to be sequenced.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
+			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime)
+	}
+	return m
+}

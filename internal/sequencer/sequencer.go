@@ -1,0 +1,625 @@
+// Package sequencer turns a log's accepted submissions into published tree
+// state. Submissions wait in a pool; every period (or as soon as the pool is
+// full) one round assigns them indexes, writes the data tile, hash tiles and
+// new issuers to storage, signs a checkpoint, commits it to the lock backend
+// with compare-and-swap, publishes it, and only then answers each waiter with
+// its index and timestamp. An SCT is therefore never issued for an entry that
+// is not durably stored and covered by a committed checkpoint.
+//
+// All state needed to sequence (the tree's right edge and the partial data
+// tile) lives in memory and is rebuilt at startup from the lock backend's
+// checkpoint and the partial tiles in storage, which are authenticated against
+// that checkpoint: storage is untrusted, the lock backend is trusted.
+package sequencer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// Config is what a Sequencer needs.
+type Config struct {
+	// Name is the log's name in logs and metrics.
+	Name string
+	// LogID is the log's RFC 6962 ID, its key in the lock and dedup backends.
+	LogID [32]byte
+	// Origin is the checkpoint origin line.
+	Origin string
+	// Signer signs checkpoints.
+	Signer *checkpoint.Signer
+	// Verify opens a signed checkpoint of this log (used to check what the
+	// lock backend and storage hold).
+	Verify func(signed []byte) (*checkpoint.Verified, error)
+
+	Storage storage.Backend
+	Lock    lock.Backend
+	Dedup   dedup.Store
+
+	// Period is how often pending entries are sequenced.
+	Period time.Duration
+	// PoolSize bounds the entries waiting for the next round; beyond it Add
+	// returns ErrPoolFull.
+	PoolSize int
+	// IdleCheckpoint is the longest time between two checkpoints when no
+	// entries arrive.
+	IdleCheckpoint time.Duration
+
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// ErrPoolFull is returned by Add when the log cannot take more entries now.
+var ErrPoolFull = errors.New("the log's pool is full")
+
+// ErrUnavailable is wrapped by Add errors when the entry could not be
+// sequenced because a backend failed; the submitter may retry.
+var ErrUnavailable = errors.New("the log could not sequence the entry")
+
+// ErrStopped is returned by Add when the sequencer has stopped.
+var ErrStopped = errors.New("the log is shutting down")
+
+// Pending is a validated submission waiting to be sequenced.
+type Pending struct {
+	// Entry holds everything but Timestamp and LeafIndex, which sequencing
+	// assigns.
+	Entry tile.Entry
+	// Issuers are the DER certificates whose fingerprints are in
+	// Entry.ChainFingerprints, to be stored as issuer/<hex>.
+	Issuers [][]byte
+}
+
+// Result is where and when an entry was logged.
+type Result struct {
+	Index     uint64
+	Timestamp uint64
+}
+
+// waiter is one entry in the pool, and every submission of it.
+type waiter struct {
+	key  dedup.Key
+	p    *Pending
+	done chan struct{}
+	res  Result
+	err  error
+}
+
+// Sequencer sequences one log.
+type Sequencer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	pool     []*waiter
+	inflight map[dedup.Key]*waiter // pooled, being sequenced, or just sequenced
+	full     chan struct{}         // signalled when the pool reaches PoolSize
+	stopped  bool
+	fatal    error // set when the log must stop (lost the lock)
+
+	// Round state, touched only by the sequencing goroutine (and Load).
+	edge         *tile.Edge
+	dataTile     []byte // partial data tile, uncompressed
+	checkpoint   []byte // the committed checkpoint note (lock backend value)
+	treeSize     int64
+	lastTime     uint64
+	issuers      map[[32]byte]bool // issuers known to be in storage
+	needReload   bool
+	lastPublish  time.Time
+	checkpointMu sync.RWMutex // guards published
+	published    *checkpoint.Verified
+}
+
+// Create initializes a new, empty log: it signs a checkpoint for the empty
+// tree and stores it in the lock backend and in storage. It refuses when
+// either already holds state for this log, so an existing log is never reset.
+func Create(ctx context.Context, cfg Config) error {
+	if _, err := cfg.Lock.Fetch(ctx, cfg.LogID); err == nil {
+		return fmt.Errorf("log %s already exists in the lock backend", cfg.Name)
+	} else if !errors.Is(err, lock.ErrLogNotFound) {
+		return fmt.Errorf("checking lock backend: %w", err)
+	}
+	if _, err := cfg.Storage.Get(ctx, "checkpoint"); err == nil {
+		return fmt.Errorf("log %s: storage already has a checkpoint; refusing to create a log over existing data", cfg.Name)
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("checking storage: %w", err)
+	}
+	e := tile.NewEdge()
+	signed, err := cfg.Signer.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: 0, Hash: e.RootHash()}, uint64(time.Now().UnixMilli()))
+	if err != nil {
+		return err
+	}
+	if err := cfg.Lock.Create(ctx, cfg.LogID, signed); err != nil {
+		return fmt.Errorf("creating log in lock backend: %w", err)
+	}
+	if err := cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
+		return fmt.Errorf("publishing first checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Load rebuilds a log's sequencing state from the lock backend and storage.
+// It fails, naming the inconsistency, when the two disagree in a way that
+// could lose or fork entries; it never starts an empty log over lost state.
+func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 4000
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = 200 * time.Millisecond
+	}
+	if cfg.IdleCheckpoint <= 0 {
+		cfg.IdleCheckpoint = time.Second
+	}
+	s := &Sequencer{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		inflight: make(map[dedup.Key]*waiter),
+		full:     make(chan struct{}, 1),
+		issuers:  make(map[[32]byte]bool),
+	}
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads and authenticates the committed state. See Load.
+func (s *Sequencer) load(ctx context.Context) error {
+	name := s.cfg.Name
+	signed, err := s.cfg.Lock.Fetch(ctx, s.cfg.LogID)
+	if errors.Is(err, lock.ErrLogNotFound) {
+		if stored, err := s.cfg.Storage.Get(ctx, "checkpoint"); err == nil {
+			size := "?"
+			if v, err := s.cfg.Verify(stored); err == nil {
+				size = fmt.Sprint(v.Size)
+			}
+			return fmt.Errorf("log %s: the lock backend has no checkpoint but storage has one (tree size %s): "+
+				"the lock backend lost its state; restore it from a backup, never recreate a log over existing storage", name, size)
+		}
+		return fmt.Errorf("log %s does not exist yet: create it with 'mosaic create -config FILE -log %s'", name, name)
+	}
+	if err != nil {
+		return fmt.Errorf("log %s: reading the lock backend: %w", name, err)
+	}
+	cp, err := s.cfg.Verify(signed)
+	if err != nil {
+		return fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin %q "+
+			"(did the key or the submission prefix change?): %w", name, s.cfg.Origin, err)
+	}
+	stored, err := s.cfg.Storage.Get(ctx, "checkpoint")
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		if cp.Size > 0 {
+			return fmt.Errorf("log %s: storage has no checkpoint but the lock backend is at tree size %d: "+
+				"storage lost its state (wrong storage directory or bucket?)", name, cp.Size)
+		}
+	case err != nil:
+		return fmt.Errorf("log %s: reading the checkpoint from storage: %w", name, err)
+	default:
+		sv, err := s.cfg.Verify(stored)
+		if err != nil {
+			return fmt.Errorf("log %s: storage's checkpoint does not verify: %w", name, err)
+		}
+		if sv.Size > cp.Size {
+			return fmt.Errorf("log %s: storage's checkpoint (size %d) is ahead of the lock backend's (size %d): "+
+				"the lock backend lost state; restore it from a backup", name, sv.Size, cp.Size)
+		}
+	}
+
+	// Rebuild the right edge from the partial tiles and authenticate it: the
+	// root computed from them must equal the committed checkpoint's root.
+	partial := map[int][]tlog.Hash{}
+	for _, t := range tile.PartialTiles(cp.Size) {
+		data, err := s.cfg.Storage.Get(ctx, t.Path())
+		if err != nil {
+			return fmt.Errorf("log %s: reading %s for tree size %d: %w", name, t.Path(), cp.Size, err)
+		}
+		hashes, err := tile.ParseHashTile(data)
+		if err != nil || len(hashes) != t.W {
+			return fmt.Errorf("log %s: %s is malformed (%d bytes)", name, t.Path(), len(data))
+		}
+		partial[t.Level] = hashes
+	}
+	edge, err := tile.EdgeFromTiles(cp.Size, partial)
+	if err != nil {
+		return fmt.Errorf("log %s: %w", name, err)
+	}
+	if edge.RootHash() != cp.Hash {
+		return fmt.Errorf("log %s: the partial tiles in storage do not match the committed checkpoint's root hash at size %d: storage is corrupt", name, cp.Size)
+	}
+	var dataTile []byte
+	if w := tile.PartialWidth(0, cp.Size); w > 0 {
+		t := tile.Tile{Data: true, N: cp.Size / tile.Width, W: w}
+		gz, err := s.cfg.Storage.Get(ctx, t.Path())
+		if err != nil {
+			return fmt.Errorf("log %s: reading %s: %w", name, t.Path(), err)
+		}
+		dataTile, err = gunzip(gz)
+		if err != nil {
+			return fmt.Errorf("log %s: %s: %w", name, t.Path(), err)
+		}
+		entries, err := tile.ParseDataTile(dataTile)
+		if err != nil {
+			return fmt.Errorf("log %s: %s: %w", name, t.Path(), err)
+		}
+		hashes := edge.PartialHashes(0)
+		if len(entries) != w {
+			return fmt.Errorf("log %s: %s has %d entries, want %d", name, t.Path(), len(entries), w)
+		}
+		for i, e := range entries {
+			if e.LeafHash() != hashes[i] || e.LeafIndex != uint64(t.N*tile.Width)+uint64(i) {
+				return fmt.Errorf("log %s: %s entry %d does not match the level-0 tile: storage is corrupt", name, t.Path(), i)
+			}
+		}
+	}
+	s.edge = edge
+	s.dataTile = dataTile
+	s.checkpoint = signed
+	s.treeSize = cp.Size
+	s.lastTime = cp.Timestamp
+	s.setPublished(cp)
+	s.cfg.Metrics.TreeSize.Set(float64(cp.Size))
+	s.cfg.Metrics.CheckpointTime.Set(float64(cp.Timestamp) / 1000)
+	// Make sure storage serves the committed checkpoint (it may lag after a
+	// crash between the lock commit and the publish).
+	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
+		return fmt.Errorf("log %s: publishing checkpoint: %w", name, err)
+	}
+	s.lastPublish = time.Now()
+	return nil
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("not gzip-compressed: %w", err)
+	}
+	var out bytes.Buffer
+	if _, err := out.ReadFrom(zr); err != nil {
+		return nil, fmt.Errorf("decompressing: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// Published returns the latest committed checkpoint.
+func (s *Sequencer) Published() *checkpoint.Verified {
+	s.checkpointMu.RLock()
+	defer s.checkpointMu.RUnlock()
+	return s.published
+}
+
+func (s *Sequencer) setPublished(v *checkpoint.Verified) {
+	s.checkpointMu.Lock()
+	s.published = v
+	s.checkpointMu.Unlock()
+}
+
+// Err returns the error that stopped the log, if any.
+func (s *Sequencer) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
+}
+
+// Add submits an entry and waits until it is sequenced and committed. A
+// resubmission of an entry that is already logged (or pending) returns the
+// original index and timestamp.
+func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
+	key := dedup.KeyFor(p.Entry.IsPrecert, p.Entry.IssuerKeyHash, p.Entry.Certificate)
+	s.mu.Lock()
+	if s.fatal != nil {
+		s.mu.Unlock()
+		return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, s.fatal)
+	}
+	if s.stopped {
+		s.mu.Unlock()
+		return Result{}, false, ErrStopped
+	}
+	w, dup := s.inflight[key]
+	s.mu.Unlock()
+	if !dup {
+		v, ok, err := s.cfg.Dedup.Get(ctx, s.cfg.LogID, key)
+		if err != nil {
+			return Result{}, false, fmt.Errorf("%w: dedup lookup: %v", ErrUnavailable, err)
+		}
+		if ok {
+			s.cfg.Metrics.Duplicates.Inc()
+			return Result{Index: v.Index, Timestamp: v.Timestamp}, true, nil
+		}
+		s.mu.Lock()
+		if w, dup = s.inflight[key]; !dup {
+			if s.stopped {
+				s.mu.Unlock()
+				return Result{}, false, ErrStopped
+			}
+			if len(s.pool) >= s.cfg.PoolSize {
+				s.mu.Unlock()
+				s.cfg.Metrics.PoolFull.Inc()
+				return Result{}, false, ErrPoolFull
+			}
+			w = &waiter{key: key, p: p, done: make(chan struct{})}
+			s.inflight[key] = w
+			s.pool = append(s.pool, w)
+			s.cfg.Metrics.PoolSize.Set(float64(len(s.pool)))
+			if len(s.pool) >= s.cfg.PoolSize {
+				select {
+				case s.full <- struct{}{}:
+				default:
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	if dup {
+		s.cfg.Metrics.Duplicates.Inc()
+	}
+	start := time.Now()
+	select {
+	case <-w.done:
+		s.cfg.Metrics.WaitTime.Observe(time.Since(start).Seconds())
+		return w.res, dup, w.err
+	case <-ctx.Done():
+		return Result{}, false, ctx.Err()
+	}
+}
+
+// Run sequences until ctx is cancelled, then sequences what is still pending
+// and returns. It returns early with an error if the log must stop (another
+// process advanced the lock backend's checkpoint).
+func (s *Sequencer) Run(ctx context.Context) error {
+	ticker := time.NewTicker(s.cfg.Period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.stopped = true
+			s.mu.Unlock()
+			// Drain: one last round for what is pending, with a fresh
+			// context so that shutdown does not abort it.
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := s.round(dctx)
+			cancel()
+			return err
+		case <-ticker.C:
+		case <-s.full:
+		}
+		if err := s.round(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// fail answers every waiter in ws with err.
+func (s *Sequencer) fail(ws []*waiter, err error) {
+	s.mu.Lock()
+	for _, w := range ws {
+		delete(s.inflight, w.key)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.err = err
+		close(w.done)
+	}
+}
+
+// round runs one sequencing round. It returns an error only when the log must
+// stop; a failed round answers its waiters with ErrUnavailable and the next
+// round starts from the last committed state.
+func (s *Sequencer) round(ctx context.Context) error {
+	s.mu.Lock()
+	batch := s.pool
+	s.pool = nil
+	s.cfg.Metrics.PoolSize.Set(0)
+	s.mu.Unlock()
+
+	if len(batch) == 0 && time.Since(s.lastPublish) < s.cfg.IdleCheckpoint && !s.needReload {
+		return nil
+	}
+	start := time.Now()
+	err := s.sequence(ctx, batch)
+	s.cfg.Metrics.RoundDuration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		s.cfg.Metrics.Rounds.WithLabelValues("ok").Inc()
+		return nil
+	}
+	s.cfg.Metrics.Rounds.WithLabelValues("error").Inc()
+	if errors.Is(err, lock.ErrConflict) {
+		err = fmt.Errorf("log %s: another process advanced the lock backend's checkpoint; "+
+			"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
+		s.mu.Lock()
+		s.fatal = err
+		s.mu.Unlock()
+		s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
+		s.log.Error("sequencer stopped", "log", s.cfg.Name, "err", err)
+		return err
+	}
+	s.log.Warn("sequencing round failed; will retry", "log", s.cfg.Name, "entries", len(batch), "err", err)
+	s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
+	return nil
+}
+
+// sequence logs batch and commits a new checkpoint.
+func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
+	if s.needReload {
+		// The previous commit failed ambiguously (it may or may not have
+		// happened): start again from what the lock backend says.
+		if err := s.load(ctx); err != nil {
+			return err
+		}
+		s.needReload = false
+	}
+	now := uint64(time.Now().UnixMilli())
+	if now <= s.lastTime {
+		now = s.lastTime + 1
+	}
+	timestamp := now
+
+	// Work on copies so that a failed round leaves the committed state as is.
+	edge := s.edge.Clone()
+	dataTile := bytes.Clone(s.dataTile)
+	size := s.treeSize
+	var objects []object
+	var newIssuers [][32]byte
+	seenIssuer := map[[32]byte]bool{}
+	for _, w := range batch {
+		e := &w.p.Entry
+		e.Timestamp = timestamp
+		e.LeafIndex = uint64(size)
+		dataTile = tile.AppendTileLeaf(dataTile, e)
+		for _, ft := range edge.Append(e.LeafHash()) {
+			objects = append(objects, object{key: ft.Tile.Path(), data: ft.Data})
+		}
+		size++
+		if size%tile.Width == 0 {
+			t := tile.Tile{Data: true, N: size/tile.Width - 1, W: tile.Width}
+			objects = append(objects, object{key: t.Path(), data: dataTile, gzip: true})
+			dataTile = nil
+		}
+		for i, fp := range e.ChainFingerprints {
+			if s.issuers[fp] || seenIssuer[fp] {
+				continue
+			}
+			seenIssuer[fp] = true
+			newIssuers = append(newIssuers, fp)
+			objects = append(objects, object{key: "issuer/" + hex.EncodeToString(fp[:]), data: w.p.Issuers[i]})
+		}
+		w.res = Result{Index: e.LeafIndex, Timestamp: timestamp}
+	}
+	if len(dataTile) > 0 && len(batch) > 0 {
+		t := tile.Tile{Data: true, N: size / tile.Width, W: int(size % tile.Width)}
+		objects = append(objects, object{key: t.Path(), data: dataTile, gzip: true, partial: true})
+	}
+	if len(batch) > 0 {
+		old := map[tile.Tile]bool{}
+		for _, t := range tile.PartialTiles(s.treeSize) {
+			old[t] = true
+		}
+		for _, pt := range edge.PartialTiles() {
+			if !old[pt.Tile] {
+				objects = append(objects, object{key: pt.Tile.Path(), data: pt.Data})
+			}
+		}
+	}
+	if err := s.putAll(ctx, objects); err != nil {
+		return err
+	}
+
+	// Sign and commit the checkpoint: the compare-and-swap is what keeps
+	// the log from forking if another process is sequencing it too.
+	cpTime := uint64(time.Now().UnixMilli())
+	if cpTime < timestamp {
+		cpTime = timestamp
+	}
+	cp := checkpoint.Checkpoint{Origin: s.cfg.Origin, Size: size, Hash: edge.RootHash()}
+	signed, err := s.cfg.Signer.Sign(cp, cpTime)
+	if err != nil {
+		return fmt.Errorf("signing checkpoint: %w", err)
+	}
+	lockStart := time.Now()
+	err = s.cfg.Lock.Replace(ctx, s.cfg.LogID, s.checkpoint, signed)
+	s.cfg.Metrics.LockDuration.Observe(time.Since(lockStart).Seconds())
+	if err != nil {
+		if !errors.Is(err, lock.ErrConflict) {
+			s.needReload = true
+		}
+		return fmt.Errorf("committing checkpoint to the lock backend: %w", err)
+	}
+	s.edge = edge
+	s.dataTile = dataTile
+	s.checkpoint = signed
+	s.treeSize = size
+	s.lastTime = cpTime
+	for _, fp := range newIssuers {
+		s.issuers[fp] = true
+	}
+	s.setPublished(&checkpoint.Verified{Checkpoint: cp, Timestamp: cpTime, Note: signed})
+	s.cfg.Metrics.TreeSize.Set(float64(size))
+	s.cfg.Metrics.CheckpointTime.Set(float64(cpTime) / 1000)
+	s.cfg.Metrics.Entries.Add(float64(len(batch)))
+
+	// The entries are durable and committed: answer the waiters now. The
+	// public checkpoint object may lag; it is republished every round.
+	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
+		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)
+		s.lastPublish = time.Time{}
+	} else {
+		s.lastPublish = time.Now()
+	}
+	for _, w := range batch {
+		close(w.done)
+	}
+	if len(batch) > 0 {
+		records := make([]dedup.Record, len(batch))
+		for i, w := range batch {
+			records[i] = dedup.Record{Key: w.key, Value: dedup.Value{Index: w.res.Index, Timestamp: w.res.Timestamp}}
+		}
+		if err := s.cfg.Dedup.Put(ctx, s.cfg.LogID, records); err != nil {
+			s.log.Warn("recording dedup entries failed", "log", s.cfg.Name, "err", err)
+		}
+		s.mu.Lock()
+		for _, w := range batch {
+			delete(s.inflight, w.key)
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// object is one storage write of a round.
+type object struct {
+	key     string
+	data    []byte
+	gzip    bool
+	partial bool
+}
+
+// putAll writes objects concurrently and returns the first error.
+func (s *Sequencer) putAll(ctx context.Context, objects []object) error {
+	errs := make(chan error, len(objects))
+	var wg sync.WaitGroup
+	for _, o := range objects {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := o.data
+			if o.gzip {
+				level := gzip.DefaultCompression
+				if o.partial {
+					level = gzip.BestSpeed
+				}
+				var buf bytes.Buffer
+				zw, _ := gzip.NewWriterLevel(&buf, level)
+				zw.Write(data)
+				zw.Close()
+				data = buf.Bytes()
+			}
+			if err := s.cfg.Storage.Put(ctx, o.key, data, storage.Options(o.key)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

@@ -1,0 +1,305 @@
+// Package server assembles a Mosaic process from its config: it opens each
+// log's key, roots, storage and database, rebuilds the sequencers, and serves
+// every log's HTTP endpoints on the configured listeners until it is told to
+// stop, at which point it sequences what is pending and exits cleanly.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/db/bolt"
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/httpapi"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+)
+
+// backends opens and shares the databases logs use.
+type backends struct {
+	bolt map[string]*bolt.DB
+}
+
+func (b *backends) close() {
+	for _, db := range b.bolt {
+		db.Close()
+	}
+}
+
+func (b *backends) database(path string) (*bolt.DB, error) {
+	if db, ok := b.bolt[path]; ok {
+		return db, nil
+	}
+	db, err := bolt.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	b.bolt[path] = db
+	return db, nil
+}
+
+// logParts is a log opened from its config, before its sequencer is loaded.
+type logParts struct {
+	log    *ctlog.Log
+	seqCfg sequencer.Config
+}
+
+// openLog opens everything one log needs. reg may be nil (no metrics).
+func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends, reg prometheus.Registerer, logger *slog.Logger) (*logParts, error) {
+	field := func(name string, err error) error {
+		return fmt.Errorf("log %s: %s: %w", lc.Name, name, err)
+	}
+	sub, err := config.ParsePrefix(lc.SubmissionPrefix)
+	if err != nil {
+		return nil, field("submission_prefix", err)
+	}
+	mon, err := config.ParsePrefix(lc.MonitoringPrefix)
+	if err != nil {
+		return nil, field("monitoring_prefix", err)
+	}
+	k, err := keys.Load(lc.Key)
+	if err != nil {
+		return nil, field("key", err)
+	}
+	roots, err := chain.LoadRoots(lc.Roots)
+	if err != nil {
+		return nil, field("roots", err)
+	}
+	validator, err := chain.NewValidator(chain.Policy{Roots: roots, NotAfterStart: lc.NotAfterStart, NotAfterLimit: lc.NotAfterLimit})
+	if err != nil {
+		return nil, field("roots", err)
+	}
+	var store storage.Backend
+	dir, err := localfs.New(lc.Storage.Dir)
+	if err != nil {
+		return nil, field("storage.dir", err)
+	}
+	store = dir
+	var logReg prometheus.Registerer
+	if reg != nil {
+		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
+		store = storage.Instrument(store, logReg)
+	}
+	dbPath := c.DatabaseFor(lc)
+	db, err := b.database(dbPath)
+	if err != nil {
+		return nil, field("database", err)
+	}
+	var lk lock.Backend = db
+	var dd dedup.Store = db
+
+	id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
+	verify, err := id.Verifier()
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	l := &ctlog.Log{
+		Name:             lc.Name,
+		SubmissionPrefix: sub,
+		MonitoringPrefix: mon,
+		Origin:           id.Origin,
+		Keys:             k,
+		LogID:            k.LogID(),
+		Validator:        validator,
+		Storage:          store,
+		NotAfterStart:    lc.NotAfterStart,
+		NotAfterLimit:    lc.NotAfterLimit,
+		MMD:              lc.MMD,
+		Description:      lc.Description,
+		ReadPath:         *lc.ReadPath,
+	}
+	var metrics *sequencer.Metrics
+	if logReg != nil {
+		metrics = sequencer.NewMetrics(logReg)
+	}
+	return &logParts{log: l, seqCfg: sequencer.Config{
+		Name:     lc.Name,
+		LogID:    l.LogID,
+		Origin:   id.Origin,
+		Signer:   id.Signer(),
+		Verify:   verify,
+		Storage:  store,
+		Lock:     lk,
+		Dedup:    dd,
+		Period:   lc.Period,
+		PoolSize: lc.PoolSize,
+		Logger:   logger,
+		Metrics:  metrics,
+	}}, nil
+}
+
+// CreateLogs creates the named logs (all logs when names is empty): each gets
+// its first, empty checkpoint. It refuses to touch a log that has state.
+func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+	b := &backends{bolt: map[string]*bolt.DB{}}
+	defer b.close()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	found := 0
+	for i := range c.Logs {
+		lc := &c.Logs[i]
+		if len(want) > 0 && !want[lc.Name] {
+			continue
+		}
+		found++
+		p, err := openLog(ctx, c, lc, b, nil, logger)
+		if err != nil {
+			return err
+		}
+		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
+			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
+	}
+	if len(want) > 0 && found != len(want) {
+		return fmt.Errorf("some of the logs %v are not in the config", names)
+	}
+	return nil
+}
+
+// Server is a running Mosaic process.
+type Server struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	logs   []*ctlog.Log
+	b      *backends
+	api    *httpapi.Server
+}
+
+// New opens every log in the config and rebuilds its state. It fails, naming
+// the log and the field, if anything is misconfigured or inconsistent.
+func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &Server{cfg: c, logger: logger, b: &backends{bolt: map[string]*bolt.DB{}}}
+	for i := range c.Logs {
+		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
+		if err != nil {
+			s.b.close()
+			return nil, err
+		}
+		seq, err := sequencer.Load(ctx, p.seqCfg)
+		if err != nil {
+			s.b.close()
+			return nil, err
+		}
+		p.log.Sequencer = seq
+		cp := seq.Published()
+		logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
+		s.logs = append(s.logs, p.log)
+	}
+	s.api = httpapi.New(s.logs, logger, reg, reg)
+	return s, nil
+}
+
+// Logs returns the process's logs.
+func (s *Server) Logs() []*ctlog.Log { return s.logs }
+
+// Listen opens the configured listeners.
+func Listen(c *config.Config) ([]net.Listener, error) {
+	var lns []net.Listener
+	for i, l := range c.Listen {
+		ln, err := net.Listen("tcp", l.Address)
+		if err != nil {
+			for _, o := range lns {
+				o.Close()
+			}
+			return nil, fmt.Errorf("listen[%d].address: %w", i, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// Run serves on lns (one per configured listener, in order) until ctx is
+// cancelled, then stops accepting, sequences pending entries, answers the
+// waiting submitters and returns.
+func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
+	defer s.b.close()
+	handler := s.api.Handler()
+	seqCtx, stopSeq := context.WithCancel(context.Background())
+	defer stopSeq()
+	var wg sync.WaitGroup
+	seqErrs := make(chan error, len(s.logs))
+	for _, l := range s.logs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Sequencer.Run(seqCtx); err != nil {
+				seqErrs <- err
+			}
+		}()
+	}
+	var servers []*http.Server
+	serveErrs := make(chan error, len(lns))
+	for i, ln := range lns {
+		srv := &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+		}
+		servers = append(servers, srv)
+		lc := s.cfg.Listen[i]
+		go func() {
+			var err error
+			if lc.TLSCert != "" {
+				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+				err = srv.ServeTLS(ln, lc.TLSCert, lc.TLSKey)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
+			}
+		}()
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLSCert != "")
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down: sequencing pending entries")
+	case runErr = <-serveErrs:
+	case runErr = <-seqErrs:
+	}
+	// Stop accepting connections and, at the same time, let the sequencers
+	// run their final round, which answers the submitters still waiting
+	// (http.Server.Shutdown waits for their handlers to return).
+	stopSeq()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Shutdown(shutCtx)
+		}()
+	}
+	wg.Wait()
+	close(seqErrs)
+	for err := range seqErrs {
+		runErr = errors.Join(runErr, err)
+	}
+	s.logger.Info("stopped")
+	return runErr
+}

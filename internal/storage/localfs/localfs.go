@@ -1,0 +1,159 @@
+// Package localfs is the embedded default storage backend: a log's objects as
+// files in a local directory, laid out exactly as the monitoring prefix
+// serves them, so the directory can also be published by any static web
+// server.
+package localfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mosaic-ct/mosaic/internal/storage"
+)
+
+// Dir stores objects as files under a root directory.
+type Dir struct {
+	root string
+}
+
+var _ storage.Backend = (*Dir)(nil)
+
+// New returns a backend rooted at dir, creating it if needed, and checks
+// that it is writable.
+func New(dir string) (*Dir, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage directory: %w", err)
+	}
+	probe, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("storage directory %s is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return &Dir{root: dir}, nil
+}
+
+// Root returns the directory.
+func (d *Dir) Root() string { return d.root }
+
+// path maps a key to a file path. Keys come from the sequencer or from the
+// read path after validation; this check is a second line of defence against
+// escaping the root.
+func (d *Dir) path(key string) (string, error) {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") {
+		return "", fmt.Errorf("invalid storage key %q", key)
+	}
+	for _, e := range strings.Split(key, "/") {
+		if e == "" || e == "." || e == ".." || strings.HasPrefix(e, ".") {
+			return "", fmt.Errorf("invalid storage key %q", key)
+		}
+	}
+	return filepath.Join(d.root, filepath.FromSlash(key)), nil
+}
+
+// Put writes the object atomically and durably: the data goes to a temporary
+// file that is fsynced and renamed over the target, then the directory is
+// fsynced so the rename itself survives a crash. Readers therefore see either
+// the old object or the whole new one, never a torn write.
+func (d *Dir) Put(ctx context.Context, key string, data []byte, _ storage.PutOptions) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	created, err := mkdirAll(dir)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	tmp := f.Name()
+	cleanup := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return cleanup(err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return cleanup(err)
+	}
+	if err := f.Sync(); err != nil {
+		return cleanup(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	// Sync the directory holding the new name, and the parents of any
+	// directory created above, so that every new directory entry is durable.
+	for _, dd := range append([]string{dir}, created...) {
+		if err := syncDir(dd); err != nil {
+			return fmt.Errorf("put %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// mkdirAll creates dir and any missing parents, returning the parents of the
+// directories it created (which need an fsync for the creation to be durable).
+func mkdirAll(dir string) ([]string, error) {
+	if _, err := os.Stat(dir); err == nil {
+		return nil, nil
+	}
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var parents []string
+	for _, m := range missing {
+		parents = append(parents, filepath.Dir(m))
+	}
+	return parents, nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Get reads an object.
+func (d *Dir) Get(ctx context.Context, key string) ([]byte, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return data, nil
+}
