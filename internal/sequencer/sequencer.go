@@ -623,3 +623,11 @@ func (s *Sequencer) putAll(ctx context.Context, objects []object) error {
 	close(errs)
 	return <-errs
 }
+
+func gzipBytes(data []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw.Write(data)
+	zw.Close()
+	return buf.Bytes()
+}

@@ -22,8 +22,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // submission is one accepted submission and what the log must have logged.
