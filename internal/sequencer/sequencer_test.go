@@ -29,7 +29,7 @@ type env struct {
 	k     *keys.Keys
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := bolt.Open(filepath.Join(dir, "db"))
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	return &env{dir: dir, db: db, store: store, k: k}
 }
 
-func (e *env) config(t *testing.T) Config {
+func (e *env) config(t testing.TB) Config {
 	vkey, err := checkpoint.Ed25519VerifierKey(origin, e.k.Ed25519Public())
 	if err != nil {
 		t.Fatal(err)
