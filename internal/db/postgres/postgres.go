@@ -1,0 +1,255 @@
+// Package postgres keeps Mosaic's shared state in PostgreSQL: the lock
+// backend (each log's latest checkpoint, replaced only by compare-and-swap),
+// the dedup cache, and leases for electing one active sequencer among hot
+// standbys. It is what an operator configures when several Mosaic processes
+// on several machines serve the same logs; a single machine needs none of it
+// (the embedded database does the same job).
+//
+// One DB value implements both lock.Backend and dedup.Store. Open creates
+// the tables it needs, so there is no manual schema step.
+//
+// The driver is github.com/jackc/pgx/v5: pure Go (no cgo, so the single
+// static binary stays), the most complete PostgreSQL driver for Go, with a
+// connection pool and native support for bytea arrays, which lets a whole
+// dedup batch go in one statement.
+//
+// Every connection runs with synchronous_commit=on, whatever the server's
+// default, because a lock backend update must be durable when it returns
+// (invariant 3 of the design: nothing acknowledged is ever lost).
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+)
+
+// DB is a PostgreSQL database holding checkpoints, dedup records and leases.
+// It is safe for concurrent use.
+type DB struct {
+	pool *pgxpool.Pool
+	// where names the server for messages, without credentials.
+	where string
+}
+
+var (
+	_ lock.Backend = (*DB)(nil)
+	_ dedup.Store  = (*DB)(nil)
+)
+
+// schema is created by Open. Tables are prefixed so that Mosaic can share a
+// database (or schema) with other software.
+//
+//   - mosaic_checkpoints: one row per log, its latest checkpoint.
+//   - mosaic_dedup: one row per logged entry per log, keyed by the 16-byte
+//     dedup key, valued by the 16-byte dedup.EncodeValue.
+//   - mosaic_leases: named leases with their holder and expiry, by the
+//     database's clock.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS mosaic_checkpoints (
+		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
+		checkpoint bytea NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_dedup (
+		log_id bytea NOT NULL CHECK (length(log_id) = 32),
+		key bytea NOT NULL CHECK (length(key) = 16),
+		value bytea NOT NULL CHECK (length(value) = 16),
+		PRIMARY KEY (log_id, key)
+	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_leases (
+		name text PRIMARY KEY,
+		holder text NOT NULL,
+		expires_at timestamptz NOT NULL
+	)`,
+}
+
+// schemaLockID is the advisory lock key that serializes schema creation
+// between processes starting at the same time: concurrent CREATE TABLE IF
+// NOT EXISTS of the same table can otherwise fail with a unique violation.
+const schemaLockID = 0x6d6f7361696301 // "mosaic\x01"
+
+// Open connects to the database at dsn (a URL such as
+// "postgres://mosaic@db.example:5432/mosaic" or "host=... dbname=..."; see
+// pgx's ParseConfig) and creates the tables if they do not exist.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx redacts the password in its parse errors.
+		return nil, fmt.Errorf("postgres: invalid DSN: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "mosaic"
+	}
+	db := &DB{where: describe(cfg.ConnConfig)}
+	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connecting to %s: %w", db.where, err)
+	}
+	if err := db.pool.Ping(ctx); err != nil {
+		db.pool.Close()
+		return nil, fmt.Errorf("postgres: connecting to %s: %w (is the server running and the DSN right?)", db.where, err)
+	}
+	if err := db.createSchema(ctx); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// describe names the server and database for messages, never the password.
+func describe(c *pgx.ConnConfig) string {
+	return fmt.Sprintf("%s@%s/%s", c.User, hostPort(c.Host, c.Port), c.Database)
+}
+
+func hostPort(host string, port uint16) string {
+	if strings.HasPrefix(host, "/") {
+		return host // a Unix socket directory
+	}
+	return (&url.URL{Host: fmt.Sprintf("%s:%d", host, port)}).Host
+}
+
+func (db *DB) createSchema(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLockID)); err != nil {
+			return err
+		}
+		for _, stmt := range schema {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: creating tables in %s: %w (the user needs CREATE on the schema, or create them once by hand)", db.where, err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Fetch returns the log's current checkpoint, or an error wrapping
+// lock.ErrLogNotFound.
+func (db *DB) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
+	var cp []byte
+	err := db.pool.QueryRow(ctx, "SELECT checkpoint FROM mosaic_checkpoints WHERE log_id = $1", logID[:]).Scan(&cp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: log %x: %w", logID, lock.ErrLogNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fetching checkpoint of log %x from %s: %w", logID, db.where, err)
+	}
+	return cp, nil
+}
+
+// Create stores the log's first checkpoint, or fails with an error wrapping
+// lock.ErrConflict if the log exists. The primary key makes this atomic:
+// of concurrent Creates exactly one inserts the row.
+func (db *DB) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
+	tag, err := db.pool.Exec(ctx,
+		"INSERT INTO mosaic_checkpoints (log_id, checkpoint) VALUES ($1, $2) ON CONFLICT (log_id) DO NOTHING",
+		logID[:], checkpoint)
+	if err != nil {
+		return fmt.Errorf("postgres: creating log %x in %s: %w", logID, db.where, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("postgres: creating log %x: it already exists: %w", logID, lock.ErrConflict)
+	}
+	return nil
+}
+
+// Replace atomically replaces the log's checkpoint old with new, or fails
+// with an error wrapping lock.ErrConflict, changing nothing, if the stored
+// checkpoint is not exactly old (or the log does not exist).
+//
+// Why this is a safe compare-and-swap: it is one UPDATE whose WHERE clause
+// carries the comparison. PostgreSQL row-locks the row it updates; a
+// concurrent UPDATE of the same row waits for the first to commit and then
+// re-evaluates its WHERE clause against the row's new version (READ
+// COMMITTED's re-check; under REPEATABLE READ or SERIALIZABLE it fails
+// with a serialization error instead). So of any number of writers racing
+// from the same old checkpoint, exactly one matches a row, and the rest see
+// the new checkpoint, match nothing, and report a conflict. No read happens
+// outside the statement, so there is no check-then-act gap. The UPDATE
+// commits (autocommit) with synchronous_commit=on before Exec returns, so
+// new is durable when Replace returns nil.
+func (db *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
+	tag, err := db.pool.Exec(ctx,
+		"UPDATE mosaic_checkpoints SET checkpoint = $3 WHERE log_id = $1 AND checkpoint = $2",
+		logID[:], old, new)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40001" { // serialization_failure
+			return fmt.Errorf("postgres: replacing checkpoint of log %x: concurrent update (%v): %w", logID, err, lock.ErrConflict)
+		}
+		return fmt.Errorf("postgres: replacing checkpoint of log %x in %s: %w", logID, db.where, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("postgres: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
+	}
+	return nil
+}
+
+// Get looks up a dedup key of a log.
+func (db *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
+	var b []byte
+	err := db.pool.QueryRow(ctx, "SELECT value FROM mosaic_dedup WHERE log_id = $1 AND key = $2", logID[:], k[:]).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedup.Value{}, false, nil
+	}
+	if err != nil {
+		return dedup.Value{}, false, fmt.Errorf("postgres: dedup lookup in log %x: %w", logID, err)
+	}
+	v, ok := dedup.DecodeValue(b)
+	if !ok {
+		return dedup.Value{}, false, fmt.Errorf("postgres: dedup value for key %x in log %x is %d bytes, want 16", k, logID, len(b))
+	}
+	return v, true, nil
+}
+
+// Put records a batch of dedup entries in one statement. A key already
+// stored keeps its first value (ON CONFLICT DO NOTHING): that is the entry
+// whose SCT the submitter already has.
+//
+// Rows are inserted in key order, so that two processes writing
+// overlapping batches take row locks in the same order and cannot
+// deadlock.
+func (db *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(records)
+	slices.SortStableFunc(sorted, func(a, b dedup.Record) int { return bytes.Compare(a.Key[:], b.Key[:]) })
+	keys := make([][]byte, 0, len(sorted))
+	values := make([][]byte, 0, len(sorted))
+	for i, r := range sorted {
+		if i > 0 && r.Key == sorted[i-1].Key {
+			continue // a duplicate inside the batch: the first one wins
+		}
+		keys = append(keys, sorted[i].Key[:])
+		values = append(values, dedup.EncodeValue(r.Value))
+	}
+	_, err := db.pool.Exec(ctx, `
+		INSERT INTO mosaic_dedup (log_id, key, value)
+		SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) WITH ORDINALITY AS t(k, v, n)
+		ORDER BY n
+		ON CONFLICT (log_id, key) DO NOTHING`,
+		logID[:], keys, values)
+	if err != nil {
+		return fmt.Errorf("postgres: recording %d dedup entries for log %x in %s: %w", len(records), logID, db.where, err)
+	}
+	return nil
+}

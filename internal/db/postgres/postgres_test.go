@@ -1,0 +1,212 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/dedup/deduptest"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
+)
+
+func open(t *testing.T) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := Open(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+func TestLockConformance(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) lock.Backend { return open(t) })
+}
+
+func TestDedupConformance(t *testing.T) {
+	deduptest.Run(t, func(t *testing.T) dedup.Store { return open(t) })
+}
+
+// TestOpenTwice: a second process opening the same database (tables exist)
+// works, and several opening at once do not trip over schema creation.
+func TestOpenTwice(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := Open(ctx, dsn)
+			if err == nil {
+				db.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+		}
+	}
+}
+
+// TestSharedAcrossProcesses: two DB handles (two processes) on one database
+// see each other's checkpoints: a stale writer loses.
+func TestSharedAcrossProcesses(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	ctx := context.Background()
+	a, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var id [32]byte
+	if err := a.Create(ctx, id, []byte("c0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(ctx, id, []byte("c0"), []byte("c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Replace(ctx, id, []byte("c0"), []byte("fork")); err == nil {
+		t.Fatal("second process replaced a checkpoint the first had already replaced")
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Port 1 on loopback: nothing listens there.
+	_, err := Open(ctx, "postgres://mosaic:s3cret@127.0.0.1:1/mosaic?connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+	msg := err.Error()
+	t.Logf("error: %v", msg)
+	if !strings.Contains(msg, "127.0.0.1:1") {
+		t.Errorf("error does not name the server: %v", msg)
+	}
+	if strings.Contains(msg, "s3cret") {
+		t.Errorf("error leaks the password: %v", msg)
+	}
+}
+
+func TestOpenBadDSN(t *testing.T) {
+	_, err := Open(context.Background(), "postgres://mosaic:s3cret@127.0.0.1:notaport/x")
+	if err == nil {
+		t.Fatal("Open with a bad DSN succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+func TestLease(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	const ttl = time.Hour
+	acquire := func(holder string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := db.AcquireLease(ctx, "sequencer", holder, ttl)
+		if err != nil {
+			t.Fatalf("AcquireLease(%s): %v", holder, err)
+		}
+		return ok
+	}
+	if !acquire("a", ttl) {
+		t.Fatal("a could not take a free lease")
+	}
+	if acquire("b", ttl) {
+		t.Fatal("b took a lease a holds")
+	}
+	if !acquire("a", ttl) {
+		t.Fatal("a could not renew its lease")
+	}
+	// Other lease names are independent.
+	if ok, err := db.AcquireLease(ctx, "other", "b", ttl); err != nil || !ok {
+		t.Fatalf("b could not take another free lease: %v %v", ok, err)
+	}
+	// b releasing a's lease does nothing.
+	if err := db.ReleaseLease(ctx, "sequencer", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if acquire("b", ttl) {
+		t.Fatal("b took a's lease after b's release of it")
+	}
+	if err := db.ReleaseLease(ctx, "sequencer", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !acquire("b", ttl) {
+		t.Fatal("b could not take a released lease")
+	}
+	if _, err := db.AcquireLease(ctx, "sequencer", "a", 0); err == nil {
+		t.Fatal("AcquireLease with zero ttl succeeded")
+	}
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	ok, err := db.AcquireLease(ctx, "sequencer", "a", 200*time.Millisecond)
+	if err != nil || !ok {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	if ok, err := db.AcquireLease(ctx, "sequencer", "b", time.Hour); err != nil || ok {
+		t.Fatalf("b took a live lease: %v %v", ok, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ok, err := db.AcquireLease(ctx, "sequencer", "b", time.Hour); err != nil || !ok {
+		t.Fatalf("b could not take an expired lease: %v %v", ok, err)
+	}
+	if ok, err := db.AcquireLease(ctx, "sequencer", "a", time.Hour); err != nil || ok {
+		t.Fatalf("a took back a lease b now holds: %v %v", ok, err)
+	}
+}
+
+// TestLeaseRace: many candidates try to take a free lease at once; exactly
+// one gets it.
+func TestLeaseRace(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	const n = 16
+	var wg sync.WaitGroup
+	got := make([]bool, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			got[i], errs[i] = db.AcquireLease(ctx, "sequencer", string(rune('a'+i)), time.Hour)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winners := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("candidate %d: %v", i, errs[i])
+		}
+		if got[i] {
+			winners++
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d candidates got the lease, want exactly 1", winners)
+	}
+}
