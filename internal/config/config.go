@@ -26,6 +26,9 @@ type Config struct {
 	// logs use unless they name another. Relative paths are relative to the
 	// config file.
 	Database string `yaml:"database,omitempty"`
+	// Postgres is a PostgreSQL DSN; when set, logs keep their lock backend
+	// and dedup cache there instead of in the embedded database.
+	Postgres string `yaml:"postgres,omitempty"`
 	// Logs are the logs this process runs.
 	Logs []Log `yaml:"logs"`
 }
@@ -61,6 +64,12 @@ type Log struct {
 	Storage Storage `yaml:"storage"`
 	// Database overrides the top-level embedded database for this log.
 	Database string `yaml:"database,omitempty"`
+	// Postgres overrides the top-level PostgreSQL DSN for this log.
+	Postgres string `yaml:"postgres,omitempty"`
+	// Lock selects the lock backend: "database" (the embedded database),
+	// "postgres", or "s3" (conditional writes in the storage bucket). The
+	// default is postgres when a DSN is set, else database.
+	Lock string `yaml:"lock,omitempty"`
 	// Period is how often pending submissions are sequenced (default 200ms).
 	Period time.Duration `yaml:"period"`
 	// PoolSize bounds the submissions waiting for one round (default 4000);
@@ -75,10 +84,35 @@ type Log struct {
 	ReadPath *bool `yaml:"read_path,omitempty"`
 }
 
-// Storage selects a storage backend.
+// Storage selects a storage backend: exactly one of Dir and S3.
 type Storage struct {
 	// Dir is a local directory (the embedded default).
-	Dir string `yaml:"dir"`
+	Dir string `yaml:"dir,omitempty"`
+	// S3 is an S3-compatible bucket.
+	S3 *S3 `yaml:"s3,omitempty"`
+}
+
+// S3 is an S3-compatible storage location. Credentials come from
+// CredentialsFile, or else from the AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY environment variables; nothing else is consulted.
+type S3 struct {
+	// Endpoint is the service URL, e.g. http://127.0.0.1:9000 or
+	// https://s3.eu-west-1.amazonaws.com (empty: AWS S3 in Region).
+	Endpoint string `yaml:"endpoint,omitempty"`
+	// Region signs requests (default us-east-1; R2 uses "auto").
+	Region string `yaml:"region,omitempty"`
+	// Bucket is required.
+	Bucket string `yaml:"bucket"`
+	// Prefix is prepended to every key, so logs can share a bucket.
+	Prefix string `yaml:"prefix,omitempty"`
+	// PathStyle selects path-style addressing (MinIO, Ceph RGW).
+	PathStyle bool `yaml:"path_style,omitempty"`
+	// CredentialsFile holds "access_key_id = ..." and
+	// "secret_access_key = ..." lines.
+	CredentialsFile string `yaml:"credentials_file,omitempty"`
+	// ReadCacheMB bounds the in-memory cache of immutable objects (full
+	// tiles, issuers) the read path keeps (default 256).
+	ReadCacheMB int `yaml:"read_cache_mb,omitempty"`
 }
 
 // Load reads and validates a config file. Relative paths in it are resolved
@@ -130,6 +164,16 @@ func (c *Config) setDefaults() {
 			t := true
 			l.ReadPath = &t
 		}
+		if l.Lock == "" {
+			if c.PostgresFor(l) != "" {
+				l.Lock = "postgres"
+			} else {
+				l.Lock = "database"
+			}
+		}
+		if l.Storage.S3 != nil && l.Storage.S3.ReadCacheMB == 0 {
+			l.Storage.S3.ReadCacheMB = 256
+		}
 	}
 }
 
@@ -149,6 +193,9 @@ func (c *Config) resolve(dir string) {
 		abs(&l.Key)
 		abs(&l.Roots)
 		abs(&l.Storage.Dir)
+		if l.Storage.S3 != nil {
+			abs(&l.Storage.S3.CredentialsFile)
+		}
 		abs(&l.Database)
 	}
 }
@@ -228,11 +275,31 @@ func (c *Config) Validate() error {
 		if !l.NotAfterStart.IsZero() && !l.NotAfterLimit.IsZero() && !l.NotAfterStart.Before(l.NotAfterLimit) {
 			bad(f+".not_after_limit", "must be after not_after_start")
 		}
-		if l.Storage.Dir == "" {
-			bad(f+".storage", "a storage backend is required (storage.dir)")
+		switch {
+		case l.Storage.Dir == "" && l.Storage.S3 == nil:
+			bad(f+".storage", "a storage backend is required (storage.dir or storage.s3)")
+		case l.Storage.Dir != "" && l.Storage.S3 != nil:
+			bad(f+".storage", "set only one of storage.dir and storage.s3")
+		case l.Storage.S3 != nil && l.Storage.S3.Bucket == "":
+			bad(f+".storage.s3.bucket", "required")
+		case l.Storage.S3 != nil && l.Storage.S3.ReadCacheMB < 0:
+			bad(f+".storage.s3.read_cache_mb", "must not be negative")
 		}
-		if l.Database == "" && c.Database == "" {
-			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's")
+		switch l.Lock {
+		case "database", "postgres", "s3":
+		default:
+			bad(f+".lock", "%q is not one of database, postgres, s3", l.Lock)
+		}
+		if l.Lock == "postgres" && c.PostgresFor(&l) == "" {
+			bad(f+".postgres", "lock: postgres needs a PostgreSQL DSN (postgres, here or at the top level)")
+		}
+		if l.Lock == "s3" && l.Storage.S3 == nil {
+			bad(f+".lock", "lock: s3 needs storage.s3 (it uses conditional writes in the log's bucket)")
+		}
+		// The dedup cache lives in PostgreSQL when a DSN is set, else in
+		// the embedded database.
+		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" {
+			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's, or a postgres DSN")
 		}
 		if l.Period < 10*time.Millisecond || l.Period > time.Minute {
 			bad(f+".period", "%v is out of range (10ms to 1m)", l.Period)
@@ -277,6 +344,14 @@ func ParsePrefix(s string) (*url.URL, error) {
 // without scheme and without trailing slash (static-ct-api).
 func Origin(prefix *url.URL) string {
 	return strings.TrimSuffix(prefix.Host+prefix.Path, "/")
+}
+
+// PostgresFor returns the PostgreSQL DSN a log uses, if any.
+func (c *Config) PostgresFor(l *Log) string {
+	if l.Postgres != "" {
+		return l.Postgres
+	}
+	return c.Postgres
 }
 
 // DatabaseFor returns the embedded database file a log uses.

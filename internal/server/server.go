@@ -22,24 +22,48 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
+	"github.com/mosaic-ct/mosaic/internal/db/postgres"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/storage/s3"
 )
 
 // backends opens and shares the databases logs use.
 type backends struct {
-	bolt map[string]*bolt.DB
+	bolt     map[string]*bolt.DB
+	postgres map[string]*postgres.DB
+}
+
+func newBackends() *backends {
+	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{}}
 }
 
 func (b *backends) close() {
 	for _, db := range b.bolt {
 		db.Close()
 	}
+	for _, db := range b.postgres {
+		db.Close()
+	}
+}
+
+func (b *backends) postgresDB(ctx context.Context, dsn string) (*postgres.DB, error) {
+	if db, ok := b.postgres[dsn]; ok {
+		return db, nil
+	}
+	db, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	b.postgres[dsn] = db
+	return db, nil
 }
 
 func (b *backends) database(path string) (*bolt.DB, error) {
@@ -85,24 +109,71 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if err != nil {
 		return nil, field("roots", err)
 	}
-	var store storage.Backend
-	dir, err := localfs.New(lc.Storage.Dir)
-	if err != nil {
-		return nil, field("storage.dir", err)
-	}
-	store = dir
 	var logReg prometheus.Registerer
 	if reg != nil {
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
+	}
+	var store, readStore storage.Backend
+	var s3cfg s3.Config
+	if lc.Storage.S3 != nil {
+		sc := lc.Storage.S3
+		s3cfg = s3.Config{
+			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
+			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile, Registerer: logReg,
+		}
+		st, err := s3.New(ctx, s3cfg)
+		if err != nil {
+			return nil, field("storage.s3", err)
+		}
+		store = st
+	} else {
+		dir, err := localfs.New(lc.Storage.Dir)
+		if err != nil {
+			return nil, field("storage.dir", err)
+		}
+		store = dir
+	}
+	if logReg != nil {
 		store = storage.Instrument(store, logReg)
 	}
-	dbPath := c.DatabaseFor(lc)
-	db, err := b.database(dbPath)
-	if err != nil {
-		return nil, field("database", err)
+	readStore = store
+	if lc.Storage.S3 != nil && lc.Storage.S3.ReadCacheMB > 0 {
+		// Immutable objects (full tiles, issuers) are cached for the read
+		// path; the sequencer never reads from storage in steady state.
+		readStore = cache.New(store, int64(lc.Storage.S3.ReadCacheMB)<<20)
 	}
-	var lk lock.Backend = db
-	var dd dedup.Store = db
+
+	var lk lock.Backend
+	var dd dedup.Store
+	if dsn := c.PostgresFor(lc); dsn != "" {
+		pg, err := b.postgresDB(ctx, dsn)
+		if err != nil {
+			return nil, field("postgres", err)
+		}
+		dd = pg
+		if lc.Lock == "postgres" {
+			lk = pg
+		}
+	}
+	if dd == nil || lc.Lock == "database" {
+		db, err := b.database(c.DatabaseFor(lc))
+		if err != nil {
+			return nil, field("database", err)
+		}
+		if dd == nil {
+			dd = db
+		}
+		if lc.Lock == "database" {
+			lk = db
+		}
+	}
+	if lc.Lock == "s3" {
+		sl, err := s3lock.New(ctx, s3cfg)
+		if err != nil {
+			return nil, field("lock", err)
+		}
+		lk = sl
+	}
 
 	id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
 	verify, err := id.Verifier()
@@ -117,7 +188,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Keys:             k,
 		LogID:            k.LogID(),
 		Validator:        validator,
-		Storage:          store,
+		Storage:          readStore,
 		NotAfterStart:    lc.NotAfterStart,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
@@ -147,7 +218,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 // CreateLogs creates the named logs (all logs when names is empty): each gets
 // its first, empty checkpoint. It refuses to touch a log that has state.
 func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
-	b := &backends{bolt: map[string]*bolt.DB{}}
+	b := newBackends()
 	defer b.close()
 	want := map[string]bool{}
 	for _, n := range names {
@@ -189,7 +260,7 @@ type Server struct {
 func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &Server{cfg: c, logger: logger, b: &backends{bolt: map[string]*bolt.DB{}}}
+	s := &Server{cfg: c, logger: logger, b: newBackends()}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
 		if err != nil {

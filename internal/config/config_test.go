@@ -1,0 +1,504 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fullConfig = `
+listen:
+  - address: ":8080"
+  - address: "127.0.0.1:8443"
+    tls_cert: tls/cert.pem
+    tls_key: tls/key.pem
+database: mosaic.db
+logs:
+  - name: 2026h1
+    submission_prefix: https://ct.example.org/2026h1/
+    monitoring_prefix: https://static.example.org/2026h1/
+    key: keys/2026h1.key
+    roots: roots.pem
+    not_after_start: 2026-01-01T00:00:00Z
+    not_after_limit: 2026-07-01T00:00:00Z
+    storage:
+      dir: data/2026h1
+    database: db/2026h1.db
+    period: 500ms
+    pool_size: 100
+    mmd: 1h
+    description: Example 2026h1
+    read_path: false
+  - name: 2026h2
+    submission_prefix: https://ct.example.org/2026h2
+    key: /abs/keys/2026h2.key
+    roots: /abs/roots.pem
+    not_after_start: 2026-07-01T00:00:00Z
+    not_after_limit: 2027-01-01T00:00:00Z
+    storage:
+      dir: /abs/data/2026h2
+`
+
+func TestParseFull(t *testing.T) {
+	c, err := Parse([]byte(fullConfig))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(c.Listen) != 2 {
+		t.Fatalf("%d listeners", len(c.Listen))
+	}
+	if c.Listen[0] != (Listener{Address: ":8080"}) {
+		t.Errorf("listen[0] = %+v", c.Listen[0])
+	}
+	if c.Listen[1] != (Listener{Address: "127.0.0.1:8443", TLSCert: "tls/cert.pem", TLSKey: "tls/key.pem"}) {
+		t.Errorf("listen[1] = %+v", c.Listen[1])
+	}
+	if c.Database != "mosaic.db" {
+		t.Errorf("database = %q", c.Database)
+	}
+	if len(c.Logs) != 2 {
+		t.Fatalf("%d logs", len(c.Logs))
+	}
+	a, b := c.Logs[0], c.Logs[1]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"a.Name", a.Name, "2026h1"},
+		{"a.SubmissionPrefix", a.SubmissionPrefix, "https://ct.example.org/2026h1/"},
+		{"a.MonitoringPrefix", a.MonitoringPrefix, "https://static.example.org/2026h1/"},
+		{"a.Key", a.Key, "keys/2026h1.key"},
+		{"a.Roots", a.Roots, "roots.pem"},
+		{"a.NotAfterStart", a.NotAfterStart, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"a.NotAfterLimit", a.NotAfterLimit, time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)},
+		{"a.Storage.Dir", a.Storage.Dir, "data/2026h1"},
+		{"a.Database", a.Database, "db/2026h1.db"},
+		{"a.Period", a.Period, 500 * time.Millisecond},
+		{"a.PoolSize", a.PoolSize, 100},
+		{"a.MMD", a.MMD, time.Hour},
+		{"a.Description", a.Description, "Example 2026h1"},
+		{"a.ReadPath", *a.ReadPath, false},
+		{"b.Name", b.Name, "2026h2"},
+		// Defaults.
+		{"b.MonitoringPrefix", b.MonitoringPrefix, "https://ct.example.org/2026h2"},
+		{"b.Period", b.Period, 200 * time.Millisecond},
+		{"b.PoolSize", b.PoolSize, 4000},
+		{"b.MMD", b.MMD, 24 * time.Hour},
+		{"b.ReadPath", *b.ReadPath, true},
+		{"b.Database", b.Database, ""},
+		{"b.Description", b.Description, ""},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			if gt, ok := ch.got.(time.Time); ok && gt.Equal(ch.want.(time.Time)) {
+				continue
+			}
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if got := c.DatabaseFor(&c.Logs[0]); got != "db/2026h1.db" {
+		t.Errorf("DatabaseFor(a) = %q", got)
+	}
+	if got := c.DatabaseFor(&c.Logs[1]); got != "mosaic.db" {
+		t.Errorf("DatabaseFor(b) = %q", got)
+	}
+}
+
+// minimalLog is a valid log entry, indented for inclusion under logs:.
+const minimalLog = `
+  - name: %NAME%
+    submission_prefix: https://ct.example.org/%NAME%/
+    key: %NAME%.key
+    roots: roots.pem
+    not_after_start: 2026-01-01T00:00:00Z
+    not_after_limit: 2026-07-01T00:00:00Z
+    storage:
+      dir: data/%NAME%
+`
+
+func logYAML(name string) string { return strings.ReplaceAll(minimalLog, "%NAME%", name) }
+
+// base is a minimal valid config; edits replace one line of it.
+func base() string {
+	return "listen:\n  - address: \":8080\"\ndatabase: mosaic.db\nlogs:" + logYAML("a")
+}
+
+func TestParseMinimalDefaults(t *testing.T) {
+	c, err := Parse([]byte(base()))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	l := c.Logs[0]
+	if l.MonitoringPrefix != l.SubmissionPrefix {
+		t.Errorf("monitoring_prefix default = %q, want the submission prefix %q", l.MonitoringPrefix, l.SubmissionPrefix)
+	}
+	if l.Period != 200*time.Millisecond {
+		t.Errorf("period default = %v", l.Period)
+	}
+	if l.PoolSize != 4000 {
+		t.Errorf("pool_size default = %d", l.PoolSize)
+	}
+	if l.MMD != 24*time.Hour {
+		t.Errorf("mmd default = %v", l.MMD)
+	}
+	if l.ReadPath == nil || !*l.ReadPath {
+		t.Errorf("read_path default = %v, want true", l.ReadPath)
+	}
+}
+
+func replace(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if !strings.Contains(s, old) {
+		t.Fatalf("fixture does not contain %q", old)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+func TestValidationErrorsNameTheirField(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  func(t *testing.T) string
+		field string // the error must contain this
+	}{
+		{"missing listen", func(t *testing.T) string {
+			return replace(t, base(), "listen:\n  - address: \":8080\"\n", "")
+		}, "listen"},
+		{"empty listen", func(t *testing.T) string {
+			return replace(t, base(), "listen:\n  - address: \":8080\"\n", "listen: []\n")
+		}, "listen"},
+		{"address without port", func(t *testing.T) string {
+			return replace(t, base(), `":8080"`, `"localhost"`)
+		}, "listen[0].address"},
+		{"empty address", func(t *testing.T) string {
+			return replace(t, base(), `":8080"`, `""`)
+		}, "listen[0].address"},
+		{"tls_cert without tls_key", func(t *testing.T) string {
+			return replace(t, base(), `":8080"`, "\":8443\"\n    tls_cert: cert.pem")
+		}, "listen[0]"},
+		{"tls_key without tls_cert", func(t *testing.T) string {
+			return replace(t, base(), `":8080"`, "\":8443\"\n    tls_key: key.pem")
+		}, "listen[0]"},
+		{"no logs", func(t *testing.T) string {
+			return "listen:\n  - address: \":8080\"\ndatabase: mosaic.db\nlogs: []\n"
+		}, "logs"},
+		{"missing name", func(t *testing.T) string {
+			return replace(t, base(), "  - name: a\n", "  - name: \"\"\n")
+		}, "logs[0].name"},
+		{"name with space", func(t *testing.T) string {
+			return replace(t, base(), "  - name: a\n", "  - name: \"a b\"\n")
+		}, ".name"},
+		{"name with slash", func(t *testing.T) string {
+			return replace(t, base(), "  - name: a\n", "  - name: a/b\n")
+		}, ".name"},
+		{"duplicate names", func(t *testing.T) string {
+			return base() + replace(t, logYAML("a"), "ct.example.org/a/", "ct.example.org/b/")
+		}, "logs[1] (a).name"},
+		{"missing submission_prefix", func(t *testing.T) string {
+			return replace(t, base(), "    submission_prefix: https://ct.example.org/a/\n", "")
+		}, "logs[0] (a).submission_prefix"},
+		{"ftp prefix", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "ftp://ct.example.org/a/")
+		}, "logs[0] (a).submission_prefix"},
+		{"prefix without scheme", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "ct.example.org/a/")
+		}, "logs[0] (a).submission_prefix"},
+		{"prefix without host", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "https:///a/")
+		}, "logs[0] (a).submission_prefix"},
+		{"prefix with query", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "https://ct.example.org/a/?x=1")
+		}, "logs[0] (a).submission_prefix"},
+		{"prefix with fragment", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "https://ct.example.org/a/#x")
+		}, "logs[0] (a).submission_prefix"},
+		{"prefix with user info", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "https://user:pw@ct.example.org/a/")
+		}, "logs[0] (a).submission_prefix"},
+		{"bad monitoring_prefix", func(t *testing.T) string {
+			return replace(t, base(), "    key:", "    monitoring_prefix: ftp://static.example.org/a/\n    key:")
+		}, "logs[0] (a).monitoring_prefix"},
+		{"duplicate submission paths", func(t *testing.T) string {
+			// Another host, same path: requests would not route
+			// unambiguously.
+			return base() + replace(t, logYAML("b"), "https://ct.example.org/b/", "https://other.example.org/a/")
+		}, "logs[1] (b).submission_prefix"},
+		{"monitoring path is another log's submission path", func(t *testing.T) string {
+			return base() + replace(t, logYAML("b"), "    key:", "    monitoring_prefix: https://static.example.org/a/\n    key:")
+		}, "logs[1] (b).monitoring_prefix"},
+		{"missing key", func(t *testing.T) string {
+			return replace(t, base(), "    key: a.key\n", "")
+		}, "logs[0] (a).key"},
+		{"missing roots", func(t *testing.T) string {
+			return replace(t, base(), "    roots: roots.pem\n", "")
+		}, "logs[0] (a).roots"},
+		{"missing storage", func(t *testing.T) string {
+			return replace(t, base(), "    storage:\n      dir: data/a\n", "")
+		}, "logs[0] (a).storage"},
+		{"missing database", func(t *testing.T) string {
+			return replace(t, base(), "database: mosaic.db\n", "")
+		}, "logs[0] (a).database"},
+		{"missing not_after_start", func(t *testing.T) string {
+			return replace(t, base(), "    not_after_start: 2026-01-01T00:00:00Z\n", "")
+		}, "logs[0] (a).not_after_start"},
+		{"missing not_after_limit", func(t *testing.T) string {
+			return replace(t, base(), "    not_after_limit: 2026-07-01T00:00:00Z\n", "")
+		}, "logs[0] (a).not_after_limit"},
+		{"not_after_limit before start", func(t *testing.T) string {
+			return replace(t, base(), "not_after_limit: 2026-07-01T00:00:00Z", "not_after_limit: 2025-07-01T00:00:00Z")
+		}, "logs[0] (a).not_after_limit"},
+		{"not_after_limit equal to start", func(t *testing.T) string {
+			return replace(t, base(), "not_after_limit: 2026-07-01T00:00:00Z", "not_after_limit: 2026-01-01T00:00:00Z")
+		}, "logs[0] (a).not_after_limit"},
+		{"period too short", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    period: 1ms\n    storage:")
+		}, "logs[0] (a).period"},
+		{"period too long", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    period: 2m\n    storage:")
+		}, "logs[0] (a).period"},
+		{"negative period", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    period: -1s\n    storage:")
+		}, "logs[0] (a).period"},
+		{"pool_size negative", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    pool_size: -1\n    storage:")
+		}, "logs[0] (a).pool_size"},
+		{"pool_size too large", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    pool_size: 1000001\n    storage:")
+		}, "logs[0] (a).pool_size"},
+		{"negative mmd", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    mmd: -1h\n    storage:")
+		}, "logs[0] (a).mmd"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := tt.yaml(t)
+			_, err := Parse([]byte(y))
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", y)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %q does not name field %q", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestValidationReportsEveryProblem(t *testing.T) {
+	y := "listen: []\nlogs:\n  - name: a\n"
+	_, err := Parse([]byte(y))
+	if err == nil {
+		t.Fatal("Parse accepted an incomplete config")
+	}
+	for _, f := range []string{"listen", ".submission_prefix", ".key", ".roots", ".storage", ".database", ".not_after_start", ".not_after_limit"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error does not mention %s:\n%v", f, err)
+		}
+	}
+}
+
+func TestValidPathLayouts(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml func(t *testing.T) string
+	}{
+		{"two logs, own paths", func(t *testing.T) string { return base() + logYAML("b") }},
+		{"monitoring on another host, same path", func(t *testing.T) string {
+			return replace(t, base(), "    key:", "    monitoring_prefix: https://static.example.org/a/\n    key:")
+		}},
+		// A log whose read path is served elsewhere does not claim the
+		// monitoring path.
+		{"monitoring path reused with read_path false", func(t *testing.T) string {
+			return base() + replace(t, logYAML("b"), "    key:", "    monitoring_prefix: https://static.example.org/a/\n    read_path: false\n    key:")
+		}},
+		{"nested paths", func(t *testing.T) string {
+			return base() + replace(t, logYAML("b"), "https://ct.example.org/b/", "https://ct.example.org/a/b/")
+		}},
+		{"http with port", func(t *testing.T) string {
+			return replace(t, base(), "https://ct.example.org/a/", "http://127.0.0.1:8080/")
+		}},
+		{"IPv6 listener", func(t *testing.T) string {
+			return replace(t, base(), `":8080"`, `"[::1]:8080"`)
+		}},
+		{"per-log database only", func(t *testing.T) string {
+			return replace(t, replace(t, base(), "database: mosaic.db\n", ""), "    roots:", "    database: a.db\n    roots:")
+		}},
+		{"period bounds", func(t *testing.T) string {
+			return base() + replace(t, logYAML("b"), "    storage:", "    period: 10ms\n    pool_size: 1\n    storage:") +
+				replace(t, logYAML("c"), "    storage:", "    period: 1m\n    pool_size: 1000000\n    storage:")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := tt.yaml(t)
+			if _, err := Parse([]byte(y)); err != nil {
+				t.Fatalf("Parse: %v\n%s", err, y)
+			}
+		})
+	}
+}
+
+func TestUnknownFieldsRejected(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml func(t *testing.T) string
+		word string
+	}{
+		{"top level", func(t *testing.T) string { return base() + "extra: 1\n" }, "extra"},
+		{"top-level typo", func(t *testing.T) string { return replace(t, base(), "database:", "databse:") }, "databse"},
+		{"listener typo", func(t *testing.T) string { return replace(t, base(), "address:", "adress:") }, "adress"},
+		{"typo nested in a log", func(t *testing.T) string { return replace(t, base(), "    roots:", "    pool_sise: 10\n    roots:") }, "pool_sise"},
+		{"typo in storage", func(t *testing.T) string { return replace(t, base(), "      dir:", "      dri: x\n      dir:") }, "dri"},
+		{"wrong type", func(t *testing.T) string {
+			return replace(t, base(), "    storage:", "    pool_size: lots\n    storage:")
+		}, "lots"},
+		{"bad duration", func(t *testing.T) string { return replace(t, base(), "    storage:", "    period: soon\n    storage:") }, "soon"},
+		{"bad time", func(t *testing.T) string {
+			return replace(t, base(), "not_after_start: 2026-01-01T00:00:00Z", "not_after_start: January")
+		}, "January"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml(t)))
+			if err == nil {
+				t.Fatal("Parse accepted it")
+			}
+			if !strings.Contains(err.Error(), tt.word) {
+				t.Fatalf("error %q does not mention %q", err, tt.word)
+			}
+		})
+	}
+	for _, y := range []string{"", "not: [valid", "- a list\n"} {
+		if _, err := Parse([]byte(y)); err == nil {
+			t.Errorf("Parse(%q) succeeded", y)
+		}
+	}
+}
+
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "etc", "mosaic")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sub, "mosaic.yaml")
+	if err := os.WriteFile(path, []byte(fullConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	j := func(p string) string { return filepath.Join(sub, p) }
+	checks := []struct{ name, got, want string }{
+		{"database", c.Database, j("mosaic.db")},
+		{"listen[1].tls_cert", c.Listen[1].TLSCert, j("tls/cert.pem")},
+		{"listen[1].tls_key", c.Listen[1].TLSKey, j("tls/key.pem")},
+		{"logs[0].key", c.Logs[0].Key, j("keys/2026h1.key")},
+		{"logs[0].roots", c.Logs[0].Roots, j("roots.pem")},
+		{"logs[0].storage.dir", c.Logs[0].Storage.Dir, j("data/2026h1")},
+		{"logs[0].database", c.Logs[0].Database, j("db/2026h1.db")},
+		{"logs[1].key", c.Logs[1].Key, "/abs/keys/2026h2.key"},
+		{"logs[1].roots", c.Logs[1].Roots, "/abs/roots.pem"},
+		{"logs[1].storage.dir", c.Logs[1].Storage.Dir, "/abs/data/2026h2"},
+		{"logs[1].database", c.Logs[1].Database, ""},
+		{"DatabaseFor(logs[1])", c.DatabaseFor(&c.Logs[1]), j("mosaic.db")},
+		// Not paths: untouched.
+		{"listen[0].address", c.Listen[0].Address, ":8080"},
+		{"logs[0].submission_prefix", c.Logs[0].SubmissionPrefix, "https://ct.example.org/2026h1/"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %q, want %q", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("Load of a missing file succeeded")
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listen: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad)
+	if err == nil {
+		t.Fatal("Load of an invalid config succeeded")
+	}
+	if !strings.Contains(err.Error(), bad) {
+		t.Errorf("error %q does not name the file", err)
+	}
+}
+
+func TestParsePrefix(t *testing.T) {
+	tests := []struct {
+		in, want, origin string
+	}{
+		{"https://ct.example.org/2026h1/", "https://ct.example.org/2026h1/", "ct.example.org/2026h1"},
+		{"https://ct.example.org/2026h1", "https://ct.example.org/2026h1/", "ct.example.org/2026h1"},
+		{"https://ct.example.org", "https://ct.example.org/", "ct.example.org"},
+		{"https://ct.example.org/", "https://ct.example.org/", "ct.example.org"},
+		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080/", "127.0.0.1:8080"},
+		{"http://127.0.0.1:8080", "http://127.0.0.1:8080/", "127.0.0.1:8080"},
+		{"http://localhost:8080/logs/a/b", "http://localhost:8080/logs/a/b/", "localhost:8080/logs/a/b"},
+		{"https://[::1]:8443/log/", "https://[::1]:8443/log/", "[::1]:8443/log"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			u, err := ParsePrefix(tt.in)
+			if err != nil {
+				t.Fatalf("ParsePrefix: %v", err)
+			}
+			if u.String() != tt.want {
+				t.Errorf("ParsePrefix = %q, want %q", u, tt.want)
+			}
+			if !strings.HasSuffix(u.Path, "/") {
+				t.Errorf("path %q does not end in /", u.Path)
+			}
+			if got := Origin(u); got != tt.origin {
+				t.Errorf("Origin = %q, want %q", got, tt.origin)
+			}
+		})
+	}
+	for _, bad := range []string{
+		"", "ftp://ct.example.org/", "ct.example.org/a/", "https:///a/", "https://ct.example.org/?q", "https://ct.example.org/#f",
+		"https://u@ct.example.org/", "://x", "https://ct.example.org/%zz/",
+	} {
+		if u, err := ParsePrefix(bad); err == nil {
+			t.Errorf("ParsePrefix(%q) = %v, want error", bad, u)
+		}
+	}
+}
+
+// TestPrefixOriginIsAValidNoteKeyName demonstrates a validation gap: the
+// checkpoint origin (derived from submission_prefix) is also the signed-note
+// key name, which c2sp.org/signed-note forbids to contain spaces or '+'.
+// ParsePrefix accepts such paths, so the config validates and the log then
+// fails later: checkpoint.Signer.Sign returns note's bare "invalid signer"
+// (naming no config field), and checkpoint.Ed25519VerifierKey (used by
+// mosaic keygen) returns, without error, a verifier key that note.NewVerifier
+// cannot parse. The error should come from Parse, naming submission_prefix.
+//
+// Suggested fix: in Validate (or ParsePrefix for submission prefixes), reject
+// an Origin that contains '+' or any unicode.IsSpace rune (or is not valid
+// UTF-8), naming logs[i].submission_prefix.
+func TestPrefixOriginIsAValidNoteKeyName(t *testing.T) {
+	for _, prefix := range []string{
+		"https://ct.example.org/log+1/",
+		"https://ct.example.org/a%20b/",
+		"https://ct.example.org/a%09b/",
+	} {
+		t.Run(prefix, func(t *testing.T) {
+			y := strings.Replace(base(), "https://ct.example.org/a/", prefix, 1)
+			_, err := Parse([]byte(y))
+			if err == nil {
+				t.Fatalf("Parse accepted submission_prefix %q, whose origin is not a valid note key name", prefix)
+			}
+			if !strings.Contains(err.Error(), "submission_prefix") {
+				t.Fatalf("error %q does not name submission_prefix", err)
+			}
+		})
+	}
+}

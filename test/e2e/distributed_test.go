@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
+)
+
+// startConfigured runs 'mosaic serve -config cfg' with extra environment and
+// waits until /health answers 200.
+func startConfigured(t *testing.T, cfg string, env []string, info *devmode.Info) *devServer {
+	t.Helper()
+	cmd := exec.Command(mosaicBinary(t), "serve", "-config", cfg)
+	cmd.Env = append(os.Environ(), env...)
+	var logs lockedBuffer
+	cmd.Stdout = &logs
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &devServer{t: t, cmd: cmd, logs: &logs.Buffer, done: make(chan error, 1), info: info}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			logs.mu.Lock()
+			t.Logf("server output:\n%s", logs.String())
+			logs.mu.Unlock()
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(info.MonitoringPrefix[:len(info.MonitoringPrefix)-len("/log/")] + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case err := <-s.done:
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			t.Fatalf("server exited: %v\n%s", err, logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server did not become healthy")
+		}
+	}
+}
+
+// TestS3AndPostgres runs the full write/read cycle on MinIO storage with the
+// lock backend and dedup cache in PostgreSQL, and with the lock backend as
+// S3 conditional writes; then restarts and continues.
+func TestS3AndPostgres(t *testing.T) {
+	for _, lockBackend := range []string{"postgres", "s3"} {
+		t.Run(lockBackend, func(t *testing.T) {
+			m := testenv.MinIO(t)
+			dsn := testenv.Postgres(t)
+			dir := t.TempDir()
+			k, err := keys.WriteSeed(filepath.Join(dir, "log.key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, err := testca.NewRoot("S3 Test Root", testca.ECDSAP256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := root.WritePEM(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")); err != nil {
+				t.Fatal(err)
+			}
+			port := freePort(t)
+			prefix := fmt.Sprintf("http://127.0.0.1:%d/log/", port)
+			cfg := fmt.Sprintf(`listen:
+  - address: 127.0.0.1:%d
+postgres: %q
+database: mosaic.db
+logs:
+  - name: s3log
+    submission_prefix: %s
+    key: log.key
+    roots: ca.pem
+    not_after_start: 2020-01-01T00:00:00Z
+    not_after_limit: 2040-01-01T00:00:00Z
+    lock: %s
+    storage:
+      s3:
+        endpoint: %s
+        bucket: %s
+        prefix: logs/s3log
+        path_style: true
+`, port, dsn, prefix, lockBackend, m.Endpoint, m.Bucket)
+			cfgPath := filepath.Join(dir, "mosaic.yaml")
+			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
+			create := exec.Command(mosaicBinary(t), "create", "-config", cfgPath)
+			create.Env = append(os.Environ(), env...)
+			if out, err := create.CombinedOutput(); err != nil {
+				t.Fatalf("mosaic create: %v\n%s", err, out)
+			}
+			logID := k.LogID()
+			info := &devmode.Info{
+				SubmissionPrefix: prefix, MonitoringPrefix: prefix, Origin: fmt.Sprintf("127.0.0.1:%d/log", port),
+				LogID: base64.StdEncoding.EncodeToString(logID[:]), PublicKey: base64.StdEncoding.EncodeToString(k.PublicKeyDER()),
+				TestCACert: filepath.Join(dir, "ca.pem"), TestCAKey: filepath.Join(dir, "ca.key"),
+			}
+			s := startConfigured(t, cfgPath, env, info)
+			c := newClient(t, s)
+			ca := newCAs(t, s)
+			subs := []*submission{
+				{name: "ecdsa", chain: [][]byte{leaf(t, ca.ecInt, "a.example", testca.LeafOptions{}), ca.ecInt.DER}},
+				{name: "rsa", chain: [][]byte{leaf(t, ca.rsaInt, "b.example", testca.LeafOptions{KeyType: testca.RSA2048}), ca.rsaInt.DER}},
+				{name: "precert", precert: true, chain: [][]byte{leaf(t, ca.ecInt, "c.example", testca.LeafOptions{Precert: true}), ca.ecInt.DER}},
+			}
+			for _, sub := range subs {
+				submit(t, c, sub)
+			}
+			cp := s.waitForSize(t, int64(len(subs)))
+			for _, sub := range subs {
+				checkLogged(t, s, cp, sub)
+			}
+			dup := &submission{name: "duplicate", chain: subs[0].chain}
+			submit(t, c, dup)
+			if dup.index(t) != subs[0].index(t) {
+				t.Errorf("duplicate got index %d, want %d", dup.index(t), subs[0].index(t))
+			}
+
+			// Restart: the tree continues from S3 and the lock backend.
+			s.stop()
+			s = startConfigured(t, cfgPath, env, info)
+			c = newClient(t, s)
+			more := &submission{name: "after restart", chain: [][]byte{leaf(t, ca.ecInt, "d.example", testca.LeafOptions{}), ca.ecInt.DER}}
+			submit(t, c, more)
+			if more.index(t) != uint64(len(subs)) {
+				t.Errorf("after restart: index %d, want %d", more.index(t), len(subs))
+			}
+			cp = s.waitForSize(t, int64(len(subs)+1))
+			for _, sub := range append(subs, more) {
+				checkLogged(t, s, cp, sub)
+			}
+		})
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
