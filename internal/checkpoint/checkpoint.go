@@ -59,7 +59,10 @@ func Parse(body []byte) (Checkpoint, error) {
 	}
 	c.Size = size
 	h, err := base64.StdEncoding.DecodeString(lines[2])
-	if err != nil || len(h) != tlog.HashSize {
+	// Only the canonical encoding is accepted: the RFC 6962 signature covers
+	// the parsed hash, not the text, so a lenient decoder would let the note
+	// text change without invalidating it.
+	if err != nil || len(h) != tlog.HashSize || base64.StdEncoding.EncodeToString(h) != lines[2] {
 		return c, fmt.Errorf("malformed checkpoint hash %q", lines[2])
 	}
 	copy(c.Hash[:], h)

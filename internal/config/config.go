@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -241,6 +243,8 @@ func (c *Config) Validate() error {
 		sub, err := ParsePrefix(l.SubmissionPrefix)
 		if err != nil {
 			bad(f+".submission_prefix", "%v", err)
+		} else if o := Origin(sub); !validKeyName(o) {
+			bad(f+".submission_prefix", "the checkpoint origin %q must be valid UTF-8 without spaces or '+' (it is a signed-note key name)", o)
 		}
 		mon, err := ParsePrefix(l.MonitoringPrefix)
 		if err != nil {
@@ -344,6 +348,19 @@ func ParsePrefix(s string) (*url.URL, error) {
 // without scheme and without trailing slash (static-ct-api).
 func Origin(prefix *url.URL) string {
 	return strings.TrimSuffix(prefix.Host+prefix.Path, "/")
+}
+
+// validKeyName reports whether s can be a signed-note key name.
+func validKeyName(s string) bool {
+	if s == "" || !utf8.ValidString(s) || strings.Contains(s, "+") {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // PostgresFor returns the PostgreSQL DSN a log uses, if any.

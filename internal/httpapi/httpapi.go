@@ -296,21 +296,34 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	})
 }
 
-// acceptsGzip reports whether the request's Accept-Encoding allows gzip.
+// acceptsGzip reports whether the request's Accept-Encoding allows gzip
+// (RFC 9110 §12.5.3): gzip's own q-value decides if gzip is listed, else
+// that of "*"; without either, gzip is not acceptable.
 func acceptsGzip(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") && strings.TrimSpace(coding) != "*" {
-			continue
-		}
-		if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
-			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
-				return false
+	gzipQ, starQ := -1.0, -1.0
+	for _, part := range strings.Split(strings.Join(r.Header.Values("Accept-Encoding"), ","), ",") {
+		params := strings.Split(part, ";")
+		coding := strings.ToLower(strings.TrimSpace(params[0]))
+		q := 1.0
+		for _, p := range params[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
 			}
 		}
-		return true
+		switch coding {
+		case "gzip", "x-gzip":
+			gzipQ = q
+		case "*":
+			starQ = q
+		}
 	}
-	return false
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return starQ > 0
 }
 
 func gunzip(data []byte) ([]byte, error) {

@@ -46,6 +46,11 @@ type Keys struct {
 	Ed25519 ed25519.PrivateKey
 }
 
+// String and GoString keep key material out of logs and error messages even
+// when a Keys value is formatted by mistake.
+func (k *Keys) String() string   { return "keys.Keys{redacted}" }
+func (k *Keys) GoString() string { return k.String() }
+
 // PublicKeyDER returns the DER SubjectPublicKeyInfo of the ECDSA key.
 func (k *Keys) PublicKeyDER() []byte {
 	der, err := x509.MarshalPKIXPublicKey(&k.ECDSA.PublicKey)

@@ -96,7 +96,7 @@ func (d *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error
 		b := tx.Bucket(checkpointsBucket)
 		cur := b.Get(logID[:])
 		if cur == nil {
-			return lock.ErrLogNotFound
+			return fmt.Errorf("replacing checkpoint: %w (%w)", lock.ErrConflict, lock.ErrLogNotFound)
 		}
 		if !bytes.Equal(cur, old) {
 			return lock.ErrConflict

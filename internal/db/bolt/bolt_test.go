@@ -1,0 +1,231 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/dedup/deduptest"
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
+)
+
+func open(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return db
+}
+
+// openTemp opens a fresh database that is closed when the test ends.
+func openTemp(t *testing.T) *DB {
+	t.Helper()
+	db := open(t, filepath.Join(t.TempDir(), "mosaic.db"))
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func TestLockConformance(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) lock.Backend { return openTemp(t) })
+}
+
+func TestDedupConformance(t *testing.T) {
+	deduptest.Run(t, func(t *testing.T) dedup.Store { return openTemp(t) })
+}
+
+func TestOpenCreatesPrivateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	db := open(t, path)
+	defer db.Close()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("database file mode %04o is accessible to other users, want 0600", perm)
+	}
+}
+
+// TestSecondOpenFails: a second opener of the same file (another mosaic
+// serve pointed at it) is refused while the first holds it. bbolt waits for
+// its 2 s timeout before giving up.
+func TestSecondOpenFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	db := open(t, path)
+	second, err := Open(path)
+	if err == nil {
+		second.Close()
+		db.Close()
+		t.Fatal("a second Open of a database in use succeeded")
+	}
+	if !strings.Contains(err.Error(), "another process") {
+		t.Errorf("error %q does not say another process holds the database", err)
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name the file", err)
+	}
+	// Once the first is closed, the file opens again.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPersistence(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	cp0, cp1 := []byte("a\n0\nAAAA\n\n— a sig0\n"), []byte("a\n1\nBBBB\n\n— a sig1\n")
+	k1 := dedup.KeyFor(false, [32]byte{}, []byte("cert 1"))
+	k2 := dedup.KeyFor(true, sha256.Sum256([]byte("issuer")), []byte("tbs 2"))
+
+	db := open(t, path)
+	if err := db.Create(ctx, a, cp0); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Replace(ctx, a, cp0, cp1); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put(ctx, a, []dedup.Record{{Key: k1, Value: dedup.Value{Index: 7, Timestamp: 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put(ctx, b, []dedup.Record{{Key: k2, Value: dedup.Value{Index: 1 << 40, Timestamp: 1<<64 - 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 2 {
+		db := open(t, path)
+		got, err := db.Fetch(ctx, a)
+		if err != nil {
+			t.Fatalf("round %d: Fetch: %v", round, err)
+		}
+		if !bytes.Equal(got, cp1) {
+			t.Fatalf("round %d: Fetch = %q, want %q", round, got, cp1)
+		}
+		if _, err := db.Fetch(ctx, b); !errors.Is(err, lock.ErrLogNotFound) {
+			t.Fatalf("round %d: Fetch(b): err = %v, want ErrLogNotFound", round, err)
+		}
+		// Create after reopening still conflicts; Replace from the old
+		// checkpoint is still stale.
+		if err := db.Create(ctx, a, cp0); !errors.Is(err, lock.ErrConflict) {
+			t.Fatalf("round %d: Create after reopen: err = %v, want ErrConflict", round, err)
+		}
+		if err := db.Replace(ctx, a, cp0, cp0); !errors.Is(err, lock.ErrConflict) {
+			t.Fatalf("round %d: stale Replace after reopen: err = %v, want ErrConflict", round, err)
+		}
+		for _, c := range []struct {
+			log  [32]byte
+			key  dedup.Key
+			want dedup.Value
+			ok   bool
+		}{
+			{a, k1, dedup.Value{Index: 7, Timestamp: 1000}, true},
+			{b, k2, dedup.Value{Index: 1 << 40, Timestamp: 1<<64 - 1}, true},
+			{a, k2, dedup.Value{}, false},
+			{b, k1, dedup.Value{}, false},
+		} {
+			v, ok, err := db.Get(ctx, c.log, c.key)
+			if err != nil {
+				t.Fatalf("round %d: Get: %v", round, err)
+			}
+			if ok != c.ok || v != c.want {
+				t.Errorf("round %d: Get = %+v, %v; want %+v, %v", round, v, ok, c.want, c.ok)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLockAndDedupShareAFile: the lock backend and the dedup cache of the
+// same log ID live side by side without interfering.
+func TestLockAndDedupShareAFile(t *testing.T) {
+	ctx := context.Background()
+	db := openTemp(t)
+	id := sha256.Sum256([]byte("log"))
+	var recs []dedup.Record
+	for i := range 100 {
+		recs = append(recs, dedup.Record{Key: dedup.KeyFor(false, [32]byte{}, []byte{byte(i)}), Value: dedup.Value{Index: uint64(i), Timestamp: uint64(i)}})
+	}
+	if err := db.Put(ctx, id, recs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Fetch(ctx, id); !errors.Is(err, lock.ErrLogNotFound) {
+		t.Fatalf("Fetch after dedup Put: err = %v, want ErrLogNotFound", err)
+	}
+	if err := db.Create(ctx, id, []byte("cp")); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		v, ok, err := db.Get(ctx, id, r.Key)
+		if err != nil || !ok || v != r.Value {
+			t.Fatalf("Get = %+v, %v, %v; want %+v", v, ok, err, r.Value)
+		}
+	}
+}
+
+// TestFetchReturnsCopy: the returned checkpoint is the caller's to keep
+// (bbolt's memory is only valid inside a transaction).
+func TestFetchReturnsCopy(t *testing.T) {
+	ctx := context.Background()
+	db := openTemp(t)
+	id := sha256.Sum256([]byte("log"))
+	cp := []byte("checkpoint 0")
+	if err := db.Create(ctx, id, cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Fetch(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Replace(ctx, id, cp, []byte("checkpoint 1 that is longer")); err != nil {
+		t.Fatal(err)
+	}
+	got[0] = 'X'
+	if string(got) != "Xheckpoint 0" {
+		t.Fatalf("fetched slice changed under the caller: %q", got)
+	}
+	again, err := db.Fetch(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != "checkpoint 1 that is longer" {
+		t.Fatalf("Fetch = %q", again)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "no", "such", "dir", "mosaic.db")); err == nil {
+		t.Error("Open in a missing directory succeeded")
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte("not a bolt database "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := Open(garbage); err == nil {
+		db.Close()
+		t.Error("Open of a file that is not a database succeeded")
+	} else if !strings.Contains(err.Error(), garbage) {
+		t.Errorf("error %q does not name the file", err)
+	}
+}
