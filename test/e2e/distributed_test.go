@@ -21,27 +21,8 @@ import (
 // waits until /health answers 200.
 func startConfigured(t *testing.T, cfg string, env []string, info *devmode.Info) *devServer {
 	t.Helper()
-	cmd := exec.Command(mosaicBinary(t), "serve", "-config", cfg)
-	cmd.Env = append(os.Environ(), env...)
-	var logs lockedBuffer
-	cmd.Stdout = &logs
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &devServer{t: t, cmd: cmd, logs: &logs.Buffer, done: make(chan error, 1), info: info}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("server output:\n%s", logs.String())
-			logs.mu.Unlock()
-		}
-	})
+	s := launch(t, []string{"serve", "-config", cfg}, env)
+	s.info = info
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(info.MonitoringPrefix[:len(info.MonitoringPrefix)-len("/log/")] + "/health")
@@ -53,9 +34,7 @@ func startConfigured(t *testing.T, cfg string, env []string, info *devmode.Info)
 		}
 		select {
 		case err := <-s.done:
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			t.Fatalf("server exited: %v\n%s", err, logs.String())
+			t.Fatalf("server exited: %v", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -56,12 +56,12 @@ func mosaicBinary(t *testing.T) string {
 
 // devServer is a running 'mosaic serve -dev' process.
 type devServer struct {
-	t    *testing.T
-	dir  string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	done chan error
-	info *devmode.Info
+	t      *testing.T
+	dir    string
+	cmd    *exec.Cmd
+	logBuf *lockedBuffer
+	done   chan error
+	info   *devmode.Info
 }
 
 type lockedBuffer struct {
@@ -75,6 +75,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
 // startDev starts a dev log in dir (listening on a free loopback port the
 // first time, on the same port on restarts) and waits until it serves.
 func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
@@ -85,26 +91,9 @@ func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
 		args = append(args, "-listen", "127.0.0.1:0")
 	}
 	args = append(args, extraArgs...)
-	cmd := exec.Command(mosaicBinary(t), args...)
-	var logs lockedBuffer
-	cmd.Stdout = &logs
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &devServer{t: t, dir: dir, cmd: cmd, logs: &logs.Buffer, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("server output:\n%s", logs.String())
-			logs.mu.Unlock()
-		}
-	})
+	s := launch(t, args, nil)
+	s.dir = dir
+	logs := s.logBuf
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if info, err := devmode.ReadInfo(dir); err == nil {
@@ -120,6 +109,33 @@ func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
 			t.Fatalf("server did not write dev.json in time\n%s", logs.String())
 		}
 	}
+	return s
+}
+
+// launch starts the mosaic binary with args (and extra environment), and
+// arranges for it to be killed, and its output shown on failure, at the end
+// of the test.
+func launch(t *testing.T, args, env []string) *devServer {
+	t.Helper()
+	cmd := exec.Command(mosaicBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	logs := &lockedBuffer{}
+	cmd.Stdout = logs
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &devServer{t: t, cmd: cmd, logBuf: logs, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			t.Logf("server output:\n%s", logs.String())
+		}
+	})
 	return s
 }
 
