@@ -1,0 +1,407 @@
+// Command benchrun drives the end-to-end benchmark that bench/run.sh sets
+// up: against an already running `mosaic serve -dev` process, it runs the
+// hammer headless at each rate of a ladder for a bounded time, samples the
+// server's CPU time (utime+stime from /proc/PID/stat) and RSS
+// (/proc/PID/status) around each step, and writes the results as JSON, a
+// Markdown table and a hand-drawn SVG chart (no dependencies).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Step is the result of one rung of the ladder.
+type Step struct {
+	// TargetRate is the hammer's -rate (0: as fast as possible).
+	TargetRate float64 `json:"target_rate"`
+	// OfferedPerS and AcceptedPerS are the measured rates.
+	OfferedPerS  float64 `json:"offered_per_s"`
+	AcceptedPerS float64 `json:"accepted_per_s"`
+	Accepted     int64   `json:"accepted"`
+	Errors       int64   `json:"errors"`
+	Pushback     int64   `json:"pushback"`
+	Failures     int64   `json:"verification_failures"`
+	// ServerCPUUSPerEntry is the server's CPU time (user+system) during
+	// the step, divided by the entries it accepted.
+	ServerCPUUSPerEntry float64 `json:"server_cpu_us_per_entry"`
+	// ServerCores is the server's average CPU use during the step.
+	ServerCores float64 `json:"server_cores"`
+	// OtherCores is the CPU that neither the server nor the hammer used
+	// during the step: other processes on the machine, which make the
+	// step's figures less trustworthy when it is not near zero.
+	OtherCores float64 `json:"other_cores"`
+	// HammerCPUUSPerSubmission is the hammer's own CPU per submission.
+	HammerCPUUSPerSubmission float64 `json:"hammer_cpu_us_per_submission"`
+	AddChainP50              float64 `json:"add_chain_p50_ms"`
+	AddChainP99              float64 `json:"add_chain_p99_ms"`
+	IntegrateP50             float64 `json:"integrate_p50_ms"`
+	IntegrateP99             float64 `json:"integrate_p99_ms"`
+	// RSSMaxMB is the largest server RSS sampled during the step.
+	RSSMaxMB float64 `json:"rss_max_mb"`
+	// TreeSizeEnd is the log's size after the step.
+	TreeSizeEnd int64 `json:"tree_size_end"`
+}
+
+// Results is the benchmark's JSON output.
+type Results struct {
+	Date     time.Time `json:"date"`
+	Host     string    `json:"host"`
+	CPU      string    `json:"cpu"`
+	Cores    int       `json:"cores"`
+	Go       string    `json:"go"`
+	Commit   string    `json:"commit,omitempty"`
+	Command  string    `json:"command"`
+	StepS    float64   `json:"step_s"`
+	Workers  int       `json:"workers"`
+	Dup      float64   `json:"dup"`
+	Precert  float64   `json:"precert"`
+	Readers  int       `json:"readers"`
+	ReadRate float64   `json:"read_rate"`
+	Steps    []Step    `json:"steps"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "benchrun: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	mosaic := flag.String("mosaic", "", "path of the mosaic binary")
+	dev := flag.String("dev", "", "the dev log's data directory")
+	pid := flag.Int("pid", 0, "the server's process ID")
+	rates := flag.String("rates", "250,500,1000,2000,3000,0", "comma-separated ladder of -rate values (0: as fast as possible)")
+	step := flag.Duration("step", 25*time.Second, "duration of each step")
+	workers := flag.Int("workers", 1000, "hammer -workers")
+	dup := flag.Float64("dup", 0.1, "hammer -dup")
+	precert := flag.Float64("precert", 0.5, "hammer -precert")
+	readers := flag.Int("readers", 0, "hammer -readers")
+	readRate := flag.Float64("read-rate", 20, "hammer -read-rate")
+	maxPremint := flag.Int("max-premint", 60000, "premint at most this many certificates per step")
+	clkTck := flag.Int("clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
+	out := flag.String("out", "", "output directory")
+	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
+	flag.Parse()
+	if *mosaic == "" || *dev == "" || *pid == 0 || *out == "" {
+		flag.Usage()
+		return errors.New("need -mosaic, -dev, -pid and -out")
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	res := Results{
+		Date: time.Now().UTC(), CPU: cpuModel(), Cores: runtime.NumCPU(), Go: runtime.Version(),
+		Commit: os.Getenv("BENCH_COMMIT"), Command: *command, StepS: step.Seconds(),
+		Workers: *workers, Dup: *dup, Precert: *precert, Readers: *readers, ReadRate: *readRate,
+	}
+	res.Host, _ = os.Hostname()
+	for _, r := range strings.Split(*rates, ",") {
+		rate, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil {
+			return fmt.Errorf("-rates: %w", err)
+		}
+		premint := *maxPremint
+		if rate > 0 {
+			premint = min(premint, int(rate*step.Seconds()*1.1))
+		}
+		name := "max"
+		if rate > 0 {
+			name = strconv.FormatFloat(rate, 'f', -1, 64)
+		}
+		fmt.Fprintf(os.Stderr, "step: rate %s for %v\n", name, *step)
+		s, err := runStep(ctx, *mosaic, *dev, *pid, *clkTck, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate,
+			filepath.Join(*out, "hammer-"+name))
+		if err != nil {
+			return fmt.Errorf("step at rate %s: %w", name, err)
+		}
+		res.Steps = append(res.Steps, *s)
+		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB, other load %.2f cores\n",
+			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.OtherCores)
+	}
+
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(markdown(&res)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(chart(&res)), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(markdown(&res))
+	return nil
+}
+
+// hammerReport is the part of the hammer's JSON report the benchmark uses.
+type hammerReport struct {
+	Offered              int64                      `json:"offered"`
+	Accepted             int64                      `json:"accepted"`
+	Errors               map[string]int64           `json:"errors"`
+	VerificationFailures int64                      `json:"verification_failures"`
+	RateOfferedPerS      float64                    `json:"rate_offered_per_s"`
+	RateAcceptedPerS     float64                    `json:"rate_accepted_per_s"`
+	AddChain             struct{ P50, P99 float64 } `json:"add_chain_latency_ms"`
+	Integrate            struct{ P50, P99 float64 } `json:"integrate_latency_ms"`
+	TreeSizeEnd          int64                      `json:"tree_size_end"`
+	HammerCPUPerSub      float64                    `json:"hammer_cpu_us_per_submission"`
+	Start                time.Time                  `json:"start"`
+	DurationS            float64                    `json:"duration_s"`
+	DrainS               float64                    `json:"drain_s"`
+	HammerCPUS           float64                    `json:"hammer_cpu_s"`
+}
+
+// runStep runs the hammer once and samples the server around it.
+func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, rate float64, premint int, step time.Duration,
+	workers int, dup, precert float64, readers int, readRate float64, base string) (*Step, error) {
+	args := []string{"hammer", "-dev", dev, "-ui=false", "-progress", "5s",
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-workers", strconv.Itoa(workers),
+		"-duration", step.String(), "-dup", strconv.FormatFloat(dup, 'f', -1, 64),
+		"-precert", strconv.FormatFloat(precert, 'f', -1, 64), "-premint", strconv.Itoa(premint),
+		"-readers", strconv.Itoa(readers), "-read-rate", strconv.FormatFloat(readRate, 'f', -1, 64),
+		"-report", base + ".json"}
+	logf, err := os.Create(base + ".log")
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, mosaic, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	// Sample the server's CPU time and RSS while the hammer runs; the CPU
+	// attributed to the step is then read off these samples for exactly
+	// the hammer's submission and drain phases (its report says when they
+	// were), leaving out the preminting before them.
+	var samples, machine []cpuSample
+	var rssMax float64
+	var mu sync.Mutex
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			now := time.Now()
+			cpu, cerr := serverCPU(pid, clkTck)
+			rss, rerr := serverRSS(pid)
+			all, merr := machineCPU(clkTck)
+			mu.Lock()
+			if cerr == nil {
+				samples = append(samples, cpuSample{now, cpu})
+			}
+			if merr == nil {
+				machine = append(machine, cpuSample{now, all})
+			}
+			if rerr == nil {
+				rssMax = max(rssMax, rss)
+			}
+			mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	time.Sleep(150 * time.Millisecond) // one more sample after the end
+	close(done)
+	<-sampled
+	b, err := os.ReadFile(base + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("hammer failed (%v), see %s.log: %w", werr, base, err)
+	}
+	var r hammerReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s.json: %w", base, err)
+	}
+	s := &Step{
+		TargetRate: rate, OfferedPerS: r.RateOfferedPerS, AcceptedPerS: r.RateAcceptedPerS, Accepted: r.Accepted,
+		Pushback: r.Errors["pushback"], Failures: r.VerificationFailures, HammerCPUUSPerSubmission: r.HammerCPUPerSub,
+		AddChainP50: r.AddChain.P50, AddChainP99: r.AddChain.P99, IntegrateP50: r.Integrate.P50, IntegrateP99: r.Integrate.P99,
+		TreeSizeEnd: r.TreeSizeEnd,
+	}
+	for _, n := range r.Errors {
+		s.Errors += n
+	}
+	s.RSSMaxMB = rssMax
+	submitEnd := r.Start.Add(time.Duration(r.DurationS * float64(time.Second)))
+	drainEnd := submitEnd.Add(time.Duration(r.DrainS * float64(time.Second)))
+	if len(samples) < 2 {
+		return nil, errors.New("too few server CPU samples")
+	}
+	if d := r.DurationS; d > 0 {
+		s.ServerCores = (cpuAt(samples, submitEnd) - cpuAt(samples, r.Start)).Seconds() / d
+		if len(machine) >= 2 {
+			busy := (cpuAt(machine, submitEnd) - cpuAt(machine, r.Start)).Seconds() / d
+			hammerCores := r.HammerCPUS / (r.DurationS + r.DrainS)
+			s.OtherCores = max(busy-s.ServerCores-hammerCores, 0)
+		}
+	}
+	if r.Accepted > 0 {
+		s.ServerCPUUSPerEntry = float64((cpuAt(samples, drainEnd) - cpuAt(samples, r.Start)).Microseconds()) / float64(r.Accepted)
+	}
+	if werr != nil && r.VerificationFailures == 0 {
+		return nil, fmt.Errorf("hammer: %v, see %s.log", werr, base)
+	}
+	return s, nil
+}
+
+// cpuSample is cumulative CPU time (the server's, or the whole machine's)
+// at an instant.
+type cpuSample struct {
+	at  time.Time
+	cpu time.Duration
+}
+
+// machineCPU returns the CPU time all processes have used (busy time of
+// the "cpu" line of /proc/stat: everything but idle and iowait).
+func machineCPU(clkTck int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, errors.New("malformed /proc/stat")
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / time.Duration(clkTck), nil
+}
+
+// cpuAt interpolates the server's cumulative CPU time at t from samples
+// (in time order), clamping to the first and last sample.
+func cpuAt(samples []cpuSample, t time.Time) time.Duration {
+	if !t.After(samples[0].at) {
+		return samples[0].cpu
+	}
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		if t.After(b.at) {
+			continue
+		}
+		f := float64(t.Sub(a.at)) / float64(b.at.Sub(a.at))
+		return a.cpu + time.Duration(f*float64(b.cpu-a.cpu))
+	}
+	return samples[len(samples)-1].cpu
+}
+
+// serverCPU returns a process's user+system CPU time from /proc/PID/stat.
+func serverCPU(pid, clkTck int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("server CPU: %w", err)
+	}
+	// The command name (field 2) may contain spaces; fields after it are
+	// space-separated: state is field 3, utime 14, stime 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("server CPU: malformed /proc/PID/stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("server CPU: short /proc/PID/stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("server CPU: malformed utime/stime")
+	}
+	return time.Duration(utime+stime) * time.Second / time.Duration(clkTck), nil
+}
+
+// serverRSS returns a process's resident set size in MB.
+func serverRSS(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/PID/status")
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func rateName(r float64) string {
+	if r == 0 {
+		return "max"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// markdown renders the results table.
+func markdown(r *Results) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Mosaic end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d.\n\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers)
+	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | other load (cores) | errors | verification failures |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %d | %d |\n",
+			rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
+			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB,
+			s.OtherCores, s.Errors, s.Failures)
+	}
+	return b.String()
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/hammer"
+	"github.com/mosaic-ct/mosaic/internal/testca"
+)
+
+// runHammer implements `mosaic hammer`: parse flags, run internal/hammer,
+// print a summary, write the report, fail if any verification failed.
+func runHammer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hammer", flag.ContinueOnError)
+	dev := fs.String("dev", "", "hammer the dev log in `DIR` (reads DIR/dev.json for prefixes, key and test CA)")
+	submission := fs.String("submission", "", "the log's submission prefix (http(s)://.../)")
+	monitoring := fs.String("monitoring", "", "the log's monitoring prefix (default: the submission prefix)")
+	pubkey := fs.String("pubkey", "", "the log's public key, base64 DER SubjectPublicKeyInfo")
+	origin := fs.String("origin", "", "checkpoint origin (default: the submission prefix without scheme and trailing slash)")
+	caCert := fs.String("ca-cert", "", "PEM certificate of a root CA the log accepts")
+	caKey := fs.String("ca-key", "", "PEM private key of that CA (the hammer issues an intermediate and leaves from it)")
+	notAfterStart := fs.String("not-after-start", "", "the log's NotAfter window start (RFC 3339), if it has one")
+	notAfterLimit := fs.String("not-after-limit", "", "the log's NotAfter window end (RFC 3339), if it has one")
+	insecure := fs.Bool("insecure", false, "skip TLS certificate verification (self-signed test logs)")
+
+	rate := fs.Float64("rate", 100, "submissions per second (0: as fast as the log answers -workers requests)")
+	workers := fs.Int("workers", 100, "concurrent submissions")
+	duration := fs.Duration("duration", time.Minute, "how long to submit (0 with -count: until the count is reached)")
+	count := fs.Int64("count", 0, "stop after this many submissions (0: no limit)")
+	dup := fs.Float64("dup", 0.1, "probability that a submission resubmits an earlier accepted chain")
+	precert := fs.Float64("precert", 0.5, "fraction of new submissions that are precertificates")
+	premint := fs.Int("premint", 0, "mint this many certificates before starting, so minting does not compete with the log for CPU")
+	readers := fs.Int("readers", 0, "monitor-like readers fetching random tiles and tailing data tiles")
+	readRate := fs.Float64("read-rate", 10, "the readers' combined requests per second (0: unlimited)")
+	id := fs.String("id", "", "hammer ID mixed into serial numbers: give hammers on different machines different IDs")
+
+	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")
+	verifyDelay := fs.Duration("verify-delay", 2*time.Second, "how long entries in a partial data tile wait before being verified anyway")
+	drain := fs.Duration("drain", 30*time.Second, "how long to wait at the end for accepted submissions to be integrated and verified")
+	timeout := fs.Duration("timeout", 30*time.Second, "timeout of each request")
+	ui := fs.Bool("ui", true, "live terminal view (when stdin and stdout are a terminal); false prints progress lines")
+	progressEvery := fs.Duration("progress", 5*time.Second, "interval of headless progress lines")
+	reportPath := fs.String("report", "", "write the JSON report to `FILE`")
+	cpuProfile := fs.String("cpuprofile", "", "write the hammer's own CPU profile to `FILE` (to see what a submission costs it)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: mosaic hammer -dev DIR [flags]\n"+
+			"       mosaic hammer -submission URL [-monitoring URL] -pubkey BASE64_DER -ca-cert PEM -ca-key PEM [flags]\n\n"+
+			"Load-tests any Static CT log and verifies everything it answers: SCTs,\n"+
+			"checkpoint signatures and consistency, inclusion of every accepted entry,\n"+
+			"and duplicate handling. Exits non-zero if any verification failed.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *count > 0 && !set["duration"] {
+		*duration = 0 // -count alone bounds the run
+	}
+
+	var start, limit time.Time
+	if *dev != "" {
+		dc, err := client.LoadDevConfig(*dev)
+		if err != nil {
+			return err
+		}
+		*submission = orDefault(*submission, dc.SubmissionPrefix)
+		*monitoring = orDefault(*monitoring, dc.MonitoringPrefix)
+		*pubkey = orDefault(*pubkey, dc.PublicKey)
+		*origin = orDefault(*origin, dc.Origin)
+		*caCert = orDefault(*caCert, dc.TestCACert)
+		*caKey = orDefault(*caKey, dc.TestCAKey)
+		if start, limit, err = dc.Window(); err != nil {
+			return err
+		}
+	}
+	*monitoring = orDefault(*monitoring, *submission)
+	if *submission == "" || *pubkey == "" || *caCert == "" || *caKey == "" {
+		fmt.Fprintln(fs.Output(), "need -submission, -pubkey, -ca-cert and -ca-key, or -dev")
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	for _, w := range []struct {
+		flag string
+		v    string
+		t    *time.Time
+	}{{"-not-after-start", *notAfterStart, &start}, {"-not-after-limit", *notAfterLimit, &limit}} {
+		if w.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, w.v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.flag, err)
+		}
+		*w.t = t
+	}
+	pub, err := client.DecodePublicKey(*pubkey)
+	if err != nil {
+		return fmt.Errorf("-pubkey: %w", err)
+	}
+	root, err := testca.LoadCA(*caCert, *caKey)
+	if err != nil {
+		return fmt.Errorf("loading the CA: %w", err)
+	}
+	c, err := client.New(client.Config{
+		SubmissionPrefix: *submission, MonitoringPrefix: *monitoring, PublicKey: pub, Origin: *origin,
+		HTTPClient: client.NewHTTPClient(*insecure, *workers+*readers+16), UserAgent: "mosaic-hammer",
+		Timeout: *timeout, Retries: 2,
+	})
+	if err != nil {
+		return err
+	}
+	cfg := hammer.Config{
+		Client: c, Root: root, NotAfterStart: start, NotAfterLimit: limit,
+		Rate: *rate, Workers: *workers, Duration: *duration, Count: *count, Dup: *dup, Precert: *precert,
+		Premint: *premint, Readers: *readers, ReadRate: *readRate, ID: *id,
+		Poll: *poll, VerifyDelay: *verifyDelay, Drain: *drain, ProgressEvery: *progressEvery,
+	}
+	if *ui && term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd())) {
+		cfg.Terminal = &hammer.Terminal{In: os.Stdin, Out: os.Stdout}
+	} else {
+		cfg.Progress = os.Stderr
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	report, err := hammer.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printReport(os.Stdout, report)
+	if *reportPath != "" {
+		b, err := json.MarshalIndent(report, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*reportPath, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+	}
+	if report.VerificationFailures > 0 {
+		return fmt.Errorf("%d verification failures", report.VerificationFailures)
+	}
+	return nil
+}
+
+// printReport prints the human summary of a run.
+func printReport(w io.Writer, r *hammer.Report) {
+	fmt.Fprintf(w, "hammer run %s against %s\n", r.RunID, r.Submission)
+	if r.Interrupted {
+		fmt.Fprintf(w, "  interrupted: %d accepted submissions were not verified\n", r.Unverified)
+	}
+	fmt.Fprintf(w, "  %.1fs: offered %d (%.1f/s), accepted %d (%.1f/s), duplicates %d\n",
+		r.DurationS, r.Offered, r.RateOfferedPerS, r.Accepted, r.RateAcceptedPerS, r.Duplicates)
+	fmt.Fprintf(w, "  errors: 4xx %d, 5xx %d, pushback %d, timeout %d, connection %d, other %d\n",
+		r.Errors["4xx"], r.Errors["5xx"], r.Errors["pushback"], r.Errors["timeout"], r.Errors["connection"], r.Errors["other"])
+	lat := func(s hammer.Summary) string {
+		return fmt.Sprintf("p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms", s.P50, s.P90, s.P99, s.Max)
+	}
+	fmt.Fprintf(w, "  add-chain latency: %s\n", lat(r.AddChainLatencyMS))
+	fmt.Fprintf(w, "  time to integrate: %s\n", lat(r.IntegrateLatencyMS))
+	fmt.Fprintf(w, "  tree size %d → %d (%.1f/s), %d checkpoints verified\n", r.TreeSizeStart, r.TreeSizeEnd, r.TreeGrowthPerS, r.Checkpoints)
+	if r.Reads > 0 {
+		fmt.Fprintf(w, "  reads: %d (%.1f/s), %d errors, %s\n", r.Reads, r.RateReadsPerS, r.ReadErrors, lat(r.ReadLatencyMS))
+	}
+	fmt.Fprintf(w, "  hammer CPU: %.2fs, %.0f µs per submission\n", r.HammerCPUS, r.HammerCPUPerSubmissionUS)
+	fmt.Fprintf(w, "  inclusions verified: %d\n", r.InclusionsVerified)
+	if r.VerificationFailures == 0 {
+		fmt.Fprintln(w, "  verification failures: none")
+		return
+	}
+	fmt.Fprintf(w, "  VERIFICATION FAILURES: %d\n", r.VerificationFailures)
+	for _, k := range slices.Sorted(maps.Keys(r.VerificationFailuresByKind)) {
+		fmt.Fprintf(w, "    %-24s %d\n", k, r.VerificationFailuresByKind[k])
+	}
+	for _, e := range r.FailureExamples {
+		fmt.Fprintf(w, "    e.g. %s\n", e)
+	}
+}

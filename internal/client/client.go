@@ -1,0 +1,502 @@
+// Package client is a Static CT API client: it fetches and verifies a log's
+// checkpoint, hash tiles, data tiles and issuers, proves inclusion and
+// consistency from tiles, and submits chains through the RFC 6962 add-chain
+// and add-pre-chain endpoints.
+//
+// It works against any log that implements c2sp.org/static-ct-api, over
+// HTTP(S) or, for a log's storage directory, from a file:// monitoring
+// prefix. The hammer (load generator) and fsck (whole-log checker) are built
+// on it; both rely on its split between FetchError (the log did not deliver,
+// which is an availability problem) and VerifyError (what the log delivered
+// is wrong, which is a correctness problem).
+package client
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// Size limits for fetched objects, so that a broken or hostile log cannot
+// make the client allocate without bound.
+const (
+	maxCheckpointSize = 1 << 20
+	maxHashTileSize   = tile.Width * 32
+	maxDataTileSize   = 256 << 20
+	maxIssuerSize     = 1 << 20
+	maxResponseSize   = 1 << 20
+)
+
+// Config describes the log a Client talks to and how.
+type Config struct {
+	// SubmissionPrefix is the URL prefix of the write API, ending in "/".
+	// It may be empty for a read-only client.
+	SubmissionPrefix string
+	// MonitoringPrefix is the URL prefix of the read API: http(s)://.../,
+	// or file:///DIR (or a bare directory path) for a log's storage
+	// directory.
+	MonitoringPrefix string
+	// PublicKey is the log's ECDSA P-256 public key as DER
+	// SubjectPublicKeyInfo. Without it the client can still read tiles,
+	// but not verify checkpoints or SCTs.
+	PublicKey []byte
+	// Origin is the checkpoint origin. If empty, it is derived from
+	// SubmissionPrefix (scheme and trailing slash removed), or failing
+	// that taken from the checkpoint's own first line.
+	Origin string
+	// HTTPClient makes the requests; nil means NewHTTPClient(false, 0).
+	HTTPClient *http.Client
+	// UserAgent is sent with every request.
+	UserAgent string
+	// Timeout bounds each attempt of each request; zero means 30s.
+	Timeout time.Duration
+	// Retries is how many more times a read is attempted after a
+	// retryable failure (pushback, 5xx, timeout, connection error).
+	// Submissions are never retried by the client: the caller decides.
+	Retries int
+}
+
+// Client talks to one log. It is safe for concurrent use.
+type Client struct {
+	submission string
+	monitoring string // URL prefix ending in "/", or "" for a directory
+	dir        string // local directory for a file:// prefix
+	pub        *ecdsa.PublicKey
+	pubDER     []byte
+	logID      [32]byte
+	origin     string
+	hc         *http.Client
+	userAgent  string
+	timeout    time.Duration
+	retries    int
+	cache      *tileCache
+}
+
+// New returns a Client for the log described by cfg.
+func New(cfg Config) (*Client, error) {
+	var pub *ecdsa.PublicKey
+	var logID [32]byte
+	if len(cfg.PublicKey) > 0 {
+		var err error
+		if pub, logID, err = ParsePublicKey(cfg.PublicKey); err != nil {
+			return nil, err
+		}
+	}
+	c := &Client{
+		pub: pub, pubDER: bytes.Clone(cfg.PublicKey), logID: logID,
+		origin: cfg.Origin, hc: cfg.HTTPClient, userAgent: cfg.UserAgent,
+		timeout: cfg.Timeout, retries: cfg.Retries, cache: newTileCache(4096),
+	}
+	if c.hc == nil {
+		c.hc = NewHTTPClient(false, 0)
+	}
+	if c.timeout <= 0 {
+		c.timeout = 30 * time.Second
+	}
+	if c.userAgent == "" {
+		c.userAgent = "mosaic-client"
+	}
+	if cfg.SubmissionPrefix != "" {
+		u, err := url.Parse(cfg.SubmissionPrefix)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("submission prefix %q is not an http(s) URL", cfg.SubmissionPrefix)
+		}
+		c.submission = ensureSlash(cfg.SubmissionPrefix)
+		if c.origin == "" {
+			c.origin = strings.TrimRight(strings.TrimPrefix(strings.TrimPrefix(c.submission, "https://"), "http://"), "/")
+		}
+	}
+	switch m := cfg.MonitoringPrefix; {
+	case m == "":
+		return nil, errors.New("monitoring prefix is empty")
+	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
+		if _, err := url.Parse(m); err != nil {
+			return nil, fmt.Errorf("monitoring prefix: %w", err)
+		}
+		c.monitoring = ensureSlash(m)
+	case strings.HasPrefix(m, "file://"):
+		u, err := url.Parse(m)
+		if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
+			return nil, fmt.Errorf("monitoring prefix %q: want file:///ABSOLUTE/DIR", m)
+		}
+		c.dir = filepath.FromSlash(u.Path)
+	case strings.Contains(m, "://"):
+		return nil, fmt.Errorf("monitoring prefix %q: want http://, https:// or file://", m)
+	default:
+		c.dir = m
+	}
+	if c.dir != "" {
+		info, err := os.Stat(c.dir)
+		if err != nil {
+			return nil, fmt.Errorf("monitoring directory: %w", err)
+		}
+		if !info.IsDir() {
+			return nil, fmt.Errorf("monitoring directory %s is not a directory", c.dir)
+		}
+	}
+	return c, nil
+}
+
+func ensureSlash(s string) string {
+	if !strings.HasSuffix(s, "/") {
+		return s + "/"
+	}
+	return s
+}
+
+var errNoKey = errors.New("the log's public key is needed to verify checkpoints and SCTs")
+
+// NewHTTPClient returns an HTTP client with keep-alive connection reuse for
+// up to maxConns concurrent connections per host (0 means 100). insecure
+// disables TLS certificate verification, for test logs with self-signed
+// certificates. Requests have no overall timeout: Client bounds each attempt
+// with Config.Timeout.
+func NewHTTPClient(insecure bool, maxConns int) *http.Client {
+	if maxConns <= 0 {
+		maxConns = 100
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = maxConns
+	tr.MaxIdleConnsPerHost = maxConns
+	if insecure {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// ParsePublicKey parses a DER SubjectPublicKeyInfo ECDSA P-256 key and
+// returns it with the RFC 6962 log ID (SHA-256 of the DER).
+func ParsePublicKey(der []byte) (*ecdsa.PublicKey, [32]byte, error) {
+	if len(der) == 0 {
+		return nil, [32]byte{}, errors.New("log public key is empty")
+	}
+	k, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, [32]byte{}, fmt.Errorf("log public key: %w", err)
+	}
+	ec, ok := k.(*ecdsa.PublicKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, [32]byte{}, fmt.Errorf("log public key is %T, want ECDSA P-256", k)
+	}
+	return ec, sha256.Sum256(der), nil
+}
+
+// DecodePublicKey decodes a base64 DER SubjectPublicKeyInfo, as given on
+// command lines and in dev.json.
+func DecodePublicKey(b64 string) ([]byte, error) {
+	der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return nil, fmt.Errorf("log public key is not base64: %w", err)
+	}
+	if _, _, err := ParsePublicKey(der); err != nil {
+		return nil, err
+	}
+	return der, nil
+}
+
+// PublicKey returns the log's public key.
+func (c *Client) PublicKey() *ecdsa.PublicKey { return c.pub }
+
+// LogID returns the log's RFC 6962 ID.
+func (c *Client) LogID() [32]byte { return c.logID }
+
+// Origin returns the configured or derived checkpoint origin ("" if it will
+// be taken from the checkpoint itself).
+func (c *Client) Origin() string { return c.origin }
+
+// MonitoringPrefix returns the read API prefix (a directory path for a
+// file:// prefix).
+func (c *Client) MonitoringPrefix() string {
+	if c.dir != "" {
+		return c.dir
+	}
+	return c.monitoring
+}
+
+// SubmissionPrefix returns the write API prefix, or "".
+func (c *Client) SubmissionPrefix() string { return c.submission }
+
+// Fetch returns the object at path (relative to the monitoring prefix),
+// retrying retryable failures. Errors are *FetchError.
+func (c *Client) Fetch(ctx context.Context, path string) ([]byte, error) {
+	return c.fetch(ctx, path, maxDataTileSize, c.retries)
+}
+
+// FetchOnce is Fetch without retries, for callers that count every failure
+// (the hammer's readers).
+func (c *Client) FetchOnce(ctx context.Context, path string) ([]byte, error) {
+	return c.fetch(ctx, path, maxDataTileSize, 0)
+}
+
+func (c *Client) fetch(ctx context.Context, path string, limit int64, retries int) ([]byte, error) {
+	var err error
+	for attempt := 0; ; attempt++ {
+		var b []byte
+		b, err = c.fetchOnce(ctx, path, limit)
+		if err == nil {
+			return b, nil
+		}
+		if attempt >= retries || !Retryable(err) || ctx.Err() != nil {
+			break
+		}
+		if err := sleep(ctx, backoff(attempt, err)); err != nil {
+			break
+		}
+	}
+	return nil, &FetchError{Path: path, Err: err}
+}
+
+// backoff returns how long to wait before retry attempt+1: what the log
+// asked for with Retry-After (capped at a minute), or an exponential backoff
+// from 100ms to 5s.
+func backoff(attempt int, err error) time.Duration {
+	if d, ok := RetryAfter(err); ok {
+		return min(d, time.Minute)
+	}
+	return min(100*time.Millisecond<<min(attempt, 6), 5*time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (c *Client) fetchOnce(ctx context.Context, path string, limit int64) ([]byte, error) {
+	if c.dir != "" {
+		return c.readFile(path, limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.monitoring+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	return c.do(req, limit)
+}
+
+// readFile reads an object from a log's storage directory.
+func (c *Client) readFile(path string, limit int64) ([]byte, error) {
+	if !fs.ValidPath(path) {
+		return nil, fmt.Errorf("invalid object path %q", path)
+	}
+	f, err := os.Open(filepath.Join(c.dir, filepath.FromSlash(path)))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, filepath.Join(c.dir, filepath.FromSlash(path)))
+		}
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("object is larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// do sends req and returns the body of a 200 response, or an *HTTPError.
+func (c *Client) do(req *http.Request, limit int64) ([]byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+		return nil, &HTTPError{
+			Method: req.Method, URL: req.URL.String(), StatusCode: resp.StatusCode,
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			Body:       strings.TrimSpace(strings.ToValidUTF8(string(body), "?")),
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s %s: response is larger than %d bytes", req.Method, req.URL, limit)
+	}
+	return b, nil
+}
+
+// Checkpoint fetches the log's checkpoint and verifies its RFC 6962
+// signature. A bad signature or origin is a *VerifyError.
+func (c *Client) Checkpoint(ctx context.Context) (*checkpoint.Verified, error) {
+	b, err := c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
+	if err != nil {
+		return nil, err
+	}
+	return c.VerifyCheckpoint(b)
+}
+
+// VerifyCheckpoint verifies a signed checkpoint note with the log's key.
+func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
+	if c.pub == nil {
+		return nil, errNoKey
+	}
+	origin := c.origin
+	if origin == "" {
+		first, _, _ := bytes.Cut(signed, []byte("\n"))
+		origin = string(first)
+	}
+	v, err := checkpoint.Verify(signed, origin, c.pub, c.logID, "")
+	if err != nil {
+		if first, _, _ := bytes.Cut(signed, []byte("\n")); string(first) != origin {
+			return nil, verifyErr(VerifyCheckpointOrigin, "checkpoint origin %q, want %q", first, origin)
+		}
+		return nil, &VerifyError{Kind: VerifyCheckpointSignature, Err: err}
+	}
+	return v, nil
+}
+
+// HashTile fetches a hash tile and splits it into hashes. If a partial tile
+// is gone (logs may delete partial tiles once the full tile exists), it
+// falls back to the full tile's prefix. A tile of the wrong length is a
+// *VerifyError.
+func (c *Client) HashTile(ctx context.Context, t tile.Tile) ([]tlog.Hash, error) {
+	b, err := c.hashTileBytes(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	hashes := make([]tlog.Hash, t.W)
+	for i := range hashes {
+		copy(hashes[i][:], b[i*32:])
+	}
+	return hashes, nil
+}
+
+func (c *Client) hashTileBytes(ctx context.Context, t tile.Tile) ([]byte, error) {
+	if t.Data || t.W < 1 || t.W > tile.Width {
+		return nil, fmt.Errorf("HashTile: %+v is not a hash tile", t)
+	}
+	b, err := c.fetch(ctx, t.Path(), maxHashTileSize, c.retries)
+	if err != nil && !t.Full() && errors.Is(err, ErrNotFound) {
+		full := t
+		full.W = tile.Width
+		if fb, ferr := c.fetch(ctx, full.Path(), maxHashTileSize, c.retries); ferr == nil && len(fb) == tile.Width*32 {
+			return fb[:t.W*32], nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != t.W*32 {
+		return nil, verifyErr(VerifyTile, "%s is %d bytes, want %d", t.Path(), len(b), t.W*32)
+	}
+	return b, nil
+}
+
+// DataTileBytes fetches a data tile and decompresses it if it is gzipped
+// (HTTP transports undo Content-Encoding; a storage directory may hold
+// either form, told apart by the gzip magic, which no TileLeaf can start
+// with).
+func (c *Client) DataTileBytes(ctx context.Context, t tile.Tile) ([]byte, error) {
+	t.Data = true
+	b, err := c.fetch(ctx, t.Path(), maxDataTileSize, c.retries)
+	if err != nil && !t.Full() && errors.Is(err, ErrNotFound) {
+		full := t
+		full.W = tile.Width
+		if fb, ferr := c.fetch(ctx, full.Path(), maxDataTileSize, c.retries); ferr == nil {
+			b, err = fb, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err = Gunzip(b)
+	if err != nil {
+		return nil, verifyErr(VerifyTile, "%s: %v", t.Path(), err)
+	}
+	return b, nil
+}
+
+// Gunzip decompresses b if it starts with the gzip magic, and returns it
+// unchanged otherwise.
+func Gunzip(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxDataTileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if len(out) > maxDataTileSize {
+		return nil, fmt.Errorf("gunzip: more than %d bytes", maxDataTileSize)
+	}
+	return out, nil
+}
+
+// DataTile fetches and parses a data tile. If t is partial and its data
+// tile is gone, the full tile is used. The result has exactly t.W entries;
+// anything else is a *VerifyError.
+func (c *Client) DataTile(ctx context.Context, t tile.Tile) ([]*tile.Entry, error) {
+	t.Data = true
+	b, err := c.DataTileBytes(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := tile.ParseDataTile(b)
+	if err != nil {
+		return nil, verifyErr(VerifyTile, "%s: %v", t.Path(), err)
+	}
+	if len(entries) > t.W && len(entries) == tile.Width {
+		entries = entries[:t.W] // full-tile fallback for a partial tile
+	}
+	if len(entries) != t.W {
+		return nil, verifyErr(VerifyTile, "%s has %d entries, want %d", t.Path(), len(entries), t.W)
+	}
+	return entries, nil
+}
+
+// IssuerPath returns the path of the issuer with the given fingerprint.
+func IssuerPath(fp [32]byte) string { return "issuer/" + hex.EncodeToString(fp[:]) }
+
+// Issuer fetches the issuer certificate with the given fingerprint and checks
+// that it hashes to it (a mismatch is a *VerifyError).
+func (c *Client) Issuer(ctx context.Context, fp [32]byte) ([]byte, error) {
+	b, err := c.fetch(ctx, IssuerPath(fp), maxIssuerSize, c.retries)
+	if err != nil {
+		return nil, err
+	}
+	if got := sha256.Sum256(b); got != fp {
+		return nil, verifyErr(VerifyIssuer, "%s hashes to %x", IssuerPath(fp), got)
+	}
+	return b, nil
+}

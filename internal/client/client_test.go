@@ -1,0 +1,326 @@
+package client_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	ctx509 "github.com/google/certificate-transparency-go/x509"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// serve starts an HTTP server for l and returns a client for it.
+func serve(t *testing.T, l *fakelog.Log) *client.Client {
+	t.Helper()
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	c, err := client.New(client.Config{
+		SubmissionPrefix: srv.URL + "/",
+		MonitoringPrefix: srv.URL + "/",
+		PublicKey:        l.PublicKeyDER(),
+		Origin:           l.Origin(),
+		Retries:          1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newLog(t *testing.T, opts fakelog.Options) *fakelog.Log {
+	t.Helper()
+	l, err := fakelog.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestSubmitVerifyInclude(t *testing.T) {
+	ctx := context.Background()
+	l := newLog(t, fakelog.Options{})
+	c := serve(t, l)
+
+	root, err := testca.NewRoot("Client Test Root", testca.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inter, err := root.NewIntermediate("Client Test Intermediate", testca.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := inter.IssueLeaf(testca.LeafOptions{DNSNames: []string{"a.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := inter.IssueLeaf(testca.LeafOptions{DNSNames: []string{"b.example"}, Precert: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := c.AddChain(ctx, [][]byte{leaf, inter.DER, root.DER})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := c.VerifySCT(resp, tile.Entry{Certificate: leaf})
+	if err != nil || idx != 0 {
+		t.Fatalf("VerifySCT = %d, %v; want 0, nil", idx, err)
+	}
+	if _, err := c.VerifySCT(resp, tile.Entry{Certificate: pre}); client.Classify(err) != client.KindVerify {
+		t.Errorf("VerifySCT for the wrong certificate: %v, want a VerifyError", err)
+	}
+
+	presp, err := c.AddPreChain(ctx, [][]byte{pre, inter.DER, root.DER})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ctx509.ParseCertificate(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbs, err := ctx509.BuildPrecertTBS(p.RawTBSCertificate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := tile.Entry{IsPrecert: true, Certificate: tbs, IssuerKeyHash: sha256.Sum256(inter.Cert.RawSubjectPublicKeyInfo)}
+	if idx, err := c.VerifySCT(presp, pe); err != nil || idx != 1 {
+		t.Fatalf("VerifySCT(precert) = %d, %v; want 1, nil", idx, err)
+	}
+
+	cp, err := c.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Size != 2 {
+		t.Fatalf("checkpoint size %d, want 2", cp.Size)
+	}
+	entries, err := c.DataTile(ctx, tile.Tile{N: 0, W: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe.Timestamp, pe.LeafIndex = presp.Timestamp, 1
+	if err := c.CheckInclusion(ctx, cp.Checkpoint, 1, pe.LeafHash()); err != nil {
+		t.Errorf("CheckInclusion(precert): %v", err)
+	}
+	if err := c.CheckInclusion(ctx, cp.Checkpoint, 0, entries[0].LeafHash()); err != nil {
+		t.Errorf("CheckInclusion(cert): %v", err)
+	}
+	if err := c.CheckInclusion(ctx, cp.Checkpoint, 0, entries[1].LeafHash()); client.Classify(err) != client.KindVerify {
+		t.Errorf("CheckInclusion of the wrong leaf: %v, want a VerifyError", err)
+	}
+	if _, err := c.Issuer(ctx, tile.Fingerprint(inter.DER)); err != nil {
+		t.Errorf("Issuer: %v", err)
+	}
+
+	// A resubmission gets the original index and timestamp.
+	again, err := c.AddChain(ctx, [][]byte{leaf, inter.DER, root.DER})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := c.VerifySCT(again, tile.Entry{Certificate: leaf}); err != nil || idx != 0 || again.Timestamp != resp.Timestamp {
+		t.Errorf("resubmission: index %d, timestamp %d, %v; want 0, %d", idx, again.Timestamp, err, resp.Timestamp)
+	}
+}
+
+// fill adds n cheap x509 entries (the fake log does not parse them).
+func fill(t *testing.T, l *fakelog.Log, n int) {
+	t.Helper()
+	start := l.Size()
+	for i := range int64(n) {
+		if _, err := l.Add([][]byte{fmt.Appendf(nil, "leaf %d", start+i), []byte("issuer")}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConsistency(t *testing.T) {
+	ctx := context.Background()
+	sizes := []int{0, 1, 2, 3, 255, 256, 257, 511, 512, 1000, 65535, 65536, 65537, 70000}
+	l := newLog(t, fakelog.Options{ManualPublish: true})
+	c := serve(t, l)
+	var cps []checkpoint.Checkpoint
+	for _, s := range sizes {
+		fill(t, l, s-int(l.Size()))
+		signed, err := l.Publish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.VerifyCheckpoint(signed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps = append(cps, v.Checkpoint)
+	}
+	for i, older := range cps {
+		for _, newer := range cps[i:] {
+			if err := c.CheckConsistency(ctx, older, newer); err != nil {
+				t.Errorf("CheckConsistency(%d, %d): %v", older.Size, newer.Size, err)
+			}
+			if older.Size == 0 || older.Size == newer.Size {
+				continue
+			}
+			forged := older
+			forged.Hash[0] ^= 1
+			err := c.CheckConsistency(ctx, forged, newer)
+			var ve *client.VerifyError
+			if !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointConsistency {
+				t.Errorf("CheckConsistency(forged %d, %d) = %v, want a %s VerifyError", older.Size, newer.Size, err, client.VerifyCheckpointConsistency)
+			}
+		}
+	}
+	last := cps[len(cps)-1]
+	for _, tc := range []struct {
+		older, newer checkpoint.Checkpoint
+		kind         string
+	}{
+		{last, cps[3], client.VerifyCheckpointRollback},
+		{last, func() checkpoint.Checkpoint { f := last; f.Hash[5] ^= 1; return f }(), client.VerifyCheckpointFork},
+	} {
+		err := c.CheckConsistency(ctx, tc.older, tc.newer)
+		var ve *client.VerifyError
+		if !errors.As(err, &ve) || ve.Kind != tc.kind {
+			t.Errorf("CheckConsistency(%d, %d) = %v, want kind %s", tc.older.Size, tc.newer.Size, err, tc.kind)
+		}
+	}
+
+	// A tile that does not hash to the checkpoint is caught.
+	l.SetObject("tile/1/001.p/17", make([]byte, 17*32))
+	c2 := serve(t, l) // fresh tile cache
+	err := c2.CheckConsistency(ctx, cps[6], last)
+	if client.Classify(err) != client.KindVerify {
+		t.Errorf("CheckConsistency with a corrupt tile = %v, want a VerifyError", err)
+	}
+}
+
+func TestCheckpointSignature(t *testing.T) {
+	l := newLog(t, fakelog.Options{})
+	other := newLog(t, fakelog.Options{Seed: make([]byte, 32)})
+	c := serve(t, l)
+	signed, _ := other.Object("checkpoint")
+	_, err := c.VerifyCheckpoint(signed)
+	var ve *client.VerifyError
+	if !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointSignature {
+		t.Errorf("checkpoint signed by another key: %v, want %s", err, client.VerifyCheckpointSignature)
+	}
+	wrongOrigin := newLog(t, fakelog.Options{Origin: "elsewhere.example"})
+	signed, _ = wrongOrigin.Object("checkpoint")
+	if _, err := c.VerifyCheckpoint(signed); !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointOrigin {
+		t.Errorf("checkpoint for another origin: %v, want %s", err, client.VerifyCheckpointOrigin)
+	}
+}
+
+func TestFileMonitoring(t *testing.T) {
+	ctx := context.Background()
+	for _, gz := range []bool{false, true} {
+		l := newLog(t, fakelog.Options{ManualPublish: true})
+		fill(t, l, 300)
+		if _, err := l.Publish(); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := l.WriteDir(dir, gz); err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(client.Config{MonitoringPrefix: "file://" + dir, PublicKey: l.PublicKeyDER()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := c.Checkpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Origin != l.Origin() || cp.Size != 300 {
+			t.Errorf("checkpoint %q/%d, want %q/300", cp.Origin, cp.Size, l.Origin())
+		}
+		for _, tl := range []tile.Tile{{N: 0, W: 256}, {N: 1, W: 44}} {
+			entries, err := c.DataTile(ctx, tl)
+			if err != nil {
+				t.Fatalf("gzip=%v: %v", gz, err)
+			}
+			if got := entries[3].LeafIndex; got != uint64(tl.N*256+3) {
+				t.Errorf("leaf index %d, want %d", got, tl.N*256+3)
+			}
+		}
+		if _, err := c.DataTile(ctx, tile.Tile{N: 5, W: 256}); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("missing data tile: %v, want ErrNotFound", err)
+		}
+		if _, err := c.LeafHashes(ctx, cp.Checkpoint, []int64{0, 299}); err != nil {
+			t.Errorf("LeafHashes: %v", err)
+		}
+	}
+}
+
+func TestPushback(t *testing.T) {
+	l := newLog(t, fakelog.Options{PushbackEvery: 1})
+	c := serve(t, l)
+	_, err := c.AddChain(context.Background(), [][]byte{[]byte("x"), []byte("y")})
+	if k := client.Classify(err); k != client.KindPushback {
+		t.Fatalf("Classify(%v) = %q, want pushback", err, k)
+	}
+	if d, ok := client.RetryAfter(err); !ok || d != time.Second {
+		t.Errorf("RetryAfter = %v, %v; want 1s", d, ok)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		err  error
+		want client.ErrorKind
+	}{
+		{nil, client.KindNone},
+		{&client.HTTPError{StatusCode: 400}, client.KindClient},
+		{&client.HTTPError{StatusCode: 404}, client.KindClient},
+		{&client.HTTPError{StatusCode: 429}, client.KindPushback},
+		{&client.HTTPError{StatusCode: 503}, client.KindPushback},
+		{&client.HTTPError{StatusCode: 500}, client.KindServer},
+		{&client.FetchError{Path: "x", Err: &client.HTTPError{StatusCode: 502}}, client.KindServer},
+		{context.DeadlineExceeded, client.KindTimeout},
+		{ctx.Err(), client.KindCanceled},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, client.KindConnection},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), client.KindConnection},
+		{&client.VerifyError{Kind: "sct", Err: errors.New("bad")}, client.KindVerify},
+		{errors.New("something"), client.KindOther},
+		{os.ErrDeadlineExceeded, client.KindTimeout},
+	}
+	for _, tt := range tests {
+		if got := client.Classify(tt.err); got != tt.want {
+			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+	if !errors.Is(&client.HTTPError{StatusCode: 404}, client.ErrNotFound) {
+		t.Error("404 is not ErrNotFound")
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	l := newLog(t, fakelog.Options{})
+	c, err := client.New(client.Config{SubmissionPrefix: "http://" + addr + "/", MonitoringPrefix: "http://" + addr + "/", PublicKey: l.PublicKeyDER()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Checkpoint(context.Background())
+	if k := client.Classify(err); k != client.KindConnection {
+		t.Errorf("Classify(%v) = %q, want connection", err, k)
+	}
+}

@@ -1,0 +1,75 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DevConfig is the dev.json that `mosaic serve -dev` writes into its data
+// directory: everything a client needs to drive and check the dev log.
+type DevConfig struct {
+	SubmissionPrefix string `json:"submission_prefix"`
+	MonitoringPrefix string `json:"monitoring_prefix"`
+	Origin           string `json:"origin"`
+	// LogID and PublicKey are base64 (the key as DER SubjectPublicKeyInfo).
+	LogID     string `json:"log_id"`
+	PublicKey string `json:"public_key"`
+	// Roots, TestCACert and TestCAKey are file paths: the log's roots PEM,
+	// and a root CA certificate and PKCS #8 key the log accepts.
+	Roots      string `json:"roots"`
+	TestCACert string `json:"test_ca_cert"`
+	TestCAKey  string `json:"test_ca_key"`
+	// NotAfterStart and NotAfterLimit (RFC 3339) bound the leaf NotAfter
+	// the log accepts; see Window.
+	NotAfterStart string `json:"not_after_start"`
+	NotAfterLimit string `json:"not_after_limit"`
+}
+
+// Window returns the accepted NotAfter window [start, limit); an empty
+// bound is a zero time.
+func (c *DevConfig) Window() (start, limit time.Time, err error) {
+	parse := func(name, v string) (time.Time, error) {
+		if v == "" {
+			return time.Time{}, nil
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("dev log: %s: %w", name, err)
+		}
+		return t, nil
+	}
+	if start, err = parse("not_after_start", c.NotAfterStart); err != nil {
+		return
+	}
+	limit, err = parse("not_after_limit", c.NotAfterLimit)
+	return
+}
+
+// DevConfigFile is the name of the file in a dev log's data directory.
+const DevConfigFile = "dev.json"
+
+// LoadDevConfig reads DIR/dev.json. Relative file paths in it are resolved
+// against DIR.
+func LoadDevConfig(dir string) (*DevConfig, error) {
+	p := filepath.Join(dir, DevConfigFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("dev log: %w (is `mosaic serve -dev -data %s` running?)", err, dir)
+	}
+	var c DevConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("dev log: %s: %w", p, err)
+	}
+	if c.SubmissionPrefix == "" || c.MonitoringPrefix == "" || c.PublicKey == "" {
+		return nil, fmt.Errorf("dev log: %s lacks submission_prefix, monitoring_prefix or public_key", p)
+	}
+	for _, f := range []*string{&c.Roots, &c.TestCACert, &c.TestCAKey} {
+		if *f != "" && !filepath.IsAbs(*f) {
+			*f = filepath.Join(dir, *f)
+		}
+	}
+	return &c, nil
+}

@@ -1,0 +1,206 @@
+package hammer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/client"
+)
+
+// buildMosaic builds the mosaic binary into a temporary directory.
+func buildMosaic(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "mosaic")
+	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/mosaic")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building mosaic: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// lockedBuffer collects a subprocess's output for failure messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startDevServer runs `mosaic serve -dev` on a fresh directory and waits for
+// its dev.json.
+func startDevServer(t *testing.T, bin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "serve", "-dev", "-data", dir, "-listen", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			t.Errorf("mosaic serve did not stop on SIGTERM; its log:\n%s", logs)
+		}
+	})
+	deadline := time.After(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, client.DevConfigFile)); err == nil {
+			return dir
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("mosaic serve -dev exited: %v\n%s", err, logs)
+		case <-deadline:
+			t.Fatalf("mosaic serve -dev wrote no %s within 60s; its log:\n%s", client.DevConfigFile, logs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// run runs the binary and returns its combined output and exit code.
+func run(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	default:
+		t.Fatalf("running mosaic %s: %v\n%s", strings.Join(args, " "), err, out)
+		return "", -1
+	}
+}
+
+// TestDevLogEndToEnd drives a real `mosaic serve -dev` process with a short,
+// bounded, headless hammer run, requires zero verification failures, then
+// runs fsck over HTTP and on the storage directory, and checks that fsck
+// catches an issuer deleted from a copy of that directory.
+func TestDevLogEndToEnd(t *testing.T) {
+	bin := buildMosaic(t)
+	dir := startDevServer(t, bin)
+	report := filepath.Join(t.TempDir(), "report.json")
+
+	out, code := run(t, bin, "hammer", "-dev", dir, "-count", "1500", "-rate", "0", "-workers", "50",
+		"-dup", "0.1", "-precert", "0.5", "-readers", "2", "-read-rate", "50",
+		"-ui=false", "-progress", "1s", "-drain", "60s", "-report", report)
+	if code != 0 {
+		t.Fatalf("mosaic hammer exited %d:\n%s", code, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	if r.VerificationFailures != 0 || r.Offered != 1500 || r.Accepted == 0 || r.InclusionsVerified != r.Accepted ||
+		r.TreeSizeEnd != r.TreeSizeStart+r.Accepted || r.Duplicates == 0 {
+		t.Errorf("report: %d failures (%v), offered %d, accepted %d, verified %d, duplicates %d, tree %d→%d\n%s",
+			r.VerificationFailures, r.FailureExamples, r.Offered, r.Accepted, r.InclusionsVerified, r.Duplicates,
+			r.TreeSizeStart, r.TreeSizeEnd, out)
+	}
+	var raw map[string]any
+	json.Unmarshal(b, &raw)
+	for _, k := range []string{"offered", "accepted", "duplicates", "errors", "verification_failures", "rate_accepted_per_s",
+		"add_chain_latency_ms", "integrate_latency_ms", "tree_size_start", "tree_size_end"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	t.Logf("hammer: %d accepted at %.0f/s, add-chain p50 %.1fms, hammer CPU %.0fµs/submission",
+		r.Accepted, r.RateAcceptedPerS, r.AddChainLatencyMS.P50, r.HammerCPUPerSubmissionUS)
+
+	if out, code := run(t, bin, "fsck", "-dev", dir); code != 0 || !strings.Contains(out, "OK") {
+		t.Errorf("mosaic fsck -dev exited %d:\n%s", code, out)
+	}
+	dc, err := client.LoadDevConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := filepath.Join(dir, "data")
+	if out, code := run(t, bin, "fsck", "-monitoring", "file://"+storage, "-pubkey", dc.PublicKey); code != 0 {
+		t.Errorf("mosaic fsck on the storage directory exited %d:\n%s", code, out)
+	}
+
+	// Damage a copy of the storage: fsck must fail and name the issuer.
+	damaged := copyTree(t, storage)
+	issuers, err := os.ReadDir(filepath.Join(damaged, "issuer"))
+	if err != nil || len(issuers) == 0 {
+		t.Fatalf("no issuers in the storage directory: %v", err)
+	}
+	victim := "issuer/" + issuers[0].Name()
+	os.Remove(filepath.Join(damaged, victim))
+	if out, code := run(t, bin, "fsck", "-monitoring", "file://"+damaged, "-pubkey", dc.PublicKey); code != 1 || !strings.Contains(out, victim) {
+		t.Errorf("mosaic fsck after deleting %s exited %d:\n%s", victim, code, out)
+	}
+}
+
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

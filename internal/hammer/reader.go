@@ -1,0 +1,67 @@
+package hammer
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// reader behaves like a monitor: half of its requests tail the data tiles
+// from where the run started (full tiles, or the current partial tile at
+// the edge), the other half fetch random tiles the tree has (level-0,
+// level-1 and data tiles). It reads the tree size the verifier last
+// verified, so it only asks for tiles that must exist.
+func (h *hammer) reader(ctx context.Context, lim *Limiter, startSize int64) {
+	next := startSize / tile.Width // the next data tile to tail
+	for lim.Wait(ctx) == nil {
+		size := h.st.treeSize.Load()
+		path := "checkpoint"
+		switch {
+		case size == 0:
+		case rand.IntN(2) == 0:
+			full := size / tile.Width
+			if next < full {
+				path = tile.Tile{Data: true, N: next, W: tile.Width}.Path()
+				next++
+			} else if w := int(size % tile.Width); w > 0 {
+				path = tile.Tile{Data: true, N: full, W: w}.Path()
+			}
+		default:
+			path = randomTile(size).Path()
+		}
+		t0 := time.Now()
+		b, err := h.c.FetchOnce(ctx, path)
+		if err != nil {
+			if client.Classify(err) != client.KindCanceled {
+				h.st.reads.Add(1)
+				h.st.readErrors.Add(1)
+			}
+			continue
+		}
+		h.st.readLatency.Record(time.Since(t0))
+		h.st.reads.Add(1)
+		h.st.readBytes.Add(int64(len(b)))
+	}
+}
+
+// randomTile picks a tile of a tree of the given size (> 0): the tile
+// holding a random leaf, at level 0 (half the time), in the data tiles (30%)
+// or at level 1 (20%, when the tree has one).
+func randomTile(size int64) tile.Tile {
+	idx := rand.Int64N(size)
+	r := rand.IntN(10)
+	level, data := 0, false
+	switch {
+	case r >= 8 && size >= tile.Width:
+		level = 1
+	case r >= 5:
+		data = true
+	}
+	shift := tile.Height * (level + 1)
+	n := idx >> shift
+	w := min((size>>(tile.Height*level))-n*tile.Width, tile.Width)
+	return tile.Tile{Level: level, N: n, W: int(w), Data: data}
+}
