@@ -7,12 +7,16 @@ import (
 )
 
 // Limiter paces operations at an adjustable rate, shared by many workers:
-// each Wait reserves the next free slot, so n workers together make at most
-// rate operations per second. Slots that nobody was ready to take are not
-// saved up, so a stall is never followed by a burst. PauseUntil holds every
-// worker back until a given time, which is how pushback from the log
-// (Retry-After) is honoured by the whole hammer rather than by one worker.
+// together they start at most rate operations per second. Workers take
+// turns: only the next slot is ever reserved, so a rate change takes effect
+// at once rather than after a queue of slots reserved at the old rate, and
+// slots that nobody was ready to take are not saved up beyond a 20ms
+// catch-up window, so a stall is never followed by a large burst. PauseUntil holds every worker back until a given
+// time, which is how pushback from the log (Retry-After) is honoured by the
+// whole hammer rather than by one worker.
 type Limiter struct {
+	turn chan struct{} // held by the one worker waiting for the next slot
+
 	mu     sync.Mutex
 	rate   float64   // operations per second; 0 means unlimited
 	next   time.Time // earliest start of the next slot
@@ -20,9 +24,13 @@ type Limiter struct {
 	now    func() time.Time
 }
 
+// catchUp bounds how far behind schedule the Limiter lets workers catch up
+// (a burst of at most catchUp×rate operations).
+const catchUp = 20 * time.Millisecond
+
 // NewLimiter returns a Limiter at rate operations per second (0: no limit).
 func NewLimiter(rate float64) *Limiter {
-	return &Limiter{rate: max(rate, 0), now: time.Now}
+	return &Limiter{turn: make(chan struct{}, 1), rate: max(rate, 0), now: time.Now}
 }
 
 // Rate returns the current rate.
@@ -66,31 +74,51 @@ func (l *Limiter) reserve() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	start := now
-	if l.paused.After(start) {
-		start = l.paused
+	start, catch := now, catchUp
+	if l.paused.After(now) {
+		start, catch = l.paused, 0
 	}
 	if l.rate > 0 {
-		if l.next.After(start) {
-			start = l.next
+		// A slot missed by up to catchUp (a worker woke late, which
+		// timers do by a fraction of a millisecond) is still taken, or
+		// high rates would lose a little on every slot; slots missed by
+		// more are dropped.
+		if l.next.IsZero() {
+			l.next = start // the first slot: nothing to catch up
 		}
+		if earliest := start.Add(-catch); l.next.Before(earliest) {
+			l.next = earliest
+		}
+		start = l.next
 		l.next = start.Add(time.Duration(float64(time.Second) / l.rate))
 	}
-	return start.Sub(now)
+	return max(start.Sub(now), 0)
 }
 
 // Wait blocks until the caller's slot, or until ctx is done.
 func (l *Limiter) Wait(ctx context.Context) error {
-	d := l.reserve()
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
+	case l.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	}
+	defer func() { <-l.turn }()
+	for {
+		d := l.reserve()
+		if d <= 0 {
+			return ctx.Err()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		// A pause that began while this worker slept applies to it too.
+		if l.PausedUntil().After(l.now()) {
+			continue
+		}
 		return nil
 	}
 }

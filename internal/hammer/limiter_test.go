@@ -1,6 +1,7 @@
 package hammer
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -21,14 +22,36 @@ func TestLimiterPacing(t *testing.T) {
 			t.Fatalf("reservation %d waits %v, want %v", i, got, want)
 		}
 	}
-	// After a long idle period there is no burst: one slot now, the next
-	// 100ms later.
+	// After a long idle period there is no burst beyond the 20ms catch-up
+	// window: at 10/s that is one slot now, the next 80ms later.
 	clk.advance(10 * time.Second)
 	if got := l.reserve(); got != 0 {
 		t.Errorf("after idle: wait %v, want 0", got)
 	}
-	if got := l.reserve(); got != 100*time.Millisecond {
-		t.Errorf("second after idle: wait %v, want 100ms", got)
+	if got := l.reserve(); got != 80*time.Millisecond {
+		t.Errorf("second after idle: wait %v, want 80ms", got)
+	}
+}
+
+// TestLimiterLateWakeups checks that workers waking a little late do not
+// lower the rate: the schedule stays on the original slots.
+func TestLimiterLateWakeups(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	l := NewLimiter(1000)
+	l.now = clk.now
+	for range 100 {
+		// A worker that has to sleep wakes 1.5ms late (more than the
+		// 1ms between slots); one that does not sleep goes at once.
+		if d := l.reserve(); d > 0 {
+			clk.advance(d + 1500*time.Microsecond)
+		} else {
+			clk.advance(10 * time.Microsecond)
+		}
+	}
+	// 100 slots at 1000/s span 100ms; with the lateness absorbed the clock
+	// is about one lateness past that (without catch-up: 150ms).
+	if got := clk.t.Sub(time.Unix(1000, 0)); got > 102*time.Millisecond {
+		t.Errorf("100 slots with late wakeups took %v, want about 100ms", got)
 	}
 }
 
@@ -81,5 +104,45 @@ func TestLimiterPause(t *testing.T) {
 		if got := l.reserve(); got != 0 {
 			t.Errorf("rate %v: after the pause: wait %v, want 0", rate, got)
 		}
+	}
+}
+
+// TestLimiterWait runs real waits: many workers at a high rate are paced,
+// and a pause set while they wait holds them back.
+func TestLimiterWait(t *testing.T) {
+	l := NewLimiter(1000)
+	ctx := t.Context()
+	start := time.Now()
+	done := make(chan struct{})
+	for range 20 {
+		go func() {
+			for range 5 {
+				if err := l.Wait(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range 20 {
+		<-done
+	}
+	// 100 slots 1ms apart: at least 99ms (an upper bound would be a timed
+	// assertion that a loaded machine could break).
+	if d := time.Since(start); d < 99*time.Millisecond {
+		t.Errorf("100 waits at 1000/s took %v, want at least 99ms", d)
+	}
+	l.PauseUntil(time.Now().Add(50 * time.Millisecond))
+	start = time.Now()
+	if err := l.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("wait during a 50ms pause took %v", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := NewLimiter(1).Wait(cctx); err == nil {
+		t.Error("Wait with a canceled context succeeded")
 	}
 }
