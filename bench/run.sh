@@ -59,6 +59,9 @@ done
 echo "dev log up (pid $server_pid); results in $out" >&2
 
 commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || true)
+if [[ -n $commit && -n $(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+	commit="$commit-dirty"
+fi
 BENCH_COMMIT=$commit "$work/benchrun" -mosaic "$work/mosaic" -dev "$work/devlog" -pid "$server_pid" \
 	-clk-tck "$(getconf CLK_TCK)" -rates "$RATES" -step "$STEP" -workers "$WORKERS" \
 	-dup "$DUP" -precert "$PRECERT" -readers "$READERS" -read-rate "$READ_RATE" -out "$out" \

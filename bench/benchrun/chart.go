@@ -14,6 +14,7 @@ type series struct {
 	color string
 	dash  bool
 	pts   [][2]float64 // (x, y)
+	notes []string     // optional label per point
 }
 
 // Chart geometry.
@@ -22,7 +23,7 @@ const (
 	panelH      = 280
 	marginLeft  = 70
 	marginRight = 170
-	marginTop   = 40
+	marginTop   = 60
 	panelGap    = 70
 )
 
@@ -32,11 +33,17 @@ func chart(r *Results) string {
 	steps := slices.Clone(r.Steps)
 	slices.SortFunc(steps, func(a, b Step) int { return cmpFloat(a.OfferedPerS, b.OfferedPerS) })
 	var offered, accepted, p50, p99, i50, i99 [][2]float64
+	var notes []string
 	xMax, tMax, lMax := 1.0, 1.0, 1.0
 	for _, s := range steps {
 		x := s.OfferedPerS
 		offered = append(offered, [2]float64{x, x})
 		accepted = append(accepted, [2]float64{x, s.AcceptedPerS})
+		note := ""
+		if s.TargetRate == 0 {
+			note = "as fast as possible"
+		}
+		notes = append(notes, note)
 		p50 = append(p50, [2]float64{x, s.AddChainP50})
 		p99 = append(p99, [2]float64{x, s.AddChainP99})
 		i50 = append(i50, [2]float64{x, s.IntegrateP50})
@@ -55,7 +62,7 @@ func chart(r *Results) string {
 		html.EscapeString(fmt.Sprintf("Mosaic end to end: %s, %d cores, %s", r.CPU, r.Cores, r.Date.Format("2006-01-02"))))
 	panel(&b, marginTop, "throughput (entries/s)", xMax, tMax, []series{
 		{name: "offered (ideal)", color: "#999999", dash: true, pts: offered},
-		{name: "accepted", color: "#1f77b4", pts: accepted},
+		{name: "accepted", color: "#1f77b4", pts: accepted, notes: notes},
 	})
 	panel(&b, marginTop+panelH+panelGap, "latency (ms)", xMax, lMax, []series{
 		{name: "add-chain p50", color: "#2ca02c", pts: p50},
@@ -97,8 +104,12 @@ func panel(b *strings.Builder, top int, title string, xMax, yMax float64, ss []s
 			dash = ` stroke-dasharray="6,4"`
 		}
 		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, dash)
-		for _, p := range s.pts {
+		for j, p := range s.pts {
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(p[0]), y(p[1]), s.color)
+			if j < len(s.notes) && s.notes[j] != "" {
+				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s</text>`+"\n",
+					x(p[0])-6, y(p[1])+16, s.color, html.EscapeString(s.notes[j]))
+			}
 		}
 		ly := top + 10 + 20*i
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n",

@@ -98,7 +98,19 @@ func run() error {
 	clkTck := flag.Int("clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
 	out := flag.String("out", "", "output directory")
 	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
+	render := flag.String("render", "", "only redraw results.md and chart.svg in -out from this results.json")
 	flag.Parse()
+	if *render != "" && *out != "" {
+		b, err := os.ReadFile(*render)
+		if err != nil {
+			return err
+		}
+		var res Results
+		if err := json.Unmarshal(b, &res); err != nil {
+			return fmt.Errorf("%s: %w", *render, err)
+		}
+		return writeOutputs(&res, *out, false)
+	}
 	if *mosaic == "" || *dev == "" || *pid == 0 || *out == "" {
 		flag.Usage()
 		return errors.New("need -mosaic, -dev, -pid and -out")
@@ -139,20 +151,28 @@ func run() error {
 			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.OtherCores)
 	}
 
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
+	return writeOutputs(&res, *out, true)
+}
+
+// writeOutputs writes results.md and chart.svg (and results.json if
+// withJSON) to dir, and prints the table.
+func writeOutputs(res *Results, dir string, withJSON bool) error {
+	if withJSON {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(res)), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(*out, "results.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), []byte(chart(res)), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(markdown(&res)), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(chart(&res)), 0o644); err != nil {
-		return err
-	}
-	fmt.Print(markdown(&res))
+	fmt.Print(markdown(res))
 	return nil
 }
 

@@ -37,7 +37,7 @@ func runHammer(ctx context.Context, args []string) error {
 	rate := fs.Float64("rate", 100, "submissions per second (0: as fast as the log answers -workers requests)")
 	workers := fs.Int("workers", 100, "concurrent submissions")
 	duration := fs.Duration("duration", time.Minute, "how long to submit (0 with -count: until the count is reached)")
-	count := fs.Int64("count", 0, "stop after this many submissions (0: no limit)")
+	count := fs.Int64("count", 0, "stop after this many submissions, resubmissions included (0: no limit)")
 	dup := fs.Float64("dup", 0.1, "probability that a submission resubmits an earlier accepted chain")
 	precert := fs.Float64("precert", 0.5, "fraction of new submissions that are precertificates")
 	premint := fs.Int("premint", 0, "mint this many certificates before starting, so minting does not compete with the log for CPU")

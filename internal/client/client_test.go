@@ -324,3 +324,27 @@ func TestConnectionRefused(t *testing.T) {
 		t.Errorf("Classify(%v) = %q, want connection", err, k)
 	}
 }
+
+// TestInsecure checks that -insecure (NewHTTPClient(true, ...)) accepts a
+// self-signed test server that the default client refuses.
+func TestInsecure(t *testing.T) {
+	l := newLog(t, fakelog.Options{})
+	srv := httptest.NewTLSServer(l)
+	t.Cleanup(srv.Close)
+	for _, insecure := range []bool{true, false} {
+		c, err := client.New(client.Config{
+			SubmissionPrefix: srv.URL + "/", MonitoringPrefix: srv.URL + "/", PublicKey: l.PublicKeyDER(),
+			Origin: l.Origin(), HTTPClient: client.NewHTTPClient(insecure, 4),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Checkpoint(context.Background())
+		if insecure && err != nil {
+			t.Errorf("insecure client: %v", err)
+		}
+		if !insecure && err == nil {
+			t.Error("the default client accepted a self-signed certificate")
+		}
+	}
+}

@@ -32,10 +32,7 @@ type HTTPError struct {
 
 // Error describes the failed request, with the log's reason if it gave one.
 func (e *HTTPError) Error() string {
-	msg := fmt.Sprintf("%s %s: %s", e.Method, e.URL, http.StatusText(e.StatusCode))
-	if e.StatusCode != 0 {
-		msg = fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.URL, e.StatusCode, http.StatusText(e.StatusCode))
-	}
+	msg := fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.URL, e.StatusCode, http.StatusText(e.StatusCode))
 	if e.Body != "" {
 		msg += ": " + e.Body
 	}

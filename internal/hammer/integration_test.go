@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
 )
 
 // buildMosaic builds the mosaic binary into a temporary directory.
@@ -203,4 +205,40 @@ func copyTree(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// TestHammerExitStatus runs the hammer binary with explicit flags (no dev
+// log) against a log that returns some bad SCTs: it must exit non-zero and
+// say why, and write the report.
+func TestHammerExitStatus(t *testing.T) {
+	bin := buildMosaic(t)
+	l, err := fakelog.New(fakelog.Options{CorruptSCTEvery: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(l)
+	defer srv.Close()
+	dir := t.TempDir()
+	root := testRoot(t)
+	if err := root.WritePEM(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.json")
+	out, code := run(t, bin, "hammer", "-submission", srv.URL+"/", "-pubkey", l.PublicKey(), "-origin", l.Origin(),
+		"-ca-cert", filepath.Join(dir, "ca.pem"), "-ca-key", filepath.Join(dir, "ca.key"),
+		"-count", "20", "-rate", "0", "-workers", "2", "-dup", "0", "-ui=false", "-report", report)
+	if code != 1 || !strings.Contains(out, "VERIFICATION FAILURES: 4") || !strings.Contains(out, "4 verification failures") {
+		t.Errorf("mosaic hammer against a log with bad SCTs exited %d:\n%s", code, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil || r.VerificationFailuresByKind[FailSCT] != 4 {
+		t.Errorf("report: %v, failures %v", err, r.VerificationFailuresByKind)
+	}
+	if _, code := run(t, bin, "hammer", "-rate", "5"); code != 2 {
+		t.Errorf("mosaic hammer without a target exited %d, want 2 (usage)", code)
+	}
 }
