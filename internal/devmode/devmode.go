@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -38,19 +39,9 @@ const (
 	logName    = "dev"
 )
 
-// Info is the content of dev.json.
-type Info struct {
-	SubmissionPrefix string `json:"submission_prefix"`
-	MonitoringPrefix string `json:"monitoring_prefix"`
-	Origin           string `json:"origin"`
-	LogID            string `json:"log_id"`
-	PublicKey        string `json:"public_key"`
-	Roots            string `json:"roots"`
-	TestCACert       string `json:"test_ca_cert"`
-	TestCAKey        string `json:"test_ca_key"`
-	NotAfterStart    string `json:"not_after_start"`
-	NotAfterLimit    string `json:"not_after_limit"`
-}
+// Info is the content of dev.json. Its format is defined once, by the
+// client package that reads it (hammer, fsck, tests).
+type Info = client.DevConfig
 
 // Setup prepares dir for a dev log and opens its listener. listen may be
 // empty (the address the directory was created with, or DefaultListen for a
@@ -170,17 +161,4 @@ func WriteInfo(dir string, l *ctlog.Log) (*Info, error) {
 		return nil, err
 	}
 	return info, os.Rename(tmp, filepath.Join(dir, InfoFile))
-}
-
-// ReadInfo reads dir/dev.json.
-func ReadInfo(dir string) (*Info, error) {
-	data, err := os.ReadFile(filepath.Join(dir, InfoFile))
-	if err != nil {
-		return nil, err
-	}
-	var info Info
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, InfoFile), err)
-	}
-	return &info, nil
 }

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -96,7 +97,7 @@ func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
 	logs := s.logBuf
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if info, err := devmode.ReadInfo(dir); err == nil {
+		if info, err := client.LoadDevConfig(dir); err == nil {
 			s.info = info
 			break
 		}
