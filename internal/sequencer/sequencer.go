@@ -206,6 +206,11 @@ func (s *Sequencer) load(ctx context.Context) error {
 		return fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin %q "+
 			"(did the key or the submission prefix change?): %w", name, s.cfg.Origin, err)
 	}
+	// Finish the committed round if its writer died before writing all its
+	// tiles; only then is storage expected to match the checkpoint.
+	if err := s.replayStaging(ctx, cp.Size, signed); err != nil {
+		return fmt.Errorf("log %s: %w", name, err)
+	}
 	stored, err := s.cfg.Storage.Get(ctx, "checkpoint")
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -348,6 +353,11 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 		}
 		s.mu.Lock()
 		if w, dup = s.inflight[key]; !dup {
+			if s.fatal != nil {
+				err := s.fatal
+				s.mu.Unlock()
+				return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
 			if s.stopped {
 				s.mu.Unlock()
 				return Result{}, false, ErrStopped
@@ -447,8 +457,11 @@ func (s *Sequencer) round(ctx context.Context) error {
 	if errors.Is(err, lock.ErrConflict) {
 		err = fmt.Errorf("log %s: another process advanced the lock backend's checkpoint; "+
 			"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
+		// Answer what is still pooled too: no round will ever take it.
 		s.mu.Lock()
 		s.fatal = err
+		batch = append(batch, s.pool...)
+		s.pool = nil
 		s.mu.Unlock()
 		s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
 		s.log.Error("sequencer stopped", "log", s.cfg.Name, "err", err)
@@ -479,7 +492,7 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	edge := s.edge.Clone()
 	dataTile := bytes.Clone(s.dataTile)
 	size := s.treeSize
-	var objects []object
+	var objects, issuerObjects []object
 	var newIssuers [][32]byte
 	seenIssuer := map[[32]byte]bool{}
 	for _, w := range batch {
@@ -493,7 +506,7 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		size++
 		if size%tile.Width == 0 {
 			t := tile.Tile{Data: true, N: size/tile.Width - 1, W: tile.Width}
-			objects = append(objects, object{key: t.Path(), data: dataTile, gzip: true})
+			objects = append(objects, object{key: t.Path(), data: dataTile, gzip: gzip.DefaultCompression})
 			dataTile = nil
 		}
 		for i, fp := range e.ChainFingerprints {
@@ -502,18 +515,18 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 			}
 			seenIssuer[fp] = true
 			newIssuers = append(newIssuers, fp)
-			objects = append(objects, object{key: "issuer/" + hex.EncodeToString(fp[:]), data: w.p.Issuers[i]})
+			issuerObjects = append(issuerObjects, object{key: "issuer/" + hex.EncodeToString(fp[:]), data: w.p.Issuers[i]})
 		}
 		w.res = Result{Index: e.LeafIndex, Timestamp: timestamp}
 	}
 	if len(dataTile) > 0 && len(batch) > 0 {
 		t := tile.Tile{Data: true, N: size / tile.Width, W: int(size % tile.Width)}
-		objects = append(objects, object{key: t.Path(), data: dataTile, gzip: true, partial: true})
+		objects = append(objects, object{key: t.Path(), data: dataTile, gzip: gzip.BestSpeed})
 	}
 	if len(batch) > 0 {
 		old := map[tile.Tile]bool{}
-		for _, t := range tile.PartialTiles(s.treeSize) {
-			old[t] = true
+		for _, pt := range tile.PartialTiles(s.treeSize) {
+			old[pt] = true
 		}
 		for _, pt := range edge.PartialTiles() {
 			if !old[pt.Tile] {
@@ -521,12 +534,11 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 			}
 		}
 	}
-	if err := s.putAll(ctx, objects); err != nil {
-		return err
-	}
+	compressAll(objects)
 
-	// Sign and commit the checkpoint: the compare-and-swap is what keeps
-	// the log from forking if another process is sequencing it too.
+	// Sign the checkpoint, store the round's tiles as one staging bundle
+	// named after it (see staging.go) and the new issuers, which are
+	// content-addressed and so safe to write at any time.
 	cpTime := uint64(time.Now().UnixMilli())
 	if cpTime < timestamp {
 		cpTime = timestamp
@@ -536,6 +548,17 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	if err != nil {
 		return fmt.Errorf("signing checkpoint: %w", err)
 	}
+	var bundleKey string
+	if len(objects) > 0 {
+		bundleKey = stagingKey(size, signed)
+		issuerObjects = append(issuerObjects, object{key: bundleKey, data: encodeBundle(objects)})
+	}
+	if err := s.putAll(ctx, issuerObjects); err != nil {
+		return err
+	}
+
+	// Commit: the compare-and-swap is what keeps the log from forking if
+	// another process is sequencing it too.
 	lockStart := time.Now()
 	err = s.cfg.Lock.Replace(ctx, s.cfg.LogID, s.checkpoint, signed)
 	s.cfg.Metrics.LockDuration.Observe(time.Since(lockStart).Seconds())
@@ -558,40 +581,88 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	s.cfg.Metrics.CheckpointTime.Set(float64(cpTime) / 1000)
 	s.cfg.Metrics.Entries.Add(float64(len(batch)))
 
-	// The entries are durable and committed: answer the waiters now. The
-	// public checkpoint object may lag; it is republished every round.
-	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
-		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)
-		s.lastPublish = time.Time{}
-	} else {
-		s.lastPublish = time.Now()
-	}
-	for _, w := range batch {
-		close(w.done)
-	}
+	// The entries are committed and durable (in the staging bundle). Write
+	// the tiles and record the entries for deduplication before answering,
+	// so that a resubmission of an answered entry always finds its index.
+	var tilesErr, dedupErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tilesErr = s.putAll(ctx, objects)
+	}()
 	if len(batch) > 0 {
 		records := make([]dedup.Record, len(batch))
 		for i, w := range batch {
 			records[i] = dedup.Record{Key: w.key, Value: dedup.Value{Index: w.res.Index, Timestamp: w.res.Timestamp}}
 		}
-		if err := s.cfg.Dedup.Put(ctx, s.cfg.LogID, records); err != nil {
-			s.log.Warn("recording dedup entries failed", "log", s.cfg.Name, "err", err)
-		}
+		dedupErr = s.cfg.Dedup.Put(ctx, s.cfg.LogID, records)
+	}
+	wg.Wait()
+	if dedupErr != nil {
+		s.log.Warn("recording dedup entries failed", "log", s.cfg.Name, "err", dedupErr)
+	}
+	for _, w := range batch {
+		close(w.done)
+	}
+	if len(batch) > 0 {
 		s.mu.Lock()
 		for _, w := range batch {
 			delete(s.inflight, w.key)
 		}
 		s.mu.Unlock()
 	}
+	if tilesErr != nil {
+		// The next round reloads, which writes the tiles again from the
+		// bundle before it sequences anything; until then the public
+		// checkpoint stays at the last fully written tree.
+		s.log.Warn("writing tiles after the commit failed; will finish from the staging bundle", "log", s.cfg.Name, "err", tilesErr)
+		s.needReload = true
+		s.lastPublish = time.Time{}
+		return nil
+	}
+	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
+		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)
+		s.lastPublish = time.Time{}
+	} else {
+		s.lastPublish = time.Now()
+	}
+	if bundleKey != "" {
+		if err := s.cfg.Storage.Delete(ctx, bundleKey); err != nil {
+			s.log.Warn("deleting staging bundle failed", "log", s.cfg.Name, "key", bundleKey, "err", err)
+		}
+	}
 	return nil
 }
 
 // object is one storage write of a round.
 type object struct {
-	key     string
-	data    []byte
-	gzip    bool
-	partial bool
+	key  string
+	data []byte
+	// gzip, if not zero, is the compression level data is to be stored
+	// with (data tiles); compressAll applies it.
+	gzip int
+}
+
+// compressAll gzips, concurrently, the objects that are stored compressed.
+func compressAll(objects []object) {
+	var wg sync.WaitGroup
+	for i := range objects {
+		if objects[i].gzip == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &objects[i]
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, o.gzip)
+			zw.Write(o.data)
+			zw.Close()
+			o.data, o.gzip = buf.Bytes(), 0
+		}()
+	}
+	wg.Wait()
 }
 
 // putAll writes objects concurrently and returns the first error.
@@ -602,19 +673,7 @@ func (s *Sequencer) putAll(ctx context.Context, objects []object) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			data := o.data
-			if o.gzip {
-				level := gzip.DefaultCompression
-				if o.partial {
-					level = gzip.BestSpeed
-				}
-				var buf bytes.Buffer
-				zw, _ := gzip.NewWriterLevel(&buf, level)
-				zw.Write(data)
-				zw.Close()
-				data = buf.Bytes()
-			}
-			if err := s.cfg.Storage.Put(ctx, o.key, data, storage.Options(o.key)); err != nil {
+			if err := s.cfg.Storage.Put(ctx, o.key, o.data, storage.Options(o.key)); err != nil {
 				errs <- err
 			}
 		}()
@@ -622,12 +681,4 @@ func (s *Sequencer) putAll(ctx context.Context, objects []object) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-func gzipBytes(data []byte) []byte {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	zw.Write(data)
-	zw.Close()
-	return buf.Bytes()
 }

@@ -1,6 +1,8 @@
 package sequencer
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -458,4 +460,12 @@ func TestTwoSequencers(t *testing.T) {
 	if err != nil || v.Size != 1 {
 		t.Fatalf("lock checkpoint: %v size %v, want a's tree of size 1", err, v)
 	}
+}
+
+func gzipBytes(data []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw.Write(data)
+	zw.Close()
+	return buf.Bytes()
 }

@@ -64,3 +64,11 @@ func (i *Instrumented) Get(ctx context.Context, key string) ([]byte, error) {
 	i.observe("get", start, err)
 	return data, err
 }
+
+// Delete implements Backend.
+func (i *Instrumented) Delete(ctx context.Context, key string) error {
+	start := time.Now()
+	err := i.Backend.Delete(ctx, key)
+	i.observe("delete", start, err)
+	return err
+}

@@ -11,7 +11,13 @@ package storage
 import (
 	"context"
 	"errors"
+	"strings"
 )
+
+// StagingPrefix is where the sequencer keeps each round's staging bundle
+// (the round's tiles, stored before its checkpoint is committed). It is
+// not part of the static-ct-api: the read path never serves it.
+const StagingPrefix = "staging/"
 
 // ErrNotFound is returned (wrapped) by Get for an object that does not exist.
 var ErrNotFound = errors.New("object not found")
@@ -24,6 +30,9 @@ type Backend interface {
 	Put(ctx context.Context, key string, data []byte, opts PutOptions) error
 	// Get returns the object stored at key, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
+	// Delete removes the object at key. Deleting a missing object
+	// succeeds. Only the sequencer's own staging objects are ever deleted.
+	Delete(ctx context.Context, key string) error
 }
 
 // PutOptions are the HTTP semantics of an object, which backends that are
@@ -44,6 +53,8 @@ func Options(key string) PutOptions {
 	switch {
 	case key == "checkpoint":
 		return PutOptions{ContentType: "text/plain; charset=utf-8"}
+	case strings.HasPrefix(key, StagingPrefix):
+		return PutOptions{ContentType: "application/octet-stream"}
 	case len(key) > len("issuer/") && key[:len("issuer/")] == "issuer/":
 		return PutOptions{ContentType: "application/pkix-cert", Immutable: true}
 	case len(key) > len("tile/data/") && key[:len("tile/data/")] == "tile/data/":

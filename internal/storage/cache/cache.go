@@ -77,6 +77,12 @@ func (r *Reader) Put(ctx context.Context, key string, data []byte, opts storage.
 	return r.backend.Put(ctx, key, data, opts)
 }
 
+// Delete deletes from the backend. Only mutable objects are ever deleted,
+// and those are never cached.
+func (r *Reader) Delete(ctx context.Context, key string) error {
+	return r.backend.Delete(ctx, key)
+}
+
 // Get returns the object at key, from memory if it is cached. The returned
 // slice is the caller's to keep or modify.
 func (r *Reader) Get(ctx context.Context, key string) ([]byte, error) {

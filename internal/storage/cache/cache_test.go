@@ -31,6 +31,13 @@ func (m *memBackend) Put(ctx context.Context, key string, data []byte, opts stor
 	return nil
 }
 
+func (m *memBackend) Delete(ctx context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.objects, key)
+	return nil
+}
+
 func (m *memBackend) Get(ctx context.Context, key string) ([]byte, error) {
 	m.gets.Add(1)
 	if m.gate != nil {

@@ -157,3 +157,17 @@ func (d *Dir) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// Delete removes an object; a missing object is not an error. The removal
+// is not fsynced: a deleted object that reappears after a crash is only
+// garbage.
+func (d *Dir) Delete(ctx context.Context, key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package sequencer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// files returns the storage directory's objects under prefix, by key.
+func files(t *testing.T, root, prefix string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	dir := filepath.Join(root, filepath.FromSlash(prefix))
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		out[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func pendings(from, n int) []*Pending {
+	ps := make([]*Pending, n)
+	for i := range ps {
+		ps[i] = pending(from + i)
+	}
+	return ps
+}
+
+// TestStaleSequencerWritesNoTiles is the attack the staging bundle exists
+// for: a second sequencer, loaded from the same state as the first, runs a
+// round that crosses the same full-tile boundary after the first committed
+// its own. Without staging it would overwrite the committed full tiles
+// before losing the compare-and-swap.
+func TestStaleSequencerWritesNoTiles(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Load(ctx, e.config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := Load(ctx, e.config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, a, pendings(0, 300))
+	committed := files(t, e.store.Root(), "tile")
+	if _, ok := committed["tile/0/000"]; !ok {
+		t.Fatalf("a's round wrote no full level-0 tile: %v", len(committed))
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- stale.Run(runCtx) }()
+	var wg sync.WaitGroup
+	for _, p := range pendings(1000, 300) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := stale.Add(ctx, p); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("stale Add: %v, want ErrUnavailable", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := <-done; !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("stale Run: %v, want a conflict", err)
+	}
+
+	after := files(t, e.store.Root(), "tile")
+	for k, v := range after {
+		if !bytes.Equal(committed[k], v) {
+			t.Errorf("the stale sequencer wrote %s", k)
+		}
+	}
+	if len(after) != len(committed) {
+		t.Errorf("tiles: %d after the stale round, %d committed", len(after), len(committed))
+	}
+	if _, err := Load(ctx, e.config(t)); err != nil {
+		t.Fatalf("Load after the stale round: %v", err)
+	}
+}
+
+// failTiles fails every tile write while fail is set, as a storage outage
+// (or a crash) between the commit and the tile writes would.
+type failTiles struct {
+	storage.Backend
+	fail atomic.Bool
+}
+
+func (f *failTiles) Put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
+	if f.fail.Load() && strings.HasPrefix(key, "tile/") {
+		return fmt.Errorf("put %s: injected failure", key)
+	}
+	return f.Backend.Put(ctx, key, data, opts)
+}
+
+func TestCommittedRoundFinishedFromStaging(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, mustLoad(t, e.config(t)), pendings(0, 10))
+
+	ft := &failTiles{Backend: e.store}
+	cfg := e.config(t)
+	cfg.Storage = ft
+	s := mustLoad(t, cfg)
+	ft.fail.Store(true)
+	// The entries are committed and durable in the bundle, so they are
+	// answered even though their tiles are not written yet.
+	res := addAll(t, s, pendings(10, 300))
+	if len(files(t, e.store.Root(), "tile/0/000")) != 0 {
+		t.Fatal("tile/0/000 written despite the injected failure")
+	}
+	bundles := files(t, e.store.Root(), "staging")
+	if len(bundles) != 1 {
+		t.Fatalf("staging bundles: %d, want 1", len(bundles))
+	}
+
+	// A corrupt bundle is refused, naming it.
+	for k, b := range bundles {
+		bad := bytes.Clone(b)
+		bad[len(bad)/2] ^= 1
+		os.WriteFile(filepath.Join(e.store.Root(), k), bad, 0o644)
+		if _, err := Load(ctx, e.config(t)); err == nil || !strings.Contains(err.Error(), "checksum") || !strings.Contains(err.Error(), k) {
+			t.Fatalf("Load with a corrupt bundle: %v", err)
+		}
+		os.WriteFile(filepath.Join(e.store.Root(), k), b, 0o644)
+	}
+
+	// The next process finishes the round: the tiles appear, they match
+	// the entries at the indexes the submitters were given, and the
+	// bundle is gone.
+	s2 := mustLoad(t, e.config(t))
+	if n := len(files(t, e.store.Root(), "staging")); n != 0 {
+		t.Fatalf("%d staging bundles left after the replay", n)
+	}
+	gz, err := e.store.Get(ctx, "tile/data/000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := gunzip(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := tile.ParseDataTile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level0, err := e.store.Get(ctx, "tile/0/000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := tile.ParseHashTile(level0)
+	if err != nil || len(hashes) != tile.Width || len(entries) != tile.Width {
+		t.Fatalf("full tiles: %d hashes, %d entries, %v", len(hashes), len(entries), err)
+	}
+	byCert := map[string]*tile.Entry{}
+	for i, en := range entries {
+		if en.LeafHash() != hashes[i] {
+			t.Fatalf("entry %d does not match tile/0/000", i)
+		}
+		byCert[string(en.Certificate)] = en
+	}
+	for i, p := range pendings(10, 300) {
+		en, ok := byCert[string(p.Entry.Certificate)]
+		if ok && (en.LeafIndex != res[i].Index || en.Timestamp != res[i].Timestamp) {
+			t.Fatalf("entry %q is at %d, the submitter was told %d", p.Entry.Certificate, en.LeafIndex, res[i].Index)
+		}
+	}
+	addAll(t, s2, pendings(400, 5))
+	mustLoad(t, e.config(t))
+}
+
+func mustLoad(t *testing.T, cfg Config) *Sequencer {
+	t.Helper()
+	s, err := Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBundleEncoding(t *testing.T) {
+	objects := []object{{key: "tile/0/000", data: []byte("hashes")}, {key: "tile/data/000.p/3", data: nil}}
+	b := encodeBundle(objects)
+	got, err := decodeBundle(b)
+	if err != nil || len(got) != 2 || got[0].key != "tile/0/000" || string(got[0].data) != "hashes" || got[1].key != "tile/data/000.p/3" || len(got[1].data) != 0 {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string][]byte{
+		"truncated":  b[:len(b)-1],
+		"empty":      nil,
+		"other":      append([]byte("x"), b[1:]...),
+		"not a tile": encodeBundle([]object{{key: "checkpoint", data: []byte("x")}}),
+	} {
+		if _, err := decodeBundle(bad); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
