@@ -4,15 +4,31 @@
 # rates and at "as fast as possible", samples the server's CPU and RSS from
 # /proc, and writes results.json, results.md and chart.svg.
 #
+# With BACKEND=s3 the same ladder runs against a log stored in S3 with its
+# lock and dedup cache in PostgreSQL: the script builds/starts MinIO
+# (scripts/minio.sh) on a free 127.0.0.1 port with a temporary directory,
+# random credentials and a bucket, creates a fresh database on the local
+# PostgreSQL (127.0.0.1:5432, trust auth, as role postgres or else root),
+# briefly runs `mosaic serve -dev` only to make the key, roots and test CA,
+# then runs `mosaic create` and `mosaic serve` with an S3 + PostgreSQL config
+# on the dev log's address (so its dev.json describes the S3 log as well, for
+# the hammer and fsck). Each step then also reports the server's S3 requests
+# per 1,000 accepted entries by operation (mosaic_storage_requests_total from
+# /metrics, every attempt counted, the read path's GETs included). MinIO, the
+# server, the database and the temporary directories are removed on exit.
+#
 # Usage: bench/run.sh [OUTDIR]
 #
 # Settings (environment variables, with defaults):
+#   BACKEND=local                    local: dev log on local disk + embedded database;
+#                                    s3: log in S3 (MinIO) + PostgreSQL lock and dedup cache
 #   RATES=250,500,1000,2000,3000,0   ladder of hammer -rate values; 0 = as fast as possible
 #   STEP=25s                         duration of each step
 #   WORKERS=1000                     hammer -workers (concurrent submissions)
 #   DUP=0.1  PRECERT=0.5             hammer -dup and -precert
 #   READERS=0  READ_RATE=20          hammer -readers and -read-rate
-#   KEEP=0                           1 keeps the dev log directory for inspection
+#   KEEP=0                           1 keeps the dev log directory (and MinIO's data) for inspection
+#   PGHOST=127.0.0.1 PGPORT=5432     PostgreSQL for BACKEND=s3 (database test must exist)
 #
 # The default ladder takes about 3 minutes. Results go to OUTDIR (default
 # bench/results/<UTC timestamp>). Linux only (/proc).
@@ -20,6 +36,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
+BACKEND=${BACKEND:-local}
 RATES=${RATES:-250,500,1000,2000,3000,0}
 STEP=${STEP:-25s}
 WORKERS=${WORKERS:-1000}
@@ -28,13 +45,58 @@ PRECERT=${PRECERT:-0.5}
 READERS=${READERS:-0}
 READ_RATE=${READ_RATE:-20}
 KEEP=${KEEP:-0}
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+case $BACKEND in
+local | s3) ;;
+*)
+	echo "BACKEND must be local or s3, not '$BACKEND'" >&2
+	exit 2
+	;;
+esac
+if [[ $BACKEND == s3 ]]; then
+	for tool in curl psql; do
+		command -v "$tool" >/dev/null || { echo "BACKEND=s3 needs $tool" >&2; exit 1; }
+	done
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mosaic-bench.XXXXXX")
-server_pid=
+server_pid= minio_pid= bench_pid= pg_role= pg_db=
+
+# alive PID: the process runs (a child that exited but was not yet waited
+# for is a zombie, which kill -0 would still find).
+alive() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]
+}
+
+# stop PID: SIGTERM, up to 30 s to exit (mosaic answers what is pending
+# first), then SIGKILL.
+stop() {
+	local pid=$1
+	[[ -n $pid ]] || return 0
+	if alive "$pid"; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for _ in $(seq 1 300); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+psql_admin() {
+	psql -h "$PGHOST" -p "$PGPORT" -U "$pg_role" -d test -v ON_ERROR_STOP=1 -Atq "$@"
+}
+
 cleanup() {
-	if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-		kill -TERM "$server_pid" 2>/dev/null || true
-		wait "$server_pid" 2>/dev/null || true
+	stop "$bench_pid"
+	stop "$server_pid"
+	stop "$minio_pid"
+	if [[ -n $pg_db ]]; then
+		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" ||
+			echo "could not drop database $pg_db on $PGHOST:$PGPORT" >&2
 	fi
 	if [[ $KEEP == 1 ]]; then
 		echo "kept $work" >&2
@@ -43,29 +105,155 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+# free_port prints a TCP port on 127.0.0.1 that nothing listens on, below
+# Linux's ephemeral range so that outgoing connections do not take it.
+free_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$((20000 + RANDOM % 12000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	echo "no free port found" >&2
+	return 1
+}
+
+# wait_http URL PID LOG: wait up to 60 s for URL to answer 200 while PID
+# runs; on failure show LOG.
+wait_http() {
+	for _ in $(seq 1 600); do
+		curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null && return 0
+		alive "$2" || break
+		sleep 0.1
+	done
+	echo "no answer from $1; log $3:" >&2
+	tail -n 50 "$3" >&2
+	return 1
+}
 
 echo "building mosaic and the benchmark driver" >&2
 (cd "$root" && go build -o "$work/mosaic" ./cmd/mosaic && go build -o "$work/benchrun" ./bench/benchrun)
-
 mkdir -p "$out"
-"$work/mosaic" serve -dev -data "$work/devlog" -listen 127.0.0.1:0 >"$out/serve.log" 2>&1 &
+
+if [[ $BACKEND == s3 ]]; then
+	bash "$root/scripts/minio.sh" install >&2
+
+	# MinIO on a free loopback port, random credentials, one bucket.
+	minio_user=bench$(rand_hex 6)
+	minio_secret=$(rand_hex 20)
+	for try in 1 2 3; do
+		minio_port=$(free_port)
+		MINIO_ROOT_USER=$minio_user MINIO_ROOT_PASSWORD=$minio_secret \
+			bash "$root/scripts/minio.sh" start "$work/minio" "$minio_port" >>"$out/minio.log" 2>&1 &
+		minio_pid=$!
+		wait_http "http://127.0.0.1:$minio_port/minio/health/live" "$minio_pid" "$out/minio.log" && break
+		stop "$minio_pid"
+		minio_pid=
+		[[ $try == 3 ]] && { echo "MinIO did not start" >&2; exit 1; }
+	done
+	bucket=mosaic-bench
+	curl -fsS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$minio_user:$minio_secret" \
+		-X PUT "http://127.0.0.1:$minio_port/$bucket" >/dev/null
+	(umask 077 && printf 'access_key_id = %s\nsecret_access_key = %s\n' "$minio_user" "$minio_secret" >"$work/s3.creds")
+	echo "MinIO up on 127.0.0.1:$minio_port (pid $minio_pid), bucket $bucket" >&2
+
+	# A fresh PostgreSQL database, as the first role that can connect.
+	for role in postgres root; do
+		if psql -h "$PGHOST" -p "$PGPORT" -U "$role" -d test -Atqc 'SELECT 1' >/dev/null 2>&1; then
+			pg_role=$role
+			break
+		fi
+	done
+	[[ -n $pg_role ]] || { echo "cannot connect to PostgreSQL at $PGHOST:$PGPORT database test as postgres or root" >&2; exit 1; }
+	pg_db=mosaic_bench_$(rand_hex 6)
+	psql_admin -c "CREATE DATABASE $pg_db"
+	echo "PostgreSQL database $pg_db on $PGHOST:$PGPORT (role $pg_role)" >&2
+fi
+
+# The dev log. With BACKEND=s3 it runs only to make the key, roots, test CA
+# and dev.json, and its log goes to serve-dev.log.
+dev_log=$out/serve.log
+[[ $BACKEND == s3 ]] && dev_log=$out/serve-dev.log
+"$work/mosaic" serve -dev -data "$work/devlog" -listen 127.0.0.1:0 >"$dev_log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 300); do
 	[[ -f $work/devlog/dev.json ]] && break
-	kill -0 "$server_pid" 2>/dev/null || { echo "mosaic serve exited:" >&2; cat "$out/serve.log" >&2; exit 1; }
+	alive "$server_pid" || { echo "mosaic serve exited:" >&2; cat "$dev_log" >&2; exit 1; }
 	sleep 0.1
 done
 [[ -f $work/devlog/dev.json ]] || { echo "mosaic serve -dev wrote no dev.json" >&2; exit 1; }
-echo "dev log up (pid $server_pid); results in $out" >&2
+
+metrics=
+if [[ $BACKEND == s3 ]]; then
+	stop "$server_pid"
+	server_pid=
+	# The S3 log listens where the dev log did, with the same key: the
+	# dev.json then describes it exactly (prefixes, origin, key, test CA,
+	# NotAfter window), and the hammer and fsck keep reading it.
+	json_field() { sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' "$work/devlog/dev.json"; }
+	addr=$(json_field submission_prefix | sed -n 's|^http://\([^/]*\)/$|\1|p')
+	[[ -n $addr ]] || { echo "unexpected submission_prefix in $work/devlog/dev.json" >&2; exit 1; }
+	cat >"$work/s3.yaml" <<YAML
+# bench/run.sh BACKEND=s3: the dev log's key, roots and address, its period
+# and pool size, on S3 (MinIO) with PostgreSQL as lock backend and dedup cache.
+listen:
+  - address: $addr
+postgres: postgres://$pg_role@$PGHOST:$PGPORT/$pg_db?sslmode=disable
+logs:
+  - name: bench
+    submission_prefix: http://$addr/
+    key: $work/devlog/log.key
+    roots: $(json_field roots)
+    not_after_start: $(json_field not_after_start)
+    not_after_limit: $(json_field not_after_limit)
+    storage:
+      s3:
+        endpoint: http://127.0.0.1:$minio_port
+        region: us-east-1
+        bucket: $bucket
+        prefix: bench
+        path_style: true
+        credentials_file: $work/s3.creds
+        read_cache_mb: 256
+    lock: postgres
+    period: 200ms
+    pool_size: 4000
+    description: Mosaic benchmark log on S3
+YAML
+	cp "$work/s3.yaml" "$out/config.yaml"
+	"$work/mosaic" create -config "$work/s3.yaml" >"$out/serve.log" 2>&1 ||
+		{ echo "mosaic create failed:" >&2; cat "$out/serve.log" >&2; exit 1; }
+	"$work/mosaic" serve -config "$work/s3.yaml" >>"$out/serve.log" 2>&1 &
+	server_pid=$!
+	wait_http "http://$addr/health" "$server_pid" "$out/serve.log"
+	metrics=http://$addr/metrics
+	echo "S3 log up on $addr (pid $server_pid); results in $out" >&2
+else
+	echo "dev log up (pid $server_pid); results in $out" >&2
+fi
 
 commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || true)
 if [[ -n $commit && -n $(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
 	commit="$commit-dirty"
 fi
+settings="RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE"
+[[ $BACKEND == local ]] || settings="BACKEND=$BACKEND $settings"
+# In the background, so that a signal reaches the traps at once.
 BENCH_COMMIT=$commit "$work/benchrun" -mosaic "$work/mosaic" -dev "$work/devlog" -pid "$server_pid" \
+	-backend "$BACKEND" -metrics "$metrics" \
 	-clk-tck "$(getconf CLK_TCK)" -rates "$RATES" -step "$STEP" -workers "$WORKERS" \
 	-dup "$DUP" -precert "$PRECERT" -readers "$READERS" -read-rate "$READ_RATE" -out "$out" \
-	-command "RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE bench/run.sh"
+	-command "$settings bench/run.sh" &
+bench_pid=$!
+wait "$bench_pid"
+bench_pid=
 
 echo "checking the whole log with mosaic fsck" >&2
 "$work/mosaic" fsck -dev "$work/devlog" | tee "$out/fsck.txt"

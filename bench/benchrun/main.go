@@ -1,9 +1,11 @@
 // Command benchrun drives the end-to-end benchmark that bench/run.sh sets
-// up: against an already running `mosaic serve -dev` process, it runs the
-// hammer headless at each rate of a ladder for a bounded time, samples the
-// server's CPU time (utime+stime from /proc/PID/stat) and RSS
-// (/proc/PID/status) around each step, and writes the results as JSON, a
-// Markdown table and a hand-drawn SVG chart (no dependencies).
+// up: against an already running `mosaic serve` process described by a
+// dev.json, it runs the hammer headless at each rate of a ladder for a
+// bounded time, samples the server's CPU time (utime+stime from
+// /proc/PID/stat) and RSS (/proc/PID/status) around each step and, with
+// -metrics, its S3 request counters (mosaic_storage_requests_total), and
+// writes the results as JSON, a Markdown table and a hand-drawn SVG chart
+// (no dependencies).
 package main
 
 import (
@@ -14,11 +16,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,26 +58,36 @@ type Step struct {
 	IntegrateP99             float64 `json:"integrate_p99_ms"`
 	// RSSMaxMB is the largest server RSS sampled during the step.
 	RSSMaxMB float64 `json:"rss_max_mb"`
+	// S3RequestsPer1kEntries is, by operation (put, get, put_conditional,
+	// delete), the S3 requests the server made during the step (every
+	// attempt, retries included), per 1,000 entries it accepted. Absent
+	// for a log on local disk.
+	S3RequestsPer1kEntries map[string]float64 `json:"s3_requests_per_1k_entries,omitempty"`
 	// TreeSizeEnd is the log's size after the step.
 	TreeSizeEnd int64 `json:"tree_size_end"`
 }
 
 // Results is the benchmark's JSON output.
 type Results struct {
-	Date     time.Time `json:"date"`
-	Host     string    `json:"host"`
-	CPU      string    `json:"cpu"`
-	Cores    int       `json:"cores"`
-	Go       string    `json:"go"`
-	Commit   string    `json:"commit,omitempty"`
-	Command  string    `json:"command"`
-	StepS    float64   `json:"step_s"`
-	Workers  int       `json:"workers"`
-	Dup      float64   `json:"dup"`
-	Precert  float64   `json:"precert"`
-	Readers  int       `json:"readers"`
-	ReadRate float64   `json:"read_rate"`
-	Steps    []Step    `json:"steps"`
+	Date   time.Time `json:"date"`
+	Host   string    `json:"host"`
+	CPU    string    `json:"cpu"`
+	Cores  int       `json:"cores"`
+	Go     string    `json:"go"`
+	Commit string    `json:"commit,omitempty"`
+	// Backend is the log's storage and lock backend: "local" (a directory
+	// and the embedded database) or "s3" (S3 storage, PostgreSQL lock and
+	// dedup cache). Empty in results from before the option existed.
+	Backend string `json:"backend,omitempty"`
+
+	Command  string  `json:"command"`
+	StepS    float64 `json:"step_s"`
+	Workers  int     `json:"workers"`
+	Dup      float64 `json:"dup"`
+	Precert  float64 `json:"precert"`
+	Readers  int     `json:"readers"`
+	ReadRate float64 `json:"read_rate"`
+	Steps    []Step  `json:"steps"`
 }
 
 func main() {
@@ -85,8 +99,10 @@ func main() {
 
 func run() error {
 	mosaic := flag.String("mosaic", "", "path of the mosaic binary")
-	dev := flag.String("dev", "", "the dev log's data directory")
+	dev := flag.String("dev", "", "directory of the dev.json describing the log (hammer -dev)")
 	pid := flag.Int("pid", 0, "the server's process ID")
+	backend := flag.String("backend", "", "the log's backend, recorded in the results (local or s3)")
+	metricsURL := flag.String("metrics", "", "the server's /metrics URL: sample mosaic_storage_requests_total{backend=\"s3\"} around each step")
 	rates := flag.String("rates", "250,500,1000,2000,3000,0", "comma-separated ladder of -rate values (0: as fast as possible)")
 	step := flag.Duration("step", 25*time.Second, "duration of each step")
 	workers := flag.Int("workers", 1000, "hammer -workers")
@@ -123,7 +139,7 @@ func run() error {
 
 	res := Results{
 		Date: time.Now().UTC(), CPU: cpuModel(), Cores: runtime.NumCPU(), Go: runtime.Version(),
-		Commit: os.Getenv("BENCH_COMMIT"), Command: *command, StepS: step.Seconds(),
+		Commit: os.Getenv("BENCH_COMMIT"), Backend: *backend, Command: *command, StepS: step.Seconds(),
 		Workers: *workers, Dup: *dup, Precert: *precert, Readers: *readers, ReadRate: *readRate,
 	}
 	res.Host, _ = os.Hostname()
@@ -141,7 +157,7 @@ func run() error {
 			name = strconv.FormatFloat(rate, 'f', -1, 64)
 		}
 		fmt.Fprintf(os.Stderr, "step: rate %s for %v\n", name, *step)
-		s, err := runStep(ctx, *mosaic, *dev, *pid, *clkTck, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate,
+		s, err := runStep(ctx, *mosaic, *dev, *pid, *clkTck, *metricsURL, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate,
 			filepath.Join(*out, "hammer-"+name))
 		if err != nil {
 			return fmt.Errorf("step at rate %s: %w", name, err)
@@ -149,6 +165,13 @@ func run() error {
 		res.Steps = append(res.Steps, *s)
 		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB, other load %.2f cores\n",
 			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.OtherCores)
+		if len(s.S3RequestsPer1kEntries) > 0 {
+			fmt.Fprintf(os.Stderr, "  S3 requests per 1,000 entries:")
+			for _, op := range s3Ops(res.Steps) {
+				fmt.Fprintf(os.Stderr, " %s %.1f", op, s.S3RequestsPer1kEntries[op])
+			}
+			fmt.Fprintln(os.Stderr)
+		}
 	}
 
 	return writeOutputs(&res, *out, true)
@@ -195,7 +218,7 @@ type hammerReport struct {
 }
 
 // runStep runs the hammer once and samples the server around it.
-func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, rate float64, premint int, step time.Duration,
+func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, metricsURL string, rate float64, premint int, step time.Duration,
 	workers int, dup, precert float64, readers int, readRate float64, base string) (*Step, error) {
 	args := []string{"hammer", "-dev", dev, "-ui=false", "-progress", "5s",
 		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-workers", strconv.Itoa(workers),
@@ -249,10 +272,39 @@ func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, rate floa
 			}
 		}
 	}()
+	// With -metrics, sample the server's S3 request counters too, in their
+	// own loop (a scrape is an HTTP request and must not delay the /proc
+	// samples), read off for the same phases.
+	var counters []counterSample
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		if metricsURL == "" {
+			return
+		}
+		hc := &http.Client{Timeout: 2 * time.Second}
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			now := time.Now()
+			c, err := scrapeS3Requests(ctx, hc, metricsURL)
+			if err == nil {
+				mu.Lock()
+				counters = append(counters, counterSample{now, c})
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	werr := cmd.Wait()
-	time.Sleep(150 * time.Millisecond) // one more sample after the end
+	time.Sleep(300 * time.Millisecond) // one more sample after the end
 	close(done)
 	<-sampled
+	<-scraped
 	b, err := os.ReadFile(base + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("hammer failed (%v), see %s.log: %w", werr, base, err)
@@ -286,6 +338,18 @@ func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, rate floa
 	}
 	if r.Accepted > 0 {
 		s.ServerCPUUSPerEntry = float64((cpuAt(samples, drainEnd) - cpuAt(samples, r.Start)).Microseconds()) / float64(r.Accepted)
+	}
+	if metricsURL != "" {
+		if len(counters) < 2 {
+			return nil, fmt.Errorf("too few samples of %s", metricsURL)
+		}
+		if r.Accepted > 0 {
+			s.S3RequestsPer1kEntries = map[string]float64{}
+			for _, op := range opsOf(counters) {
+				n := counterAt(counters, op, drainEnd) - counterAt(counters, op, r.Start)
+				s.S3RequestsPer1kEntries[op] = n * 1000 / float64(r.Accepted)
+			}
+		}
 	}
 	if werr != nil && r.VerificationFailures == 0 {
 		return nil, fmt.Errorf("hammer: %v, see %s.log", werr, base)
@@ -413,15 +477,210 @@ func rateName(r float64) string {
 // markdown renders the results table.
 func markdown(r *Results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Mosaic end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d.\n\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers)
-	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | other load (cores) | errors | verification failures |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	backend := ""
+	switch r.Backend {
+	case "":
+	case "local":
+		backend = "; log on local disk, embedded database"
+	case "s3":
+		backend = "; log in S3 (MinIO on loopback), PostgreSQL lock and dedup cache"
+	default:
+		backend = "; backend " + r.Backend
+	}
+	fmt.Fprintf(&b, "Mosaic end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d%s.\n\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers, backend)
+	// The S3 columns (one per operation seen in any step) come after the
+	// server RSS, and only when there are S3 figures.
+	ops := s3Ops(r.Steps)
+	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB |")
+	for _, op := range ops {
+		fmt.Fprintf(&b, " S3 %s /1k entries |", opTitle(op))
+	}
+	b.WriteString(" other load (cores) | errors | verification failures |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", len(ops)) + "---:|---:|---:|\n")
 	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
 			rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
-			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB,
-			s.OtherCores, s.Errors, s.Failures)
+			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB)
+		for _, op := range ops {
+			if v, ok := s.S3RequestsPer1kEntries[op]; ok {
+				fmt.Fprintf(&b, " %s |", perK(v))
+			} else {
+				b.WriteString("  |")
+			}
+		}
+		fmt.Fprintf(&b, " %.2f | %d | %d |\n", s.OtherCores, s.Errors, s.Failures)
 	}
 	return b.String()
+}
+
+// s3Ops returns the S3 operations with figures in any step: put and get
+// first, then the others in alphabetical order.
+func s3Ops(steps []Step) []string {
+	seen := map[string]bool{}
+	for _, s := range steps {
+		for op := range s.S3RequestsPer1kEntries {
+			seen[op] = true
+		}
+	}
+	var ops []string
+	for _, op := range []string{"put", "get"} {
+		if seen[op] {
+			ops = append(ops, op)
+			delete(seen, op)
+		}
+	}
+	rest := make([]string, 0, len(seen))
+	for op := range seen {
+		rest = append(rest, op)
+	}
+	slices.Sort(rest)
+	return append(ops, rest...)
+}
+
+// opTitle is an operation's name in a column title: "put_conditional" is
+// "PUT conditional".
+func opTitle(op string) string {
+	first, rest, _ := strings.Cut(op, "_")
+	return strings.TrimSpace(strings.ToUpper(first) + " " + strings.ReplaceAll(rest, "_", " "))
+}
+
+// perK formats requests per 1,000 entries: whole numbers from 100 up, one
+// decimal below (a few requests per 1,000 entries are typical).
+func perK(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// counterSample is the server's cumulative S3 request counts by operation at
+// an instant.
+type counterSample struct {
+	at time.Time
+	n  map[string]float64
+}
+
+// opsOf returns the operations that appear in any sample, sorted.
+func opsOf(samples []counterSample) []string {
+	var ops []string
+	for _, s := range samples {
+		for op := range s.n {
+			if !slices.Contains(ops, op) {
+				ops = append(ops, op)
+			}
+		}
+	}
+	slices.Sort(ops)
+	return ops
+}
+
+// counterAt interpolates the count of op at t from samples (in time
+// order), clamping to the first and last sample, like cpuAt. An operation
+// missing from a sample has not happened yet (Prometheus exports a label
+// combination from its first increment).
+func counterAt(samples []counterSample, op string, t time.Time) float64 {
+	if !t.After(samples[0].at) {
+		return samples[0].n[op]
+	}
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		if t.After(b.at) {
+			continue
+		}
+		f := float64(t.Sub(a.at)) / float64(b.at.Sub(a.at))
+		return a.n[op] + f*(b.n[op]-a.n[op])
+	}
+	return samples[len(samples)-1].n[op]
+}
+
+// scrapeS3Requests fetches url (a /metrics page) and returns
+// mosaic_storage_requests_total{backend="s3"} summed over the other labels
+// (result, log), by operation.
+func scrapeS3Requests(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return parseS3Requests(resp.Body)
+}
+
+// parseS3Requests reads the Prometheus text format and sums the samples of
+// mosaic_storage_requests_total whose backend label is "s3" by their op
+// label.
+func parseS3Requests(r io.Reader) (map[string]float64, error) {
+	const name = "mosaic_storage_requests_total"
+	counts := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue // a comment, another metric, or a longer name
+		}
+		labels := map[string]string{}
+		if strings.HasPrefix(rest, "{") {
+			var err error
+			if labels, rest, err = parseLabels(rest[1:]); err != nil {
+				return nil, fmt.Errorf("%s: %w", line, err)
+			}
+		}
+		f := strings.Fields(rest) // value [timestamp]
+		if len(f) == 0 {
+			return nil, fmt.Errorf("%q: no value", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+		if labels["backend"] == "s3" && labels["op"] != "" {
+			counts[labels["op"]] += v
+		}
+	}
+	return counts, sc.Err()
+}
+
+// parseLabels parses `name="value",...}` (the text after '{') and returns
+// the labels and the text after '}'.
+func parseLabels(s string) (map[string]string, string, error) {
+	labels := map[string]string{}
+	for {
+		s = strings.TrimLeft(s, " ,")
+		if rest, ok := strings.CutPrefix(s, "}"); ok {
+			return labels, rest, nil
+		}
+		name, rest, ok := strings.Cut(s, "=")
+		if !ok || !strings.HasPrefix(rest, `"`) {
+			return nil, "", errors.New("malformed labels")
+		}
+		var v strings.Builder
+		i := 1
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
+				switch rest[i] {
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					v.WriteByte(rest[i])
+				}
+				continue
+			}
+			v.WriteByte(rest[i])
+		}
+		if i >= len(rest) {
+			return nil, "", errors.New("unterminated label value")
+		}
+		labels[strings.TrimSpace(name)] = v.String()
+		s = rest[i+1:]
+	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"encoding/xml"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +74,92 @@ func TestOutputs(t *testing.T) {
 	md := markdown(r)
 	if !strings.Contains(md, "| max | 3000 | 2700 |") || !strings.Contains(md, "| 100 | 100 | 90 |") {
 		t.Errorf("markdown table:\n%s", md)
+	}
+	if strings.Contains(md, "S3") || strings.Count(strings.Split(md, "\n")[2], "|") != 15 {
+		t.Errorf("a local run's table has S3 columns or not 14 columns:\n%s", md)
+	}
+
+	// An S3 run: one column per operation seen, put and get first; a step
+	// without figures (nothing accepted) leaves its cells blank.
+	r.Backend = "s3"
+	r.Steps[0].S3RequestsPer1kEntries = map[string]float64{"get": 12.34, "put": 150.6, "put_conditional": 1}
+	r.Steps[1].S3RequestsPer1kEntries = map[string]float64{"put": 20, "get": 0.5}
+	r.Steps = append(r.Steps, Step{TargetRate: 5})
+	md = markdown(r)
+	lines := strings.Split(md, "\n")
+	for _, want := range []string{
+		"PostgreSQL lock and dedup cache.",
+		"| server RSS MB | S3 PUT /1k entries | S3 GET /1k entries | S3 PUT conditional /1k entries | other load (cores) |",
+		"| 0 | 151 | 12.3 | 1.0 | 0.00 | 0 | 0 |",
+		"| 0 | 20.0 | 0.5 |  | 0.00 | 0 | 0 |",
+		"| 5 | 0 | 0 | 0 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 |  |  |  | 0.00 | 0 | 0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("S3 table lacks %q:\n%s", want, md)
+		}
+	}
+	for _, l := range lines[2:6] {
+		if n := strings.Count(l, "|"); n != 18 {
+			t.Errorf("%d cells, want 17: %s", n-1, l)
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Results
+	if err := json.Unmarshal(b, &back); err != nil || back.Backend != "s3" || back.Steps[0].S3RequestsPer1kEntries["put_conditional"] != 1 ||
+		back.Steps[2].S3RequestsPer1kEntries != nil || strings.Count(string(b), "s3_requests_per_1k_entries") != 2 {
+		t.Errorf("JSON round trip: %v %s", err, b)
+	}
+}
+
+func TestParseS3Requests(t *testing.T) {
+	const page = `# HELP mosaic_storage_requests_total Storage backend requests by backend, operation and result.
+# TYPE mosaic_storage_requests_total counter
+mosaic_storage_requests_total{backend="s3",log="bench",op="get",result="not_found"} 2
+mosaic_storage_requests_total{backend="s3",log="bench",op="get",result="ok"} 40
+mosaic_storage_requests_total{backend="s3",log="bench",op="put",result="ok"} 1.5e+03
+mosaic_storage_requests_total{backend="s3",log="bench",op="put",result="retry"} 3
+mosaic_storage_requests_total{backend="s3",op="put_conditional",result="conflict",x="a \"quoted\", } value"} 1 1700000000000
+mosaic_storage_requests_total{backend="other",op="put",result="ok"} 1000
+mosaic_storage_requests_total_extra{backend="s3",op="put",result="ok"} 1000
+mosaic_storage_operations_total{op="put",result="ok"} 1000
+mosaic_storage_request_duration_seconds_count{backend="s3",op="put"} 1000
+`
+	got, err := parseS3Requests(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"get": 42, "put": 1503, "put_conditional": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseS3Requests = %v, want %v", got, want)
+	}
+	if _, err := parseS3Requests(strings.NewReader(`mosaic_storage_requests_total{backend="s3",op="put} 1` + "\n")); err == nil {
+		t.Error("no error for an unterminated label value")
+	}
+}
+
+func TestCounterAt(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	s := []counterSample{
+		{t0, map[string]float64{"put": 10}},
+		{t0.Add(time.Second), map[string]float64{"put": 20, "get": 4}},
+		{t0.Add(2 * time.Second), map[string]float64{"put": 40, "get": 4}},
+	}
+	for _, tt := range []struct {
+		op   string
+		at   time.Duration
+		want float64
+	}{
+		{"put", -time.Second, 10}, {"put", 500 * time.Millisecond, 15}, {"put", 1500 * time.Millisecond, 30}, {"put", time.Hour, 40},
+		{"get", 0, 0}, {"get", 250 * time.Millisecond, 1}, {"get", 2 * time.Second, 4}, {"delete", time.Second, 0},
+	} {
+		if got := counterAt(s, tt.op, t0.Add(tt.at)); got != tt.want {
+			t.Errorf("counterAt(%s, %v) = %v, want %v", tt.op, tt.at, got, tt.want)
+		}
+	}
+	if got := opsOf(s); !slices.Equal(got, []string{"get", "put"}) {
+		t.Errorf("opsOf = %v", got)
 	}
 }
