@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,10 +19,11 @@ func runServe(ctx context.Context, args []string) error {
 	cfgPath := fs.String("config", "", "config file (YAML); see docs/CONFIG.md")
 	dev := fs.Bool("dev", false, "run a development log with zero configuration")
 	data := fs.String("data", "mosaic-dev", "with -dev: the directory holding the dev log (created if missing)")
-	listen := fs.String("listen", "", "with -dev: the address to listen on (default "+devmode.DefaultListen+" for a new dev log)")
+	listen := fs.String("listen", "", "the address to listen on: with -dev, default "+devmode.DefaultListen+" for a new dev log; with -config, replaces listen[0].address")
+	advertise := fs.String("advertise", "", "with -config and a standby section: the URL other processes forward submissions to (replaces standby.advertise)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE\n       mosaic serve -dev [-data DIR] [-listen ADDR]\n\n")
+		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +61,22 @@ func runServe(ctx context.Context, args []string) error {
 	} else {
 		if c, err = config.Load(*cfgPath); err != nil {
 			return err
+		}
+		// The flags let two processes share one config file.
+		if *listen != "" {
+			if _, _, err := net.SplitHostPort(*listen); err != nil {
+				return fmt.Errorf("-listen: %q is not host:port", *listen)
+			}
+			c.Listen[0].Address = *listen
+		}
+		if *advertise != "" {
+			if c.Standby == nil {
+				return errors.New("-advertise: the config has no standby section")
+			}
+			if err := config.ValidateAdvertise(*advertise); err != nil {
+				return fmt.Errorf("-advertise: %w", err)
+			}
+			c.Standby.Advertise = *advertise
 		}
 	}
 	srv, err := server.New(ctx, c, logger)

@@ -33,6 +33,25 @@ type Config struct {
 	Postgres string `yaml:"postgres,omitempty"`
 	// Logs are the logs this process runs.
 	Logs []Log `yaml:"logs"`
+	// Standby, when set, makes this process one of several (usually two)
+	// serving the same logs from shared storage and PostgreSQL: for each
+	// log, the process holding a lease in PostgreSQL sequences it and the
+	// others serve reads and forward submissions to it, taking over when
+	// its lease expires.
+	Standby *Standby `yaml:"standby,omitempty"`
+}
+
+// Standby configures hot standby.
+type Standby struct {
+	// Lease is how long a leader's lease lasts without renewal, which
+	// bounds how long a log goes without a sequencer after its leader dies
+	// (default 10s). Leaders renew every quarter of it.
+	Lease time.Duration `yaml:"lease,omitempty"`
+	// Advertise is the base URL (scheme://host:port) at which the other
+	// processes reach this one to forward submissions. The default is
+	// derived from the first listener, which must then name a specific
+	// host; `mosaic serve -advertise` overrides it.
+	Advertise string `yaml:"advertise,omitempty"`
 }
 
 // Listener is one HTTP listener: plain HTTP (for a reverse proxy in front),
@@ -148,6 +167,9 @@ func Parse(data []byte) (*Config, error) {
 }
 
 func (c *Config) setDefaults() {
+	if c.Standby != nil && c.Standby.Lease == 0 {
+		c.Standby.Lease = 10 * time.Second
+	}
 	for i := range c.Logs {
 		l := &c.Logs[i]
 		if l.MonitoringPrefix == "" {
@@ -223,6 +245,16 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Logs) == 0 {
 		bad("logs", "at least one log is required")
+	}
+	if sb := c.Standby; sb != nil {
+		if sb.Lease < time.Second || sb.Lease > 10*time.Minute {
+			bad("standby.lease", "%v is out of range (1s to 10m)", sb.Lease)
+		}
+		if sb.Advertise != "" {
+			if err := ValidateAdvertise(sb.Advertise); err != nil {
+				bad("standby.advertise", "%v", err)
+			}
+		}
 	}
 	names := map[string]bool{}
 	paths := map[string]string{}
@@ -305,6 +337,14 @@ func (c *Config) Validate() error {
 		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" {
 			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's, or a postgres DSN")
 		}
+		if c.Standby != nil {
+			if c.PostgresFor(&l) == "" {
+				bad(f+".postgres", "standby needs a PostgreSQL DSN (the leader lease and dedup cache live there)")
+			}
+			if l.Lock == "database" {
+				bad(f+".lock", "lock: database is one machine's embedded database; with standby use postgres or s3")
+			}
+		}
 		if l.Period < 10*time.Millisecond || l.Period > time.Minute {
 			bad(f+".period", "%v is out of range (10ms to 1m)", l.Period)
 		}
@@ -316,6 +356,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateAdvertise checks a standby advertise URL: http(s)://host:port with
+// no path, which other processes append request paths to.
+func ValidateAdvertise(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("%q is not an http(s)://host:port URL without a path", s)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q names no specific host: other processes cannot reach it", s)
+	}
+	return nil
 }
 
 // ParsePrefix parses a submission or monitoring prefix: an http:// or

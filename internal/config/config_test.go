@@ -125,6 +125,16 @@ func base() string {
 	return "listen:\n  - address: \":8080\"\ndatabase: mosaic.db\nlogs:" + logYAML("a")
 }
 
+func TestStandbyDefaults(t *testing.T) {
+	c, err := Parse([]byte("standby:\n  advertise: https://10.0.0.1:8443\npostgres: postgres://db/x\n" + base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Standby.Lease != 10*time.Second || c.Standby.Advertise != "https://10.0.0.1:8443" || c.Logs[0].Lock != "postgres" {
+		t.Fatalf("standby: %+v, lock %q", c.Standby, c.Logs[0].Lock)
+	}
+}
+
 func TestParseMinimalDefaults(t *testing.T) {
 	c, err := Parse([]byte(base()))
 	if err != nil {
@@ -269,6 +279,21 @@ func TestValidationErrorsNameTheirField(t *testing.T) {
 		{"negative mmd", func(t *testing.T) string {
 			return replace(t, base(), "    storage:", "    mmd: -1h\n    storage:")
 		}, "logs[0] (a).mmd"},
+		{"standby without postgres", func(t *testing.T) string {
+			return "standby: {}\n" + base()
+		}, "logs[0] (a).postgres"},
+		{"standby with the embedded lock", func(t *testing.T) string {
+			return "standby: {}\npostgres: postgres://db/x\n" + replace(t, base(), "    storage:", "    lock: database\n    storage:")
+		}, "logs[0] (a).lock"},
+		{"standby lease too short", func(t *testing.T) string {
+			return "standby: {lease: 100ms}\npostgres: postgres://db/x\n" + base()
+		}, "standby.lease"},
+		{"standby advertise with a path", func(t *testing.T) string {
+			return "standby: {advertise: \"http://10.0.0.1:8080/x\"}\npostgres: postgres://db/x\n" + base()
+		}, "standby.advertise"},
+		{"standby advertise unspecified host", func(t *testing.T) string {
+			return "standby: {advertise: \"http://0.0.0.0:8080\"}\npostgres: postgres://db/x\n" + base()
+		}, "standby.advertise"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

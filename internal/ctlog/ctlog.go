@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
@@ -31,7 +32,6 @@ type Log struct {
 	Keys             *keys.Keys
 	LogID            [32]byte
 	Validator        *chain.Validator
-	Sequencer        *sequencer.Sequencer
 	Storage          storage.Backend
 	NotAfterStart    time.Time
 	NotAfterLimit    time.Time
@@ -39,6 +39,64 @@ type Log struct {
 	Description      string
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
+
+	role atomic.Pointer[role]
+}
+
+// role is what this process does for the log right now: sequence it, or
+// stand by while another process does.
+type role struct {
+	seq *sequencer.Sequencer // non-nil when this process sequences the log
+	// The rest describes a standby.
+	leader    string               // the leader's advertised URL; "" if none is known
+	published *checkpoint.Verified // the latest committed checkpoint seen
+	err       error                // why the log's state could not be read
+}
+
+// ErrNotLeader is returned by AddChain when this process does not sequence
+// the log (it is a standby, or has just stepped down).
+var ErrNotLeader = errors.New("this process is not the log's leader")
+
+// SetSequencer makes this process the log's sequencer.
+func (l *Log) SetSequencer(seq *sequencer.Sequencer) { l.role.Store(&role{seq: seq}) }
+
+// SetStandby makes this process a standby for the log: leader is where the
+// sequencing process can be reached ("" if unknown), published the latest
+// committed checkpoint, and err why the log's state could not be read.
+func (l *Log) SetStandby(leader string, published *checkpoint.Verified, err error) {
+	l.role.Store(&role{leader: leader, published: published, err: err})
+}
+
+// Sequencer returns the log's sequencer, or nil if this process does not
+// sequence the log.
+func (l *Log) Sequencer() *sequencer.Sequencer {
+	if r := l.role.Load(); r != nil {
+		return r.seq
+	}
+	return nil
+}
+
+// Leader returns, for a standby, the URL of the process sequencing the log
+// ("" if this process sequences it, or the leader is unknown).
+func (l *Log) Leader() string {
+	if r := l.role.Load(); r != nil && r.seq == nil {
+		return r.leader
+	}
+	return ""
+}
+
+// Published returns the latest committed checkpoint this process knows,
+// or nil before it knows one.
+func (l *Log) Published() *checkpoint.Verified {
+	r := l.role.Load()
+	switch {
+	case r == nil:
+		return nil
+	case r.seq != nil:
+		return r.seq.Published()
+	default:
+		return r.published
+	}
 }
 
 // Identity is what identifies a log and lets its signatures be checked.
@@ -91,7 +149,11 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 	for i, c := range v.Chain {
 		p.Entry.ChainFingerprints[i] = tile.Fingerprint(c)
 	}
-	res, _, err := l.Sequencer.Add(ctx, p)
+	seq := l.Sequencer()
+	if seq == nil {
+		return nil, ErrNotLeader
+	}
+	res, _, err := seq.Add(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +176,23 @@ func IsReject(err error) (*RejectError, bool) {
 }
 
 // Health describes whether a log is working: it has a recent checkpoint and
-// its sequencer has not stopped.
+// its sequencer has not stopped (or, on a standby, its state can be read).
 func (l *Log) Health(maxAge time.Duration) error {
-	if err := l.Sequencer.Err(); err != nil {
-		return err
+	r := l.role.Load()
+	switch {
+	case r == nil:
+		return errors.New("not started")
+	case r.seq != nil:
+		if err := r.seq.Err(); err != nil {
+			return err
+		}
+	case r.err != nil:
+		return r.err
 	}
-	cp := l.Sequencer.Published()
+	cp := l.Published()
+	if cp == nil {
+		return errors.New("no checkpoint yet")
+	}
 	age := time.Since(time.UnixMilli(int64(cp.Timestamp)))
 	if age > maxAge {
 		return fmt.Errorf("latest checkpoint is %v old", age.Round(time.Second))

@@ -44,6 +44,8 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// forwardClient carries a standby's submissions to the leader.
+	forwardClient *http.Client
 	// HealthMaxAge is how old a log's latest checkpoint may be before /health
 	// reports it unhealthy.
 	HealthMaxAge time.Duration
@@ -66,6 +68,13 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"log", "endpoint"}),
 		HealthMaxAge: 30 * time.Second,
+		forwardClient: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}},
 	}
 	reg.MustRegister(s.requests, s.latency)
 	return s
@@ -165,6 +174,10 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		if l.Sequencer() == nil {
+			s.forward(w, r, l, body)
+			return
+		}
 		var req addChainRequest
 		if err := json.Unmarshal(body, &req); err != nil {
 			http.Error(w, "request body is not a JSON object with a \"chain\" array of base64 strings: "+err.Error(), http.StatusBadRequest)
@@ -202,6 +215,9 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		return
 	}
 	switch {
+	case errors.Is(err, ctlog.ErrNotLeader):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "this process has just stopped sequencing the log (failover); retry", http.StatusServiceUnavailable)
 	case errors.Is(err, sequencer.ErrPoolFull):
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the log is at capacity; retry later", http.StatusServiceUnavailable)
@@ -217,6 +233,59 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the log is temporarily unable to sequence entries; retry later", http.StatusServiceUnavailable)
 	}
+}
+
+// ForwardedHeader marks a submission a standby forwarded to the leader. A
+// process that is not the leader answers such a request with 503 instead of
+// forwarding it again, so two processes that each believe the other leads
+// cannot bounce a request between them.
+const ForwardedHeader = "Mosaic-Forwarded"
+
+// maxForwardedResponse bounds the leader's response a standby relays; an
+// SCT response or an error line is far smaller.
+const maxForwardedResponse = 1 << 20
+
+// forward relays a submission to the log's leader and its answer back. The
+// leader validates and sequences it; a standby never issues an SCT itself.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) {
+	leader := l.Leader()
+	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the log has no leader right now (failover in progress); retry later", http.StatusServiceUnavailable)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimSuffix(leader, "/")+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		s.log.Error("building forwarded request", "log", l.Name, "leader", leader, "err", err)
+		http.Error(w, "internal error forwarding to the leader", http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ForwardedHeader, "1")
+	if ua := r.UserAgent(); ua != "" {
+		req.Header.Set("User-Agent", ua)
+	}
+	resp, err := s.forwardClient.Do(req)
+	var out []byte
+	if err == nil {
+		out, err = io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
+		resp.Body.Close()
+	}
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.log.Warn("forwarding a submission to the leader failed", "log", l.Name, "leader", leader, "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the log's leader is unreachable (failover in progress?); retry later", http.StatusServiceUnavailable)
+		return
+	}
+	for _, h := range []string{"Content-Type", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
 }
 
 func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
@@ -404,7 +473,11 @@ var homeTemplate = template.Must(template.New("home").Parse(`<!DOCTYPE html>
 
 func (s *Server) home(l *ctlog.Log) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cp := l.Sequencer.Published()
+		cp := l.Published()
+		if cp == nil {
+			http.Error(w, "the log's state is not known yet; retry later", http.StatusServiceUnavailable)
+			return
+		}
 		var pem strings.Builder
 		pem.WriteString("-----BEGIN PUBLIC KEY-----\n")
 		b64 := base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER())

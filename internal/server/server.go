@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
@@ -82,6 +84,7 @@ func (b *backends) database(path string) (*bolt.DB, error) {
 type logParts struct {
 	log    *ctlog.Log
 	seqCfg sequencer.Config
+	pg     *postgres.DB // the log's PostgreSQL database, if it has one
 }
 
 // openLog opens everything one log needs. reg may be nil (no metrics).
@@ -145,8 +148,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 
 	var lk lock.Backend
 	var dd dedup.Store
+	var pg *postgres.DB
 	if dsn := c.PostgresFor(lc); dsn != "" {
-		pg, err := b.postgresDB(ctx, dsn)
+		pg, err = b.postgresDB(ctx, dsn)
 		if err != nil {
 			return nil, field("postgres", err)
 		}
@@ -199,7 +203,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if logReg != nil {
 		metrics = sequencer.NewMetrics(logReg)
 	}
-	return &logParts{log: l, seqCfg: sequencer.Config{
+	return &logParts{log: l, pg: pg, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
 		Origin:   id.Origin,
@@ -251,34 +255,86 @@ type Server struct {
 	cfg    *config.Config
 	logger *slog.Logger
 	logs   []*ctlog.Log
+	parts  []*logParts
 	b      *backends
 	api    *httpapi.Server
+	reg    prometheus.Registerer
 }
 
 // New opens every log in the config and rebuilds its state. It fails, naming
-// the log and the field, if anything is misconfigured or inconsistent.
+// the log and the field, if anything is misconfigured or inconsistent. With
+// standby configured, it only checks that each log exists: which process
+// loads and sequences a log is decided by the lease once Run starts.
 func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &Server{cfg: c, logger: logger, b: newBackends()}
+	s := &Server{cfg: c, logger: logger, b: newBackends(), reg: reg}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
 		if err != nil {
 			s.b.close()
 			return nil, err
 		}
-		seq, err := sequencer.Load(ctx, p.seqCfg)
-		if err != nil {
-			s.b.close()
-			return nil, err
+		if c.Standby != nil {
+			cp, err := committed(ctx, p.seqCfg)
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			p.log.SetStandby("", cp, nil)
+			logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
+		} else {
+			seq, err := sequencer.Load(ctx, p.seqCfg)
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			p.log.SetSequencer(seq)
+			logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
 		}
-		p.log.Sequencer = seq
-		cp := seq.Published()
-		logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
 		s.logs = append(s.logs, p.log)
+		s.parts = append(s.parts, p)
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	return s, nil
+}
+
+// committed reads and verifies the log's committed checkpoint from its lock
+// backend.
+func committed(ctx context.Context, cfg sequencer.Config) (*checkpoint.Verified, error) {
+	signed, err := cfg.Lock.Fetch(ctx, cfg.LogID)
+	if errors.Is(err, lock.ErrLogNotFound) {
+		return nil, fmt.Errorf("log %s does not exist yet: create it with 'mosaic create -config FILE -log %s'", cfg.Name, cfg.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log %s: reading the lock backend: %w", cfg.Name, err)
+	}
+	cp, err := cfg.Verify(signed)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin: %w", cfg.Name, err)
+	}
+	return cp, nil
+}
+
+// advertise returns the URL other processes use to reach this one: the
+// configured one, or one derived from the first listener.
+func (s *Server) advertise(lns []net.Listener) (string, error) {
+	if a := s.cfg.Standby.Advertise; a != "" {
+		return strings.TrimSuffix(a, "/"), nil
+	}
+	if len(lns) == 0 {
+		return "", errors.New("standby.advertise: no listener to derive it from")
+	}
+	addr := lns[0].Addr().(*net.TCPAddr)
+	if addr.IP.IsUnspecified() {
+		return "", fmt.Errorf("standby.advertise: required because listen[0].address (%s) names no specific host; "+
+			"set it (or pass -advertise) to a URL the other processes can reach", addr)
+	}
+	scheme := "http"
+	if s.cfg.Listen[0].TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + addr.String(), nil
 }
 
 // Logs returns the process's logs.
@@ -310,14 +366,38 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer stopSeq()
 	var wg sync.WaitGroup
 	seqErrs := make(chan error, len(s.logs))
-	for _, l := range s.logs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := l.Sequencer.Run(seqCtx); err != nil {
-				seqErrs <- err
-			}
-		}()
+	if s.cfg.Standby != nil {
+		address, err := s.advertise(lns)
+		if err != nil {
+			return err
+		}
+		holder := newHolderID()
+		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mosaic_leader",
+			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
+		}, []string{"log"})
+		if err := s.reg.Register(leading); err != nil {
+			return err
+		}
+		for _, p := range s.parts {
+			e := newElector(p.log, p.seqCfg, p.pg, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.run(seqCtx)
+			}()
+		}
+	} else {
+		for _, l := range s.logs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.Sequencer().Run(seqCtx); err != nil {
+					seqErrs <- err
+				}
+			}()
+		}
 	}
 	var servers []*http.Server
 	serveErrs := make(chan error, len(lns))

@@ -2,12 +2,16 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // AcquireLease takes or renews the lease called name for holder, for ttl
-// from now, and reports whether holder has it. It is how hot standbys agree
+// from now, and reports whether holder has it. address is where holder
+// can be reached (for a standby to forward work to); Lease returns it. It is how hot standbys agree
 // on one active process: each calls AcquireLease every fraction of ttl, and
 // only the one that gets true acts.
 //
@@ -18,17 +22,17 @@ import (
 // machines cannot make two holders believe they have it. A holder must
 // still stop acting before its own view of the ttl ends, since the lease
 // can pass to another once it expires.
-func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+func (db *DB) AcquireLease(ctx context.Context, name, holder, address string, ttl time.Duration) (bool, error) {
 	if ttl <= 0 {
 		return false, fmt.Errorf("postgres: lease %q: ttl must be positive, got %v", name, ttl)
 	}
 	tag, err := db.pool.Exec(ctx, `
-		INSERT INTO mosaic_leases AS l (name, holder, expires_at)
-		VALUES ($1, $2, now() + $3 * interval '1 microsecond')
+		INSERT INTO mosaic_leases AS l (name, holder, address, expires_at)
+		VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE
-			SET holder = excluded.holder, expires_at = excluded.expires_at
+			SET holder = excluded.holder, address = excluded.address, expires_at = excluded.expires_at
 			WHERE l.expires_at <= now() OR l.holder = excluded.holder`,
-		name, holder, ttl.Microseconds())
+		name, holder, address, ttl.Microseconds())
 	if err != nil {
 		return false, fmt.Errorf("postgres: acquiring lease %q for %q in %s: %w", name, holder, db.where, err)
 	}
@@ -44,4 +48,18 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 		return fmt.Errorf("postgres: releasing lease %q for %q in %s: %w", name, holder, db.where, err)
 	}
 	return nil
+}
+
+// Lease returns the live holder of the lease called name and its address,
+// with ok false when nobody holds it (never taken, released or expired).
+func (db *DB) Lease(ctx context.Context, name string) (holder, address string, ok bool, err error) {
+	err = db.pool.QueryRow(ctx,
+		"SELECT holder, address FROM mosaic_leases WHERE name = $1 AND expires_at > now()", name).Scan(&holder, &address)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("postgres: reading lease %q in %s: %w", name, db.where, err)
+	}
+	return holder, address, true, nil
 }

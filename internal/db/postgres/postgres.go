@@ -54,8 +54,8 @@ var (
 //   - mosaic_checkpoints: one row per log, its latest checkpoint.
 //   - mosaic_dedup: one row per logged entry per log, keyed by the 16-byte
 //     dedup key, valued by the 16-byte dedup.EncodeValue.
-//   - mosaic_leases: named leases with their holder and expiry, by the
-//     database's clock.
+//   - mosaic_leases: named leases with their holder, the address where
+//     the holder serves, and the expiry by the database's clock.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS mosaic_checkpoints (
 		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
@@ -72,6 +72,7 @@ var schema = []string{
 		holder text NOT NULL,
 		expires_at timestamptz NOT NULL
 	)`,
+	`ALTER TABLE mosaic_leases ADD COLUMN IF NOT EXISTS address text NOT NULL DEFAULT ''`,
 }
 
 // schemaLockID is the advisory lock key that serializes schema creation

@@ -121,7 +121,7 @@ func TestLease(t *testing.T) {
 	const ttl = time.Hour
 	acquire := func(holder string, ttl time.Duration) bool {
 		t.Helper()
-		ok, err := db.AcquireLease(ctx, "sequencer", holder, ttl)
+		ok, err := db.AcquireLease(ctx, "sequencer", holder, "addr-"+holder, ttl)
 		if err != nil {
 			t.Fatalf("AcquireLease(%s): %v", holder, err)
 		}
@@ -136,8 +136,14 @@ func TestLease(t *testing.T) {
 	if !acquire("a", ttl) {
 		t.Fatal("a could not renew its lease")
 	}
+	if h, addr, ok, err := db.Lease(ctx, "sequencer"); err != nil || !ok || h != "a" || addr != "addr-a" {
+		t.Fatalf("Lease: %q %q %v %v, want a at addr-a", h, addr, ok, err)
+	}
+	if _, _, ok, err := db.Lease(ctx, "nobody"); err != nil || ok {
+		t.Fatalf("Lease of a lease never taken: %v %v", ok, err)
+	}
 	// Other lease names are independent.
-	if ok, err := db.AcquireLease(ctx, "other", "b", ttl); err != nil || !ok {
+	if ok, err := db.AcquireLease(ctx, "other", "b", "addr-b", ttl); err != nil || !ok {
 		t.Fatalf("b could not take another free lease: %v %v", ok, err)
 	}
 	// b releasing a's lease does nothing.
@@ -153,7 +159,7 @@ func TestLease(t *testing.T) {
 	if !acquire("b", ttl) {
 		t.Fatal("b could not take a released lease")
 	}
-	if _, err := db.AcquireLease(ctx, "sequencer", "a", 0); err == nil {
+	if _, err := db.AcquireLease(ctx, "sequencer", "a", "addr-a", 0); err == nil {
 		t.Fatal("AcquireLease with zero ttl succeeded")
 	}
 }
@@ -161,18 +167,21 @@ func TestLease(t *testing.T) {
 func TestLeaseExpiry(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
-	ok, err := db.AcquireLease(ctx, "sequencer", "a", 200*time.Millisecond)
+	ok, err := db.AcquireLease(ctx, "sequencer", "a", "addr-a", 200*time.Millisecond)
 	if err != nil || !ok {
 		t.Fatalf("a: %v %v", ok, err)
 	}
-	if ok, err := db.AcquireLease(ctx, "sequencer", "b", time.Hour); err != nil || ok {
+	if ok, err := db.AcquireLease(ctx, "sequencer", "b", "addr-b", time.Hour); err != nil || ok {
 		t.Fatalf("b took a live lease: %v %v", ok, err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if ok, err := db.AcquireLease(ctx, "sequencer", "b", time.Hour); err != nil || !ok {
+	if _, _, ok, err := db.Lease(ctx, "sequencer"); err != nil || ok {
+		t.Fatalf("Lease reports an expired lease as held: %v %v", ok, err)
+	}
+	if ok, err := db.AcquireLease(ctx, "sequencer", "b", "addr-b", time.Hour); err != nil || !ok {
 		t.Fatalf("b could not take an expired lease: %v %v", ok, err)
 	}
-	if ok, err := db.AcquireLease(ctx, "sequencer", "a", time.Hour); err != nil || ok {
+	if ok, err := db.AcquireLease(ctx, "sequencer", "a", "addr-a", time.Hour); err != nil || ok {
 		t.Fatalf("a took back a lease b now holds: %v %v", ok, err)
 	}
 }
@@ -192,7 +201,7 @@ func TestLeaseRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			got[i], errs[i] = db.AcquireLease(ctx, "sequencer", string(rune('a'+i)), time.Hour)
+			got[i], errs[i] = db.AcquireLease(ctx, "sequencer", string(rune('a'+i)), "addr-"+string(rune('a'+i)), time.Hour)
 		}()
 	}
 	close(start)
