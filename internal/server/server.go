@@ -118,13 +118,23 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	}
 	var store, readStore storage.Backend
 	var s3cfg s3.Config
+	// s3For returns the S3 config for one client of the bucket; the
+	// "client" label on mosaic_storage_requests_total tells the sequencer's
+	// requests from the read path's and the lock's.
+	s3For := func(client string) s3.Config {
+		c := s3cfg
+		if logReg != nil {
+			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"client": client}, logReg)
+		}
+		return c
+	}
 	if lc.Storage.S3 != nil {
 		sc := lc.Storage.S3
 		s3cfg = s3.Config{
 			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
-			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile, Registerer: logReg,
+			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
 		}
-		st, err := s3.New(ctx, s3cfg)
+		st, err := s3.New(ctx, s3For("sequencer"))
 		if err != nil {
 			return nil, field("storage.s3", err)
 		}
@@ -140,10 +150,18 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		store = storage.Instrument(store, logReg)
 	}
 	readStore = store
-	if lc.Storage.S3 != nil && lc.Storage.S3.ReadCacheMB > 0 {
-		// Immutable objects (full tiles, issuers) are cached for the read
-		// path; the sequencer never reads from storage in steady state.
-		readStore = cache.New(store, int64(lc.Storage.S3.ReadCacheMB)<<20)
+	if lc.Storage.S3 != nil && *lc.ReadPath {
+		rs, err := s3.New(ctx, s3For("read_path"))
+		if err != nil {
+			return nil, field("storage.s3", err)
+		}
+		readStore = rs
+		if lc.Storage.S3.ReadCacheMB > 0 {
+			// Immutable objects (full tiles, issuers) are cached for the
+			// read path; the sequencer never reads from storage in steady
+			// state.
+			readStore = cache.New(rs, int64(lc.Storage.S3.ReadCacheMB)<<20)
+		}
 	}
 
 	var lk lock.Backend
@@ -172,7 +190,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		}
 	}
 	if lc.Lock == "s3" {
-		sl, err := s3lock.New(ctx, s3cfg)
+		sl, err := s3lock.New(ctx, s3For("lock"))
 		if err != nil {
 			return nil, field("lock", err)
 		}
