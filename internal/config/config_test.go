@@ -527,3 +527,16 @@ func TestPrefixOriginIsAValidNoteKeyName(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentedExamples keeps the example configs in docs/examples valid.
+func TestDocumentedExamples(t *testing.T) {
+	paths, err := filepath.Glob("../../docs/examples/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
