@@ -14,7 +14,9 @@
 # on the dev log's address (so its dev.json describes the S3 log as well, for
 # the hammer and fsck). Each step then also reports the server's S3 requests
 # per 1,000 accepted entries by operation (mosaic_storage_requests_total from
-# /metrics, every attempt counted, the read path's GETs included). MinIO, the
+# /metrics, every attempt counted), split by its client label: the write path
+# (client "sequencer", and "lock" with lock: s3) and the read path (client
+# "read_path", serving the hammer's checkpoint and tile reads). MinIO, the
 # server, the database and the temporary directories are removed on exit.
 #
 # Usage: bench/run.sh [OUTDIR]

@@ -3,13 +3,15 @@
 // dev.json, it runs the hammer headless at each rate of a ladder for a
 // bounded time, samples the server's CPU time (utime+stime from
 // /proc/PID/stat) and RSS (/proc/PID/status) around each step and, with
-// -metrics, its S3 request counters (mosaic_storage_requests_total), and
-// writes the results as JSON, a Markdown table and a hand-drawn SVG chart
-// (no dependencies).
+// -metrics, its S3 request counters (mosaic_storage_requests_total, split
+// by the client label into the write path and the read path), and writes
+// the results as JSON, a Markdown table and a hand-drawn SVG chart (no
+// dependencies).
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,9 +62,18 @@ type Step struct {
 	RSSMaxMB float64 `json:"rss_max_mb"`
 	// S3RequestsPer1kEntries is, by operation (put, get, put_conditional,
 	// delete), the S3 requests the server made during the step (every
-	// attempt, retries included), per 1,000 entries it accepted. Absent
-	// for a log on local disk.
+	// attempt, retries included, all clients), per 1,000 entries it
+	// accepted. Absent for a log on local disk.
 	S3RequestsPer1kEntries map[string]float64 `json:"s3_requests_per_1k_entries,omitempty"`
+	// S3WritePathPer1kEntries is the part of S3RequestsPer1kEntries made
+	// by the write path: the sequencer's S3 client, and the S3 lock's
+	// (client="sequencer" and "lock"). It always has put, get and delete;
+	// the goal is no get at all. S3ReadPathPer1kEntries is the part made
+	// by the read path's client (client="read_path"), serving the
+	// checkpoint and tiles to the hammer; it always has get. Both are
+	// absent when the server's metrics have no client label.
+	S3WritePathPer1kEntries map[string]float64 `json:"s3_write_path_requests_per_1k_entries,omitempty"`
+	S3ReadPathPer1kEntries  map[string]float64 `json:"s3_read_path_requests_per_1k_entries,omitempty"`
 	// TreeSizeEnd is the log's size after the step.
 	TreeSizeEnd int64 `json:"tree_size_end"`
 }
@@ -102,7 +113,7 @@ func run() error {
 	dev := flag.String("dev", "", "directory of the dev.json describing the log (hammer -dev)")
 	pid := flag.Int("pid", 0, "the server's process ID")
 	backend := flag.String("backend", "", "the log's backend, recorded in the results (local or s3)")
-	metricsURL := flag.String("metrics", "", "the server's /metrics URL: sample mosaic_storage_requests_total{backend=\"s3\"} around each step")
+	metricsURL := flag.String("metrics", "", "the server's /metrics URL: sample mosaic_storage_requests_total{backend=\"s3\"} by client and op around each step")
 	rates := flag.String("rates", "250,500,1000,2000,3000,0", "comma-separated ladder of -rate values (0: as fast as possible)")
 	step := flag.Duration("step", 25*time.Second, "duration of each step")
 	workers := flag.Int("workers", 1000, "hammer -workers")
@@ -165,10 +176,10 @@ func run() error {
 		res.Steps = append(res.Steps, *s)
 		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB, other load %.2f cores\n",
 			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.OtherCores)
-		if len(s.S3RequestsPer1kEntries) > 0 {
-			fmt.Fprintf(os.Stderr, "  S3 requests per 1,000 entries:")
-			for _, op := range s3Ops(res.Steps) {
-				fmt.Fprintf(os.Stderr, " %s %.1f", op, s.S3RequestsPer1kEntries[op])
+		for _, g := range s3Groups([]Step{*s}) {
+			fmt.Fprintf(os.Stderr, "  S3 requests per 1,000 entries, %s:", g.name)
+			for _, op := range g.ops {
+				fmt.Fprintf(os.Stderr, " %s %s", op, perK(g.of(*s)[op]))
 			}
 			fmt.Fprintln(os.Stderr)
 		}
@@ -344,11 +355,7 @@ func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, metricsUR
 			return nil, fmt.Errorf("too few samples of %s", metricsURL)
 		}
 		if r.Accepted > 0 {
-			s.S3RequestsPer1kEntries = map[string]float64{}
-			for _, op := range opsOf(counters) {
-				n := counterAt(counters, op, drainEnd) - counterAt(counters, op, r.Start)
-				s.S3RequestsPer1kEntries[op] = n * 1000 / float64(r.Accepted)
-			}
+			s3PerK(s, counters, r.Start, drainEnd, r.Accepted)
 		}
 	}
 	if werr != nil && r.VerificationFailures == 0 {
@@ -489,53 +496,99 @@ func markdown(r *Results) string {
 	}
 	fmt.Fprintf(&b, "Mosaic end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d%s.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers, backend)
-	// The S3 columns (one per operation seen in any step) come after the
-	// server RSS, and only when there are S3 figures.
-	ops := s3Ops(r.Steps)
+	// The S3 columns (write path, then read path, one per operation) come
+	// after the server RSS, and only when there are S3 figures.
+	groups := s3Groups(r.Steps)
+	ncols := 0
 	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB |")
-	for _, op := range ops {
-		fmt.Fprintf(&b, " S3 %s /1k entries |", opTitle(op))
+	for _, g := range groups {
+		for _, op := range g.ops {
+			fmt.Fprintf(&b, " %sS3 %s /1k entries |", g.title, opTitle(op))
+			ncols++
+		}
 	}
 	b.WriteString(" other load (cores) | errors | verification failures |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", len(ops)) + "---:|---:|---:|\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", ncols) + "---:|---:|---:|\n")
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
 			rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
 			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB)
-		for _, op := range ops {
-			if v, ok := s.S3RequestsPer1kEntries[op]; ok {
-				fmt.Fprintf(&b, " %s |", perK(v))
-			} else {
-				b.WriteString("  |")
+		for _, g := range groups {
+			m := g.of(s)
+			for _, op := range g.ops {
+				if v, ok := m[op]; ok {
+					fmt.Fprintf(&b, " %s |", perK(v))
+				} else {
+					b.WriteString("  |")
+				}
 			}
 		}
 		fmt.Fprintf(&b, " %.2f | %d | %d |\n", s.OtherCores, s.Errors, s.Failures)
 	}
+	if len(groups) > 1 {
+		b.WriteString("\nS3 requests per 1,000 accepted entries, every attempt counted. Write path: the sequencer's S3 client " +
+			"(and the lock's, with lock: s3); its GETs should be zero. Read path: the S3 client serving the hammer's checkpoint and tile reads.\n")
+	}
 	return b.String()
 }
 
-// s3Ops returns the S3 operations with figures in any step: put and get
-// first, then the others in alphabetical order.
-func s3Ops(steps []Step) []string {
+// s3Group is a set of S3 request columns: all requests, or one path's.
+type s3Group struct {
+	name  string // in progress output
+	title string // column title prefix
+	ops   []string
+	of    func(Step) map[string]float64
+}
+
+// s3Groups returns the S3 column groups with figures in any step: the
+// write path and the read path when the figures are split by client, else
+// all requests together. The write path's PUT, GET and DELETE are always
+// shown, and the read path's GET; other operations only when some step
+// counted any.
+func s3Groups(steps []Step) []s3Group {
+	write := func(s Step) map[string]float64 { return s.S3WritePathPer1kEntries }
+	read := func(s Step) map[string]float64 { return s.S3ReadPathPer1kEntries }
+	all := func(s Step) map[string]float64 { return s.S3RequestsPer1kEntries }
+	var groups []s3Group
+	if ops := s3Ops(steps, write, "put", "get", "delete"); len(ops) > 0 {
+		groups = append(groups, s3Group{"write path (sequencer, lock)", "write path ", ops, write})
+	}
+	if ops := s3Ops(steps, read, "get"); len(ops) > 0 {
+		groups = append(groups, s3Group{"read path", "read path ", ops, read})
+	}
+	if len(groups) > 0 {
+		return groups
+	}
+	if ops := s3Ops(steps, all, "put", "get"); len(ops) > 0 {
+		groups = append(groups, s3Group{"all clients", "", ops, all})
+	}
+	return groups
+}
+
+// s3Ops returns the S3 operations to show for of(step), or nil if no step
+// has figures there: always, in that order, then the other operations
+// that some step counted, in alphabetical order.
+func s3Ops(steps []Step, of func(Step) map[string]float64, always ...string) []string {
+	found := false
 	seen := map[string]bool{}
 	for _, s := range steps {
-		for op := range s.S3RequestsPer1kEntries {
-			seen[op] = true
+		m := of(s)
+		found = found || len(m) > 0
+		for op, v := range m {
+			if v != 0 && !slices.Contains(always, op) {
+				seen[op] = true
+			}
 		}
 	}
-	var ops []string
-	for _, op := range []string{"put", "get"} {
-		if seen[op] {
-			ops = append(ops, op)
-			delete(seen, op)
-		}
+	if !found {
+		return nil
 	}
 	rest := make([]string, 0, len(seen))
 	for op := range seen {
 		rest = append(rest, op)
 	}
 	slices.Sort(rest)
-	return append(ops, rest...)
+	return append(slices.Clone(always), rest...)
 }
 
 // opTitle is an operation's name in a column title: "put_conditional" is
@@ -554,34 +607,50 @@ func perK(v float64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
-// counterSample is the server's cumulative S3 request counts by operation at
-// an instant.
+// Values of the client label of mosaic_storage_requests_total: the
+// sequencer's S3 client and the S3 lock's make the write path, the read
+// path's serves the monitoring prefix.
+const (
+	clientSequencer = "sequencer"
+	clientLock      = "lock"
+	clientReadPath  = "read_path"
+)
+
+// reqKey identifies a series of S3 request counts: the client ("" if the
+// server does not label them) and the operation.
+type reqKey struct{ client, op string }
+
+// counterSample is the server's cumulative S3 request counts by client and
+// operation at an instant.
 type counterSample struct {
 	at time.Time
-	n  map[string]float64
+	n  map[reqKey]float64
 }
 
-// opsOf returns the operations that appear in any sample, sorted.
-func opsOf(samples []counterSample) []string {
-	var ops []string
+// keysOf returns the keys that appear in any sample, sorted by client then
+// operation.
+func keysOf(samples []counterSample) []reqKey {
+	var keys []reqKey
 	for _, s := range samples {
-		for op := range s.n {
-			if !slices.Contains(ops, op) {
-				ops = append(ops, op)
+		for k := range s.n {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
 			}
 		}
 	}
-	slices.Sort(ops)
-	return ops
+	slices.SortFunc(keys, func(a, b reqKey) int {
+		return cmp.Or(strings.Compare(a.client, b.client), strings.Compare(a.op, b.op))
+	})
+	return keys
 }
 
-// counterAt interpolates the count of op at t from samples (in time
-// order), clamping to the first and last sample, like cpuAt. An operation
+// counterAt interpolates the count of k at t from samples (in time
+// order), clamping to the first and last sample, like cpuAt. A key
 // missing from a sample has not happened yet (Prometheus exports a label
 // combination from its first increment).
-func counterAt(samples []counterSample, op string, t time.Time) float64 {
+func counterAt(samples []counterSample, k reqKey, t time.Time) float64 {
 	if !t.After(samples[0].at) {
-		return samples[0].n[op]
+		return samples[0].n[k]
 	}
 	for i := 1; i < len(samples); i++ {
 		a, b := samples[i-1], samples[i]
@@ -589,15 +658,40 @@ func counterAt(samples []counterSample, op string, t time.Time) float64 {
 			continue
 		}
 		f := float64(t.Sub(a.at)) / float64(b.at.Sub(a.at))
-		return a.n[op] + f*(b.n[op]-a.n[op])
+		return a.n[k] + f*(b.n[k]-a.n[k])
 	}
-	return samples[len(samples)-1].n[op]
+	return samples[len(samples)-1].n[k]
+}
+
+// s3PerK sets s's S3 request figures: the requests counted between start
+// and end, per 1,000 of the accepted entries, in all and, if the server
+// labels its clients, for the write path and the read path.
+func s3PerK(s *Step, counters []counterSample, start, end time.Time, accepted int64) {
+	s.S3RequestsPer1kEntries = map[string]float64{}
+	split := false
+	write, read := map[string]float64{"put": 0, "get": 0, "delete": 0}, map[string]float64{"get": 0}
+	for _, k := range keysOf(counters) {
+		v := (counterAt(counters, k, end) - counterAt(counters, k, start)) * 1000 / float64(accepted)
+		s.S3RequestsPer1kEntries[k.op] += v
+		switch k.client {
+		case "":
+			continue
+		case clientSequencer, clientLock:
+			write[k.op] += v
+		case clientReadPath:
+			read[k.op] += v
+		}
+		split = true
+	}
+	if split {
+		s.S3WritePathPer1kEntries, s.S3ReadPathPer1kEntries = write, read
+	}
 }
 
 // scrapeS3Requests fetches url (a /metrics page) and returns
 // mosaic_storage_requests_total{backend="s3"} summed over the other labels
-// (result, log), by operation.
-func scrapeS3Requests(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
+// (result, log), by client and operation.
+func scrapeS3Requests(ctx context.Context, hc *http.Client, url string) (map[reqKey]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -614,11 +708,11 @@ func scrapeS3Requests(ctx context.Context, hc *http.Client, url string) (map[str
 }
 
 // parseS3Requests reads the Prometheus text format and sums the samples of
-// mosaic_storage_requests_total whose backend label is "s3" by their op
-// label.
-func parseS3Requests(r io.Reader) (map[string]float64, error) {
+// mosaic_storage_requests_total whose backend label is "s3" by their client
+// and op labels (over the others: result, log).
+func parseS3Requests(r io.Reader) (map[reqKey]float64, error) {
 	const name = "mosaic_storage_requests_total"
-	counts := map[string]float64{}
+	counts := map[reqKey]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -643,7 +737,7 @@ func parseS3Requests(r io.Reader) (map[string]float64, error) {
 			return nil, fmt.Errorf("%q: %w", line, err)
 		}
 		if labels["backend"] == "s3" && labels["op"] != "" {
-			counts[labels["op"]] += v
+			counts[reqKey{labels["client"], labels["op"]}] += v
 		}
 	}
 	return counts, sc.Err()

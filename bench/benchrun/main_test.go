@@ -79,8 +79,9 @@ func TestOutputs(t *testing.T) {
 		t.Errorf("a local run's table has S3 columns or not 14 columns:\n%s", md)
 	}
 
-	// An S3 run: one column per operation seen, put and get first; a step
-	// without figures (nothing accepted) leaves its cells blank.
+	// An S3 run from a server without the client label: one column per
+	// operation seen, put and get first; a step without figures (nothing
+	// accepted) leaves its cells blank.
 	r.Backend = "s3"
 	r.Steps[0].S3RequestsPer1kEntries = map[string]float64{"get": 12.34, "put": 150.6, "put_conditional": 1}
 	r.Steps[1].S3RequestsPer1kEntries = map[string]float64{"put": 20, "get": 0.5}
@@ -112,6 +113,44 @@ func TestOutputs(t *testing.T) {
 		back.Steps[2].S3RequestsPer1kEntries != nil || strings.Count(string(b), "s3_requests_per_1k_entries") != 2 {
 		t.Errorf("JSON round trip: %v %s", err, b)
 	}
+	if strings.Contains(md, "write path") || strings.Contains(md, "read path") {
+		t.Errorf("a table without the client split names the write or read path:\n%s", md)
+	}
+
+	// Split by client: the write path's PUT, GET (always, even if never
+	// seen), DELETE and others, then the read path's GET and others; the
+	// totals are not shown.
+	r.Steps[0].S3WritePathPer1kEntries = map[string]float64{"put": 150, "put_conditional": 0.6, "delete": 3}
+	r.Steps[0].S3ReadPathPer1kEntries = map[string]float64{"get": 12.34}
+	r.Steps[1].S3WritePathPer1kEntries = map[string]float64{"put": 20, "get": 0, "delete": 2}
+	r.Steps[1].S3ReadPathPer1kEntries = map[string]float64{"get": 0.5, "head": 1}
+	md = markdown(r)
+	lines = strings.Split(md, "\n")
+	for _, want := range []string{
+		"| server RSS MB | write path S3 PUT /1k entries | write path S3 GET /1k entries | write path S3 DELETE /1k entries | write path S3 PUT conditional /1k entries | read path S3 GET /1k entries | read path S3 HEAD /1k entries | other load (cores) |",
+		"| 0 | 150 |  | 3.0 | 0.6 | 12.3 |  | 0.00 | 0 | 0 |",
+		"| 0 | 20.0 | 0.0 | 2.0 |  | 0.5 | 1.0 | 0.00 | 0 | 0 |",
+		"| 0 |  |  |  |  |  |  | 0.00 | 0 | 0 |",
+		"Write path: the sequencer's S3 client",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("split S3 table lacks %q:\n%s", want, md)
+		}
+	}
+	for _, l := range lines[2:6] {
+		if n := strings.Count(l, "|"); n != 21 {
+			t.Errorf("%d cells, want 20: %s", n-1, l)
+		}
+	}
+	b, err = json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back = Results{}
+	if err := json.Unmarshal(b, &back); err != nil || back.Steps[1].S3WritePathPer1kEntries["delete"] != 2 || back.Steps[1].S3ReadPathPer1kEntries["head"] != 1 ||
+		strings.Count(string(b), "s3_write_path_requests_per_1k_entries") != 2 || strings.Count(string(b), "s3_read_path_requests_per_1k_entries") != 2 {
+		t.Errorf("JSON round trip: %v %s", err, b)
+	}
 }
 
 func TestParseS3Requests(t *testing.T) {
@@ -123,6 +162,13 @@ mosaic_storage_requests_total{backend="s3",log="bench",op="put",result="ok"} 1.5
 mosaic_storage_requests_total{backend="s3",log="bench",op="put",result="retry"} 3
 mosaic_storage_requests_total{backend="s3",op="put_conditional",result="conflict",x="a \"quoted\", } value"} 1 1700000000000
 mosaic_storage_requests_total{backend="other",op="put",result="ok"} 1000
+mosaic_storage_requests_total{backend="s3",client="sequencer",log="bench",op="put",result="ok"} 700
+mosaic_storage_requests_total{backend="s3",client="sequencer",log="bench",op="put",result="retry"} 1
+mosaic_storage_requests_total{backend="s3",client="sequencer",log="other",op="delete",result="ok"} 30
+mosaic_storage_requests_total{client="read_path",backend="s3",log="bench",op="get",result="ok"} 90
+mosaic_storage_requests_total{backend="s3",client="read_path",log="bench",op="get",result="not_found"} 9
+mosaic_storage_requests_total{backend="s3",client="lock",log="bench",op="put_conditional",result="conflict"} 2
+mosaic_storage_requests_total{backend="other",client="sequencer",op="get",result="ok"} 1000
 mosaic_storage_requests_total_extra{backend="s3",op="put",result="ok"} 1000
 mosaic_storage_operations_total{op="put",result="ok"} 1000
 mosaic_storage_request_duration_seconds_count{backend="s3",op="put"} 1000
@@ -131,7 +177,10 @@ mosaic_storage_request_duration_seconds_count{backend="s3",op="put"} 1000
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"get": 42, "put": 1503, "put_conditional": 1}
+	want := map[reqKey]float64{
+		{"", "get"}: 42, {"", "put"}: 1503, {"", "put_conditional"}: 1,
+		{"sequencer", "put"}: 701, {"sequencer", "delete"}: 30, {"read_path", "get"}: 99, {"lock", "put_conditional"}: 2,
+	}
 	if !maps.Equal(got, want) {
 		t.Errorf("parseS3Requests = %v, want %v", got, want)
 	}
@@ -142,24 +191,63 @@ mosaic_storage_request_duration_seconds_count{backend="s3",op="put"} 1000
 
 func TestCounterAt(t *testing.T) {
 	t0 := time.Unix(100, 0)
+	put, get := reqKey{"sequencer", "put"}, reqKey{"read_path", "get"}
 	s := []counterSample{
-		{t0, map[string]float64{"put": 10}},
-		{t0.Add(time.Second), map[string]float64{"put": 20, "get": 4}},
-		{t0.Add(2 * time.Second), map[string]float64{"put": 40, "get": 4}},
+		{t0, map[reqKey]float64{put: 10}},
+		{t0.Add(time.Second), map[reqKey]float64{put: 20, get: 4}},
+		{t0.Add(2 * time.Second), map[reqKey]float64{put: 40, get: 4}},
 	}
 	for _, tt := range []struct {
-		op   string
+		k    reqKey
 		at   time.Duration
 		want float64
 	}{
-		{"put", -time.Second, 10}, {"put", 500 * time.Millisecond, 15}, {"put", 1500 * time.Millisecond, 30}, {"put", time.Hour, 40},
-		{"get", 0, 0}, {"get", 250 * time.Millisecond, 1}, {"get", 2 * time.Second, 4}, {"delete", time.Second, 0},
+		{put, -time.Second, 10}, {put, 500 * time.Millisecond, 15}, {put, 1500 * time.Millisecond, 30}, {put, time.Hour, 40},
+		{get, 0, 0}, {get, 250 * time.Millisecond, 1}, {get, 2 * time.Second, 4}, {reqKey{"sequencer", "delete"}, time.Second, 0},
+		{reqKey{"sequencer", "get"}, time.Second, 0},
 	} {
-		if got := counterAt(s, tt.op, t0.Add(tt.at)); got != tt.want {
-			t.Errorf("counterAt(%s, %v) = %v, want %v", tt.op, tt.at, got, tt.want)
+		if got := counterAt(s, tt.k, t0.Add(tt.at)); got != tt.want {
+			t.Errorf("counterAt(%v, %v) = %v, want %v", tt.k, tt.at, got, tt.want)
 		}
 	}
-	if got := opsOf(s); !slices.Equal(got, []string{"get", "put"}) {
-		t.Errorf("opsOf = %v", got)
+	if got := keysOf(s); !slices.Equal(got, []reqKey{get, put}) {
+		t.Errorf("keysOf = %v", got)
+	}
+}
+
+func TestS3PerK(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	seqPut, seqDel, lockPut := reqKey{"sequencer", "put"}, reqKey{"sequencer", "delete"}, reqKey{"lock", "put_conditional"}
+	readGet, readPut, seqGet := reqKey{"read_path", "get"}, reqKey{"read_path", "put"}, reqKey{"sequencer", "get"}
+	samples := []counterSample{
+		{t0, map[reqKey]float64{seqPut: 100, seqGet: 7, readGet: 50, readPut: 1}},
+		{t0.Add(10 * time.Second), map[reqKey]float64{seqPut: 600, seqDel: 100, seqGet: 7, lockPut: 20, readGet: 250, readPut: 1}},
+	}
+	var s Step
+	s3PerK(&s, samples, t0, t0.Add(10*time.Second), 2000)
+	wantAll := map[string]float64{"put": 250, "delete": 50, "get": 100, "put_conditional": 10}
+	wantWrite := map[string]float64{"put": 250, "get": 0, "delete": 50, "put_conditional": 10}
+	wantRead := map[string]float64{"get": 100, "put": 0}
+	if !maps.Equal(s.S3RequestsPer1kEntries, wantAll) || !maps.Equal(s.S3WritePathPer1kEntries, wantWrite) || !maps.Equal(s.S3ReadPathPer1kEntries, wantRead) {
+		t.Errorf("s3PerK: all %v, write path %v, read path %v", s.S3RequestsPer1kEntries, s.S3WritePathPer1kEntries, s.S3ReadPathPer1kEntries)
+	}
+	// The read path's PUTs, all made before the step, get no column.
+	groups := s3Groups([]Step{s})
+	if len(groups) != 2 || !slices.Equal(groups[0].ops, []string{"put", "get", "delete", "put_conditional"}) || !slices.Equal(groups[1].ops, []string{"get"}) {
+		t.Errorf("s3Groups = %+v", groups)
+	}
+
+	// Without the client label (a server from before it): totals only.
+	unlabelled := []counterSample{
+		{t0, map[reqKey]float64{{"", "put"}: 10}},
+		{t0.Add(time.Second), map[reqKey]float64{{"", "put"}: 30, {"", "get"}: 5}},
+	}
+	s = Step{}
+	s3PerK(&s, unlabelled, t0, t0.Add(time.Second), 1000)
+	if !maps.Equal(s.S3RequestsPer1kEntries, map[string]float64{"put": 20, "get": 5}) || s.S3WritePathPer1kEntries != nil || s.S3ReadPathPer1kEntries != nil {
+		t.Errorf("s3PerK without clients: %+v", s)
+	}
+	if groups := s3Groups([]Step{s}); len(groups) != 1 || !slices.Equal(groups[0].ops, []string{"put", "get"}) {
+		t.Errorf("s3Groups without clients = %+v", groups)
 	}
 }
