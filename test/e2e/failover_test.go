@@ -147,6 +147,26 @@ func (p *haProcess) leading() bool {
 	return false
 }
 
+// treeSize returns the size of the checkpoint p serves.
+func treeSize(t *testing.T, p *haProcess) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/log/checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	lines := strings.Split(string(b), "\n")
+	var n int64
+	if len(lines) < 2 {
+		t.Fatalf("checkpoint: %q", b)
+	}
+	if _, err := fmt.Sscan(lines[1], &n); err != nil {
+		t.Fatalf("checkpoint size %q: %v", lines[1], err)
+	}
+	return n
+}
+
 // waitLeading waits until p leads and returns how long that took.
 func (p *haProcess) waitLeading(t *testing.T, within time.Duration) time.Duration {
 	t.Helper()
@@ -231,17 +251,23 @@ func TestFailover(t *testing.T) {
 		t.Fatal("both processes lead")
 	}
 
-	wait := h.runHammer(t, "-rate", "300", "-workers", "64", "-duration", "12s", "-drain", "60s", "-timeout", "10s")
+	// The hammer runs on for 5s after the standby can have taken over.
+	hammerFor := 4*time.Second + lease + 5*time.Second
+	wait := h.runHammer(t, "-rate", "300", "-workers", "64", "-duration", hammerFor.String(), "-drain", "60s", "-timeout", "10s")
 	time.Sleep(4 * time.Second)
 	a.s.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.s.done
 	h.lb.remove("http://" + a.addr)
 	took := b.waitLeading(t, 3*lease)
 	t.Logf("FAILOVER: lease %v; the standby led %v after the leader was killed", lease, took.Round(time.Millisecond))
+	atTakeover := treeSize(t, b)
 	r, err := wait()
 	checkReport(t, r)
 	if err != nil {
 		t.Fatalf("hammer: %v", err)
+	}
+	if end := treeSize(t, b); end <= atTakeover {
+		t.Errorf("the new leader logged nothing: tree size %d at takeover, %d at the end", atTakeover, end)
 	}
 	h.fsck(t)
 
