@@ -1,10 +1,12 @@
 // Package sequencer turns a log's accepted submissions into published tree
 // state. Submissions wait in a pool; every period (or as soon as the pool is
-// full) one round assigns them indexes, writes the data tile, hash tiles and
-// new issuers to storage, signs a checkpoint, commits it to the lock backend
-// with compare-and-swap, publishes it, and only then answers each waiter with
+// full) one round assigns them indexes, builds the data tile and hash tiles,
+// signs a checkpoint, stores the tiles as one staging bundle (and new
+// issuers), commits the checkpoint to the lock backend with compare-and-swap,
+// writes the tiles and dedup records, and only then answers each waiter with
 // its index and timestamp. An SCT is therefore never issued for an entry that
-// is not durably stored and covered by a committed checkpoint.
+// is not durably stored and covered by a committed checkpoint, and tiles are
+// written only for committed checkpoints (see staging.go).
 //
 // All state needed to sequence (the tree's right edge and the partial data
 // tile) lives in memory and is rebuilt at startup from the lock backend's
@@ -183,10 +185,29 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	return s, nil
 }
 
+// Committed reads the log's committed checkpoint from the lock backend and
+// verifies it. A log that was never created gives an error wrapping
+// lock.ErrLogNotFound that says how to create it.
+func Committed(ctx context.Context, cfg Config) ([]byte, *checkpoint.Verified, error) {
+	signed, err := cfg.Lock.Fetch(ctx, cfg.LogID)
+	if errors.Is(err, lock.ErrLogNotFound) {
+		return nil, nil, fmt.Errorf("log %s does not exist yet (%w): create it with 'mosaic create -config FILE -log %s'", cfg.Name, err, cfg.Name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("log %s: reading the lock backend: %w", cfg.Name, err)
+	}
+	cp, err := cfg.Verify(signed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin %q "+
+			"(did the key or the submission prefix change?): %w", cfg.Name, cfg.Origin, err)
+	}
+	return signed, cp, nil
+}
+
 // load reads and authenticates the committed state. See Load.
 func (s *Sequencer) load(ctx context.Context) error {
 	name := s.cfg.Name
-	signed, err := s.cfg.Lock.Fetch(ctx, s.cfg.LogID)
+	signed, cp, err := Committed(ctx, s.cfg)
 	if errors.Is(err, lock.ErrLogNotFound) {
 		if stored, err := s.cfg.Storage.Get(ctx, "checkpoint"); err == nil {
 			size := "?"
@@ -196,15 +217,9 @@ func (s *Sequencer) load(ctx context.Context) error {
 			return fmt.Errorf("log %s: the lock backend has no checkpoint but storage has one (tree size %s): "+
 				"the lock backend lost its state; restore it from a backup, never recreate a log over existing storage", name, size)
 		}
-		return fmt.Errorf("log %s does not exist yet: create it with 'mosaic create -config FILE -log %s'", name, name)
 	}
 	if err != nil {
-		return fmt.Errorf("log %s: reading the lock backend: %w", name, err)
-	}
-	cp, err := s.cfg.Verify(signed)
-	if err != nil {
-		return fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin %q "+
-			"(did the key or the submission prefix change?): %w", name, s.cfg.Origin, err)
+		return err
 	}
 	// Finish the committed round if its writer died before writing all its
 	// tiles; only then is storage expected to match the checkpoint.

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
@@ -294,7 +293,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 			return nil, err
 		}
 		if c.Standby != nil {
-			cp, err := committed(ctx, p.seqCfg)
+			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
 			if err != nil {
 				s.b.close()
 				return nil, err
@@ -315,23 +314,6 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	return s, nil
-}
-
-// committed reads and verifies the log's committed checkpoint from its lock
-// backend.
-func committed(ctx context.Context, cfg sequencer.Config) (*checkpoint.Verified, error) {
-	signed, err := cfg.Lock.Fetch(ctx, cfg.LogID)
-	if errors.Is(err, lock.ErrLogNotFound) {
-		return nil, fmt.Errorf("log %s does not exist yet: create it with 'mosaic create -config FILE -log %s'", cfg.Name, cfg.Name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("log %s: reading the lock backend: %w", cfg.Name, err)
-	}
-	cp, err := cfg.Verify(signed)
-	if err != nil {
-		return nil, fmt.Errorf("log %s: the lock backend's checkpoint does not verify with this log's key and origin: %w", cfg.Name, err)
-	}
-	return cp, nil
 }
 
 // advertise returns the URL other processes use to reach this one: the

@@ -100,16 +100,10 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 		err = fmt.Errorf("reading the leader lease: %w", err)
 	}
 	published := e.log.Published()
-	signed, ferr := e.seqCfg.Lock.Fetch(ctx, e.seqCfg.LogID)
-	if ferr == nil {
-		v, verr := e.seqCfg.Verify(signed)
-		if verr == nil {
-			published = v
-		}
-		ferr = verr
-	}
-	if ferr != nil {
-		err = errors.Join(err, fmt.Errorf("reading the lock backend: %w", ferr))
+	if _, cp, ferr := sequencer.Committed(ctx, e.seqCfg); ferr != nil {
+		err = errors.Join(err, ferr)
+	} else {
+		published = cp
 	}
 	if ctx.Err() != nil {
 		return
