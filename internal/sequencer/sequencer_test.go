@@ -427,41 +427,6 @@ func TestLockFailures(t *testing.T) {
 // TestTwoSequencers: two sequencers forced to run the same log at once (as
 // two processes sharing a lock backend would) — only one ever commits; the
 // other stops instead of forking.
-func TestTwoSequencers(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t)
-	if err := Create(ctx, e.config(t)); err != nil {
-		t.Fatal(err)
-	}
-	a, err := Load(ctx, e.config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Load(ctx, e.config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addAll(t, a, []*Pending{pending(1)})
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- b.Run(runCtx) }()
-	if _, _, err := b.Add(ctx, pending(2)); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("stale sequencer Add: %v, want ErrUnavailable", err)
-	}
-	if err := <-done; err == nil || !errors.Is(err, lock.ErrConflict) {
-		t.Fatalf("stale sequencer Run: %v, want a conflict", err)
-	}
-	if _, _, err := b.Add(ctx, pending(3)); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("stopped sequencer Add: %v, want ErrUnavailable", err)
-	}
-	signed, _ := e.db.Fetch(ctx, e.k.LogID())
-	v, err := e.config(t).Verify(signed)
-	if err != nil || v.Size != 1 {
-		t.Fatalf("lock checkpoint: %v size %v, want a's tree of size 1", err, v)
-	}
-}
-
 func gzipBytes(data []byte) []byte {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)

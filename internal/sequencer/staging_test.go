@@ -49,11 +49,11 @@ func pendings(from, n int) []*Pending {
 	return ps
 }
 
-// TestStaleSequencerWritesNoTiles is the attack the staging bundle exists
-// for: a second sequencer, loaded from the same state as the first, runs a
-// round that crosses the same full-tile boundary after the first committed
-// its own. Without staging it would overwrite the committed full tiles
-// before losing the compare-and-swap.
+// TestStaleSequencerWritesNoTiles runs two sequencers on one log: the second,
+// loaded from the same state as the first, runs a round that crosses the
+// same full-tile boundary after the first committed its own. It must lose
+// the compare-and-swap and stop, and, the attack the staging bundle exists
+// for, it must not have overwritten the committed tiles first.
 func TestStaleSequencerWritesNoTiles(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -91,6 +91,12 @@ func TestStaleSequencerWritesNoTiles(t *testing.T) {
 	wg.Wait()
 	if err := <-done; !errors.Is(err, lock.ErrConflict) {
 		t.Fatalf("stale Run: %v, want a conflict", err)
+	}
+	if _, _, err := stale.Add(ctx, pending(2000)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("stopped sequencer Add: %v, want ErrUnavailable", err)
+	}
+	if _, cp, err := Committed(ctx, e.config(t)); err != nil || cp.Size != 300 {
+		t.Fatalf("lock checkpoint: %v %+v, want the first sequencer's tree of size 300", err, cp)
 	}
 
 	after := files(t, e.store.Root(), "tile")
@@ -184,6 +190,7 @@ func TestCommittedRoundFinishedFromStaging(t *testing.T) {
 		t.Fatalf("full tiles: %d hashes, %d entries, %v", len(hashes), len(entries), err)
 	}
 	byCert := map[string]*tile.Entry{}
+	checked := 0
 	for i, en := range entries {
 		if en.LeafHash() != hashes[i] {
 			t.Fatalf("entry %d does not match tile/0/000", i)
@@ -192,9 +199,16 @@ func TestCommittedRoundFinishedFromStaging(t *testing.T) {
 	}
 	for i, p := range pendings(10, 300) {
 		en, ok := byCert[string(p.Entry.Certificate)]
-		if ok && (en.LeafIndex != res[i].Index || en.Timestamp != res[i].Timestamp) {
+		if !ok {
+			continue // in the partial tile 001
+		}
+		checked++
+		if en.LeafIndex != res[i].Index || en.Timestamp != res[i].Timestamp {
 			t.Fatalf("entry %q is at %d, the submitter was told %d", p.Entry.Certificate, en.LeafIndex, res[i].Index)
 		}
+	}
+	if checked != tile.Width-10 {
+		t.Fatalf("checked %d submitted entries in tile/data/000, want %d", checked, tile.Width-10)
 	}
 	addAll(t, s2, pendings(400, 5))
 	mustLoad(t, e.config(t))
