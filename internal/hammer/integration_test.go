@@ -1,7 +1,6 @@
 package hammer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,61 +10,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
-
-// buildMosaic builds the mosaic binary into a temporary directory.
-func buildMosaic(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "mosaic")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/mosaic")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building mosaic: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// lockedBuffer collects a subprocess's output for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startDevServer runs `mosaic serve -dev` on a fresh directory and waits for
 // its dev.json.
 func startDevServer(t *testing.T, bin string) string {
 	t.Helper()
 	dir := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &testenv.Output{}
 	cmd := exec.Command(bin, "serve", "-dev", "-data", dir, "-listen", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -121,7 +81,7 @@ func run(t *testing.T, bin string, args ...string) (string, int) {
 // runs fsck over HTTP and on the storage directory, and checks that fsck
 // catches an issuer deleted from a copy of that directory.
 func TestDevLogEndToEnd(t *testing.T) {
-	bin := buildMosaic(t)
+	bin := testenv.MosaicBinary(t)
 	dir := startDevServer(t, bin)
 	report := filepath.Join(t.TempDir(), "report.json")
 
@@ -211,7 +171,7 @@ func copyTree(t *testing.T, src string) string {
 // log) against a log that returns some bad SCTs: it must exit non-zero and
 // say why, and write the report.
 func TestHammerExitStatus(t *testing.T) {
-	bin := buildMosaic(t)
+	bin := testenv.MosaicBinary(t)
 	l, err := fakelog.New(fakelog.Options{CorruptSCTEvery: 5})
 	if err != nil {
 		t.Fatal(err)

@@ -1,20 +1,14 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
 // startConfigured runs 'mosaic serve -config cfg' with extra environment and
@@ -49,57 +43,9 @@ func startConfigured(t *testing.T, cfg string, env []string, info *devmode.Info)
 func TestS3AndPostgres(t *testing.T) {
 	for _, lockBackend := range []string{"postgres", "s3"} {
 		t.Run(lockBackend, func(t *testing.T) {
-			m := testenv.MinIO(t)
-			dsn := testenv.Postgres(t)
-			dir := t.TempDir()
-			k, err := keys.WriteSeed(filepath.Join(dir, "log.key"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			root, err := testca.NewRoot("S3 Test Root", testca.ECDSAP256)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := root.WritePEM(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")); err != nil {
-				t.Fatal(err)
-			}
-			port := freePort(t)
-			prefix := fmt.Sprintf("http://127.0.0.1:%d/log/", port)
-			cfg := fmt.Sprintf(`listen:
-  - address: 127.0.0.1:%d
-postgres: %q
-database: mosaic.db
-logs:
-  - name: s3log
-    submission_prefix: %s
-    key: log.key
-    roots: ca.pem
-    not_after_start: 2020-01-01T00:00:00Z
-    not_after_limit: 2040-01-01T00:00:00Z
-    lock: %s
-    storage:
-      s3:
-        endpoint: %s
-        bucket: %s
-        prefix: logs/s3log
-        path_style: true
-`, port, dsn, prefix, lockBackend, m.Endpoint, m.Bucket)
-			cfgPath := filepath.Join(dir, "mosaic.yaml")
-			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}
-			create := exec.Command(mosaicBinary(t), "create", "-config", cfgPath)
-			create.Env = append(os.Environ(), env...)
-			if out, err := create.CombinedOutput(); err != nil {
-				t.Fatalf("mosaic create: %v\n%s", err, out)
-			}
-			logID := k.LogID()
-			info := &devmode.Info{
-				SubmissionPrefix: prefix, MonitoringPrefix: prefix, Origin: fmt.Sprintf("127.0.0.1:%d/log", port),
-				LogID: base64.StdEncoding.EncodeToString(logID[:]), PublicKey: base64.StdEncoding.EncodeToString(k.PublicKeyDER()),
-				TestCACert: filepath.Join(dir, "ca.pem"), TestCAKey: filepath.Join(dir, "ca.key"),
-			}
+			host := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			l := newS3Log(t, host, host, lockBackend, "")
+			cfgPath, env, info := l.cfgPath, l.env, l.info
 			s := startConfigured(t, cfgPath, env, info)
 			c := newClient(t, s)
 			ca := newCAs(t, s)

@@ -18,25 +18,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
-// haLog is one log on MinIO + PostgreSQL, set up for two processes: the
-// config file both share, and a dev.json (in dir) that points the hammer and
-// fsck at the load balancer in front of them.
-type haLog struct {
+// s3Log is one log on MinIO + PostgreSQL: its config file, the environment
+// carrying the S3 credentials, and a dev.json (in dir) describing it, which
+// the hammer and fsck read with -dev.
+type s3Log struct {
 	dir     string
 	cfgPath string
 	env     []string
-	lb      *frontend
+	info    *devmode.Info
 }
 
-// newHALog writes the config (with top, e.g. a standby section, prepended)
-// and creates the log. Its prefix is the load balancer's address.
-func newHALog(t *testing.T, top string) *haLog {
+// newS3Log writes the config (with top, e.g. a standby section, prepended)
+// for a log whose prefix is http://host/log/, listening on listen, with the
+// given lock backend, and creates the log.
+func newS3Log(t *testing.T, host, listen, lock, top string) *s3Log {
 	t.Helper()
 	m := testenv.MinIO(t)
 	dsn := testenv.Postgres(t)
@@ -45,56 +46,69 @@ func newHALog(t *testing.T, top string) *haLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := testca.NewRoot("HA Test Root", testca.ECDSAP256)
+	root, err := testca.NewRoot("S3 Test Root", testca.ECDSAP256)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := root.WritePEM(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")); err != nil {
 		t.Fatal(err)
 	}
-	lb := startFrontend(t)
-	prefix := "http://" + lb.addr + "/log/"
+	prefix := "http://" + host + "/log/"
 	cfg := top + fmt.Sprintf(`listen:
-  - address: 127.0.0.1:1
+  - address: %s
 postgres: %q
 logs:
-  - name: ha
+  - name: s3log
     submission_prefix: %s
     key: log.key
     roots: ca.pem
     not_after_start: 2020-01-01T00:00:00Z
     not_after_limit: 2040-01-01T00:00:00Z
-    lock: postgres
+    lock: %s
     period: 100ms
     storage:
       s3:
         endpoint: %s
         bucket: %s
-        prefix: logs/ha
+        prefix: logs/s3log
         path_style: true
-`, dsn, prefix, m.Endpoint, m.Bucket)
-	h := &haLog{dir: dir, cfgPath: filepath.Join(dir, "mosaic.yaml"), lb: lb,
+`, listen, dsn, prefix, lock, m.Endpoint, m.Bucket)
+	l := &s3Log{dir: dir, cfgPath: filepath.Join(dir, "mosaic.yaml"),
 		env: []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey}}
-	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(l.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	create := exec.Command(mosaicBinary(t), "create", "-config", h.cfgPath)
-	create.Env = append(os.Environ(), h.env...)
+	create := exec.Command(mosaicBinary(t), "create", "-config", l.cfgPath)
+	create.Env = append(os.Environ(), l.env...)
 	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("mosaic create: %v\n%s", err, out)
 	}
 	logID := k.LogID()
-	info := client.DevConfig{
-		SubmissionPrefix: prefix, MonitoringPrefix: prefix, Origin: lb.addr + "/log",
+	l.info = &devmode.Info{
+		SubmissionPrefix: prefix, MonitoringPrefix: prefix, Origin: host + "/log",
 		LogID: base64.StdEncoding.EncodeToString(logID[:]), PublicKey: base64.StdEncoding.EncodeToString(k.PublicKeyDER()),
 		Roots: filepath.Join(dir, "ca.pem"), TestCACert: filepath.Join(dir, "ca.pem"), TestCAKey: filepath.Join(dir, "ca.key"),
 		NotAfterStart: "2020-01-01T00:00:00Z", NotAfterLimit: "2040-01-01T00:00:00Z",
 	}
-	b, _ := json.Marshal(info)
+	b, _ := json.Marshal(l.info)
 	if err := os.WriteFile(filepath.Join(dir, "dev.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return l
+}
+
+// haLog is an s3Log run by several processes behind a load balancer, which
+// its prefix names.
+type haLog struct {
+	*s3Log
+	lb *frontend
+}
+
+func newHALog(t *testing.T, top string) *haLog {
+	t.Helper()
+	lb := startFrontend(t)
+	// Each process replaces the listen address with -listen.
+	return &haLog{s3Log: newS3Log(t, lb.addr, "127.0.0.1:1", "postgres", top), lb: lb}
 }
 
 // start runs one process of the pair on its own loopback port and waits
@@ -140,7 +154,7 @@ func (p *haProcess) leading() bool {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if sc.Text() == `mosaic_leader{log="ha"} 1` {
+		if sc.Text() == `mosaic_leader{log="s3log"} 1` {
 			return true
 		}
 	}

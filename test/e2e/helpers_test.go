@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,61 +24,21 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // mosaicBinary builds cmd/mosaic once per test run.
-func mosaicBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mosaic-e2e-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "mosaic")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/mosaic-ct/mosaic/cmd/mosaic").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func mosaicBinary(t *testing.T) string { return testenv.MosaicBinary(t) }
 
 // devServer is a running 'mosaic serve -dev' process.
 type devServer struct {
 	t      *testing.T
 	dir    string
 	cmd    *exec.Cmd
-	logBuf *lockedBuffer
+	logBuf *testenv.Output
 	done   chan error
 	info   *devmode.Info
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // startDev starts a dev log in dir (listening on a free loopback port the
@@ -120,7 +79,7 @@ func launch(t *testing.T, args, env []string) *devServer {
 	t.Helper()
 	cmd := exec.Command(mosaicBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &lockedBuffer{}
+	logs := &testenv.Output{}
 	cmd.Stdout = logs
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
