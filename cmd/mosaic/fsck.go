@@ -19,17 +19,15 @@ import (
 // internal/fsck, print a summary, fail if anything is wrong.
 func runFsck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
-	dev := fs.String("dev", "", "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)")
-	monitoring := fs.String("monitoring", "", "the log's monitoring prefix: http(s)://... or file:///DIR for a storage directory")
-	pubkey := fs.String("pubkey", "", "the log's public key, base64 DER SubjectPublicKeyInfo (required unless -size)")
-	origin := fs.String("origin", "", "checkpoint origin (default: the checkpoint's own first line)")
+	var tg target
+	tg.register(fs, false, "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)",
+		"the log's monitoring prefix: http(s)://... or file:///DIR for a storage directory",
+		"checkpoint origin (default: the checkpoint's own first line)")
 	size := fs.Int64("size", 0, "tiles-only mode: check the tiles of a tree of size `N` without a checkpoint")
 	maxLevel := fs.Int("max-level", -1, "highest hash-tile level to fetch and compare (-1: all; 0: only level-0 tiles, for tile copies without upper levels)")
 	issuers := fs.Bool("issuers", true, "fetch and check every issuer the entries refer to")
 	parallel := fs.Int("parallel", 16, "concurrent fetches")
 	maxProblems := fs.Int("max-problems", 20, "how many problems to list")
-	insecure := fs.Bool("insecure", false, "skip TLS certificate verification (self-signed test logs)")
-	timeout := fs.Duration("timeout", 30*time.Second, "timeout of each request")
 	retries := fs.Int("retries", 3, "retries of a failed fetch (5xx, pushback, timeouts, connection errors)")
 	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
 	fs.Usage = func() {
@@ -49,31 +47,25 @@ func runFsck(ctx context.Context, args []string) error {
 		fs.Usage()
 		return flag.ErrHelp
 	}
-	if *dev != "" {
-		dc, err := client.LoadDevConfig(*dev)
-		if err != nil {
-			return err
-		}
-		*monitoring = orDefault(*monitoring, dc.MonitoringPrefix)
-		*pubkey = orDefault(*pubkey, dc.PublicKey)
-		*origin = orDefault(*origin, dc.Origin)
+	if _, err := tg.fromDev(); err != nil {
+		return err
 	}
-	if *monitoring == "" || (*pubkey == "" && *size <= 0) {
+	if tg.monitoring == "" || (tg.pubkey == "" && *size <= 0) {
 		fmt.Fprintln(fs.Output(), "need -monitoring and -pubkey (or -size for tiles only), or -dev")
 		fs.Usage()
 		return flag.ErrHelp
 	}
 	var pub []byte
-	if *pubkey != "" {
+	if tg.pubkey != "" {
 		var err error
-		if pub, err = client.DecodePublicKey(*pubkey); err != nil {
+		if pub, err = client.DecodePublicKey(tg.pubkey); err != nil {
 			return fmt.Errorf("-pubkey: %w", err)
 		}
 	}
 	c, err := client.New(client.Config{
-		MonitoringPrefix: *monitoring, PublicKey: pub, Origin: *origin,
-		HTTPClient: client.NewHTTPClient(*insecure, *parallel*2), UserAgent: "mosaic-fsck",
-		Timeout: *timeout, Retries: *retries,
+		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
+		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: "mosaic-fsck",
+		Timeout: tg.timeout, Retries: *retries,
 	})
 	if err != nil {
 		return err

@@ -23,16 +23,14 @@ import (
 // print a summary, write the report, fail if any verification failed.
 func runHammer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hammer", flag.ContinueOnError)
-	dev := fs.String("dev", "", "hammer the dev log in `DIR` (reads DIR/dev.json for prefixes, key and test CA)")
-	submission := fs.String("submission", "", "the log's submission prefix (http(s)://.../)")
-	monitoring := fs.String("monitoring", "", "the log's monitoring prefix (default: the submission prefix)")
-	pubkey := fs.String("pubkey", "", "the log's public key, base64 DER SubjectPublicKeyInfo")
-	origin := fs.String("origin", "", "checkpoint origin (default: the submission prefix without scheme and trailing slash)")
+	var tg target
+	tg.register(fs, true, "hammer the dev log in `DIR` (reads DIR/dev.json for prefixes, key and test CA)",
+		"the log's monitoring prefix (default: the submission prefix)",
+		"checkpoint origin (default: the submission prefix without scheme and trailing slash)")
 	caCert := fs.String("ca-cert", "", "PEM certificate of a root CA the log accepts")
 	caKey := fs.String("ca-key", "", "PEM private key of that CA (the hammer issues an intermediate and leaves from it)")
 	notAfterStart := fs.String("not-after-start", "", "the log's NotAfter window start (RFC 3339), if it has one")
 	notAfterLimit := fs.String("not-after-limit", "", "the log's NotAfter window end (RFC 3339), if it has one")
-	insecure := fs.Bool("insecure", false, "skip TLS certificate verification (self-signed test logs)")
 
 	rate := fs.Float64("rate", 100, "submissions per second (0: as fast as the log answers -workers requests)")
 	workers := fs.Int("workers", 100, "concurrent submissions")
@@ -48,7 +46,6 @@ func runHammer(ctx context.Context, args []string) error {
 	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")
 	verifyDelay := fs.Duration("verify-delay", 2*time.Second, "how long entries in a partial data tile wait before being verified anyway")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait at the end for accepted submissions to be integrated and verified")
-	timeout := fs.Duration("timeout", 30*time.Second, "timeout of each request")
 	ui := fs.Bool("ui", true, "live terminal view (when stdin and stdout are a terminal); false prints progress lines")
 	progressEvery := fs.Duration("progress", 5*time.Second, "interval of headless progress lines")
 	reportPath := fs.String("report", "", "write the JSON report to `FILE`")
@@ -76,23 +73,19 @@ func runHammer(ctx context.Context, args []string) error {
 	}
 
 	var start, limit time.Time
-	if *dev != "" {
-		dc, err := client.LoadDevConfig(*dev)
-		if err != nil {
-			return err
-		}
-		*submission = orDefault(*submission, dc.SubmissionPrefix)
-		*monitoring = orDefault(*monitoring, dc.MonitoringPrefix)
-		*pubkey = orDefault(*pubkey, dc.PublicKey)
-		*origin = orDefault(*origin, dc.Origin)
+	dc, err := tg.fromDev()
+	if err != nil {
+		return err
+	}
+	if dc != nil {
 		*caCert = orDefault(*caCert, dc.TestCACert)
 		*caKey = orDefault(*caKey, dc.TestCAKey)
 		if start, limit, err = dc.Window(); err != nil {
 			return err
 		}
 	}
-	*monitoring = orDefault(*monitoring, *submission)
-	if *submission == "" || *pubkey == "" || *caCert == "" || *caKey == "" {
+	tg.monitoring = orDefault(tg.monitoring, tg.submission)
+	if tg.submission == "" || tg.pubkey == "" || *caCert == "" || *caKey == "" {
 		fmt.Fprintln(fs.Output(), "need -submission, -pubkey, -ca-cert and -ca-key, or -dev")
 		fs.Usage()
 		return flag.ErrHelp
@@ -111,7 +104,7 @@ func runHammer(ctx context.Context, args []string) error {
 		}
 		*w.t = t
 	}
-	pub, err := client.DecodePublicKey(*pubkey)
+	pub, err := client.DecodePublicKey(tg.pubkey)
 	if err != nil {
 		return fmt.Errorf("-pubkey: %w", err)
 	}
@@ -120,9 +113,9 @@ func runHammer(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading the CA: %w", err)
 	}
 	c, err := client.New(client.Config{
-		SubmissionPrefix: *submission, MonitoringPrefix: *monitoring, PublicKey: pub, Origin: *origin,
-		HTTPClient: client.NewHTTPClient(*insecure, *workers+*readers+16), UserAgent: "mosaic-hammer",
-		Timeout: *timeout, Retries: 2,
+		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
+		HTTPClient: client.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: "mosaic-hammer",
+		Timeout: tg.timeout, Retries: 2,
 	})
 	if err != nil {
 		return err

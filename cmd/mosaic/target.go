@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/client"
+)
+
+// target is the flags, shared by hammer and fsck, that name the log to talk
+// to: either a dev log's directory or its prefixes and key.
+type target struct {
+	dev, submission, monitoring, pubkey, origin string
+	insecure                                    bool
+	timeout                                     time.Duration
+}
+
+// register adds the target flags to fs; devHelp describes -dev, and
+// monitoringHelp and originHelp the defaults that differ between commands.
+// Without withSubmission there is no -submission flag.
+func (t *target) register(fs *flag.FlagSet, withSubmission bool, devHelp, monitoringHelp, originHelp string) {
+	fs.StringVar(&t.dev, "dev", "", devHelp)
+	if withSubmission {
+		fs.StringVar(&t.submission, "submission", "", "the log's submission prefix (http(s)://.../)")
+	}
+	fs.StringVar(&t.monitoring, "monitoring", "", monitoringHelp)
+	fs.StringVar(&t.pubkey, "pubkey", "", "the log's public key, base64 DER SubjectPublicKeyInfo")
+	fs.StringVar(&t.origin, "origin", "", originHelp)
+	fs.BoolVar(&t.insecure, "insecure", false, "skip TLS certificate verification (self-signed test logs)")
+	fs.DurationVar(&t.timeout, "timeout", 30*time.Second, "timeout of each request")
+}
+
+// fromDev fills the flags not given from -dev's dev.json, which it returns
+// (nil without -dev).
+func (t *target) fromDev() (*client.DevConfig, error) {
+	if t.dev == "" {
+		return nil, nil
+	}
+	dc, err := client.LoadDevConfig(t.dev)
+	if err != nil {
+		return nil, err
+	}
+	t.submission = orDefault(t.submission, dc.SubmissionPrefix)
+	t.monitoring = orDefault(t.monitoring, dc.MonitoringPrefix)
+	t.pubkey = orDefault(t.pubkey, dc.PublicKey)
+	t.origin = orDefault(t.origin, dc.Origin)
+	return dc, nil
+}
