@@ -27,6 +27,7 @@ func commands() []command {
 		{"serve", "run one or more logs (write and read path)", runServe},
 		{"create", "create a new log's initial state (first tree head)", runCreate},
 		{"keygen", "generate a log key (a 32-byte seed)", runKeygen},
+		{"cache", "rebuild a log's dedup cache from its data tiles (cache rebuild)", runCache},
 		{"hammer", "load-test and verify any Static CT log", runHammer},
 		{"fsck", "verify a whole Static CT log, tile by tile", runFsck},
 	}

@@ -2,23 +2,37 @@
 // and timestamp an already logged certificate got, so that a resubmission is
 // answered with the original SCT instead of a new entry.
 //
-// The cache is best effort for correctness (a missed entry only means a
-// duplicate entry in the log, which RFC 6962 allows) but it must be cheap:
-// one lookup per submission and one batched write per sequencing round.
+// A cache hit is trusted to sign an SCT: the submitter gets a signature over
+// the entry it submitted, with the index and timestamp the cache holds. So a
+// key must identify an entry exactly. Keys are the full SHA-256 of the entry
+// (never truncated): with a 128-bit key, about 2^64 work finds two entries
+// with the same key, and an attacker who logs one gets a valid SCT for the
+// other, which is never logged. SHA-256's collision resistance is what makes
+// a hit safe.
+//
+// A missed entry only means a duplicate entry in the log, which RFC 6962
+// allows, so the cache may be rebuilt or lost without harm to safety; but it
+// must be cheap: one lookup per submission and one batched write per
+// sequencing round.
 package dedup
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 )
 
-// Key identifies a submission independently of when it was logged: a
-// truncated SHA-256 over the entry type and the signed entry.
-type Key [16]byte
+// Key identifies a submission independently of when it was logged: the
+// SHA-256 of the entry type and the signed entry. It is never truncated (see
+// the package doc).
+type Key [sha256.Size]byte
 
 // KeyFor returns the dedup key of an x509_entry (cert is the certificate) or
 // a precert_entry (cert is the TBSCertificate, issuerKeyHash its issuer's).
+//
+// The encoding is injective: a one-byte type, then for precerts the
+// fixed-length issuer key hash, then the certificate, which runs to the end.
 func KeyFor(isPrecert bool, issuerKeyHash [32]byte, cert []byte) Key {
 	h := sha256.New()
 	if isPrecert {
@@ -29,7 +43,7 @@ func KeyFor(isPrecert bool, issuerKeyHash [32]byte, cert []byte) Key {
 	}
 	h.Write(cert)
 	var k Key
-	copy(k[:], h.Sum(nil))
+	h.Sum(k[:0])
 	return k
 }
 
@@ -45,18 +59,43 @@ type Record struct {
 	Value Value
 }
 
+// ErrNeedsRebuild is returned (wrapped, with the reason) by Store.Check when
+// a log's cache must not be trusted until it is rebuilt from the log's data
+// tiles: it was written in an older, unsafe format, or a rebuild of it did
+// not finish.
+var ErrNeedsRebuild = errors.New("the dedup cache must be rebuilt")
+
 // Store is a dedup cache shared by any number of logs, each identified by its
 // log ID.
 type Store interface {
 	// Get looks a key up. ok is false when the key is not cached.
 	Get(ctx context.Context, logID [32]byte, k Key) (v Value, ok bool, err error)
-	// Put records a batch of entries (one sequencing round).
+	// Put records a batch of entries (one sequencing round). A key already
+	// stored keeps its first value.
 	Put(ctx context.Context, logID [32]byte, records []Record) error
+	// Check returns an error wrapping ErrNeedsRebuild if the log's cache
+	// must not be used (see ErrNeedsRebuild), and nil if it may.
+	Check(ctx context.Context, logID [32]byte) error
 }
+
+// Rebuilder is a Store whose cache for one log can be rebuilt from scratch.
+type Rebuilder interface {
+	Store
+	// Rebuild replaces everything cached for the log with what fill puts.
+	// It first marks the log's cache as being rebuilt (so Check fails),
+	// deletes its records in every format, then calls fill, which puts
+	// records with put; only when fill returns nil is the mark removed. A
+	// rebuild that fails or is interrupted leaves the mark, so no process
+	// trusts a half-built cache.
+	Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]Record) error) error) error
+}
+
+// ValueSize is the size of an encoded Value.
+const ValueSize = 16
 
 // EncodeValue returns the compact 16-byte encoding of v used by the backends.
 func EncodeValue(v Value) []byte {
-	b := make([]byte, 16)
+	b := make([]byte, ValueSize)
 	binary.BigEndian.PutUint64(b, v.Index)
 	binary.BigEndian.PutUint64(b[8:], v.Timestamp)
 	return b
@@ -64,7 +103,7 @@ func EncodeValue(v Value) []byte {
 
 // DecodeValue reverses EncodeValue.
 func DecodeValue(b []byte) (Value, bool) {
-	if len(b) != 16 {
+	if len(b) != ValueSize {
 		return Value{}, false
 	}
 	return Value{Index: binary.BigEndian.Uint64(b), Timestamp: binary.BigEndian.Uint64(b[8:])}, true

@@ -63,6 +63,18 @@ type Config struct {
 
 	Logger  *slog.Logger
 	Metrics *Metrics
+
+	// DedupKey computes an entry's dedup key; nil means dedup.KeyFor, the
+	// only safe choice. It exists so tests can make keys collide.
+	DedupKey func(e *tile.Entry) dedup.Key
+}
+
+// dedupKey returns e's dedup key.
+func (c *Config) dedupKey(e *tile.Entry) dedup.Key {
+	if c.DedupKey != nil {
+		return c.DedupKey(e)
+	}
+	return dedup.KeyFor(e.IsPrecert, e.IssuerKeyHash, e.Certificate)
 }
 
 // ErrPoolFull is returned by Add when the log cannot take more entries now.
@@ -179,10 +191,26 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		full:     make(chan struct{}, 1),
 		issuers:  make(map[[32]byte]bool),
 	}
+	if err := CheckDedup(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if err := s.load(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// CheckDedup refuses a log whose dedup cache must not be trusted (see
+// dedup.ErrNeedsRebuild) with a message that names the command to fix it.
+func CheckDedup(ctx context.Context, cfg Config) error {
+	err := cfg.Dedup.Check(ctx, cfg.LogID)
+	if errors.Is(err, dedup.ErrNeedsRebuild) {
+		return fmt.Errorf("log %s: %w; stop the log's processes and run 'mosaic cache rebuild -config FILE -log %s'", cfg.Name, err, cfg.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("log %s: checking the dedup cache: %w", cfg.Name, err)
+	}
+	return nil
 }
 
 // Committed reads the log's committed checkpoint from the lock backend and
@@ -345,7 +373,7 @@ func (s *Sequencer) Err() error {
 // resubmission of an entry that is already logged (or pending) returns the
 // original index and timestamp.
 func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
-	key := dedup.KeyFor(p.Entry.IsPrecert, p.Entry.IssuerKeyHash, p.Entry.Certificate)
+	key := s.cfg.dedupKey(&p.Entry)
 	s.mu.Lock()
 	if s.fatal != nil {
 		s.mu.Unlock()

@@ -239,19 +239,13 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 // CreateLogs creates the named logs (all logs when names is empty): each gets
 // its first, empty checkpoint. It refuses to touch a log that has state.
 func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+	logs, err := selectLogs(c, names)
+	if err != nil {
+		return err
+	}
 	b := newBackends()
 	defer b.close()
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	found := 0
-	for i := range c.Logs {
-		lc := &c.Logs[i]
-		if len(want) > 0 && !want[lc.Name] {
-			continue
-		}
-		found++
+	for _, lc := range logs {
 		p, err := openLog(ctx, c, lc, b, nil, logger)
 		if err != nil {
 			return err
@@ -260,9 +254,6 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 			return fmt.Errorf("log %s: %w", lc.Name, err)
 		}
 		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
-	}
-	if len(want) > 0 && found != len(want) {
-		return fmt.Errorf("some of the logs %v are not in the config", names)
 	}
 	return nil
 }
@@ -294,6 +285,9 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		}
 		if c.Standby != nil {
 			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
+			if err == nil {
+				err = sequencer.CheckDedup(ctx, p.seqCfg)
+			}
 			if err != nil {
 				s.b.close()
 				return nil, err

@@ -21,9 +21,21 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/lock"
 )
 
+// The file's buckets. Each dedup bucket holds one nested bucket per log,
+// named by the log's 32-byte ID, so the log's identity is stored once per
+// log, not once per record. A record is the 32-byte key and the 16-byte
+// dedup.EncodeValue.
 var (
 	checkpointsBucket = []byte("checkpoints")
-	dedupBucket       = []byte("dedup")
+	// dedupBucket holds the current format: full 32-byte SHA-256 keys.
+	dedupBucket = []byte("dedup-v2")
+	// legacyDedupBucket is where Mosaic before dedup-v2 kept records
+	// under 16-byte (truncated) keys. They are never read: a log that
+	// has any there must be rebuilt (see Check).
+	legacyDedupBucket = []byte("dedup")
+	// rebuildingBucket marks, by log ID, the logs whose dedup cache is
+	// being rebuilt and so must not be trusted.
+	rebuildingBucket = []byte("dedup-rebuilding")
 )
 
 // DB is an embedded lock backend and dedup store.
@@ -32,8 +44,8 @@ type DB struct {
 }
 
 var (
-	_ lock.Backend = (*DB)(nil)
-	_ dedup.Store  = (*DB)(nil)
+	_ lock.Backend    = (*DB)(nil)
+	_ dedup.Rebuilder = (*DB)(nil)
 )
 
 // Open opens or creates the database file at path (mode 0600). Its buckets
@@ -47,11 +59,12 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(checkpointsBucket); err != nil {
-			return err
+		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
 		}
-		_, err := tx.CreateBucketIfNotExists(dedupBucket)
-		return err
+		return nil
 	})
 	if err != nil {
 		db.Close()
@@ -115,7 +128,9 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 			return nil
 		}
 		if raw := lb.Get(k[:]); raw != nil {
-			v, ok = dedup.DecodeValue(raw)
+			if v, ok = dedup.DecodeValue(raw); !ok {
+				return fmt.Errorf("dedup record %x of log %x is %d bytes, want %d", k, logID, len(raw), dedup.ValueSize)
+			}
 		}
 		return nil
 	})
@@ -142,5 +157,53 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 			}
 		}
 		return nil
+	})
+}
+
+// Check implements dedup.Store. A log with records under legacy 16-byte
+// keys, or with an unfinished rebuild, must be rebuilt.
+func (d *DB) Check(ctx context.Context, logID [32]byte) error {
+	return d.db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket(rebuildingBucket).Get(logID[:]) != nil {
+			return fmt.Errorf("%w: a rebuild of it was started and did not finish", dedup.ErrNeedsRebuild)
+		}
+		if old := tx.Bucket(legacyDedupBucket); old != nil {
+			if lb := old.Bucket(logID[:]); lb != nil {
+				if k, _ := lb.Cursor().First(); k != nil {
+					return fmt.Errorf("%w: it was written by an older Mosaic with 128-bit keys, which an attacker can make collide", dedup.ErrNeedsRebuild)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// Rebuild implements dedup.Rebuilder. The mark, the deletion of the old
+// records (in both formats) and the removal of the mark are each one
+// fsynced transaction; fill's batches are one transaction each.
+func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
+	err := d.db.Update(func(tx *bbolt.Tx) error {
+		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
+			return err
+		}
+		for _, name := range [][]byte{dedupBucket, legacyDedupBucket} {
+			b := tx.Bucket(name)
+			if b == nil || b.Bucket(logID[:]) == nil {
+				continue
+			}
+			if err := b.DeleteBucket(logID[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("starting the rebuild: %w", err)
+	}
+	if err := fill(func(rs []dedup.Record) error { return d.Put(ctx, logID, rs) }); err != nil {
+		return err
+	}
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(rebuildingBucket).Delete(logID[:])
 	})
 }

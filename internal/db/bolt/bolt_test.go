@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/dedup/deduptest"
@@ -228,4 +231,106 @@ func TestOpenErrors(t *testing.T) {
 	} else if !strings.Contains(err.Error(), garbage) {
 		t.Errorf("error %q does not name the file", err)
 	}
+}
+
+// TestLegacyDedupRefused: a database written by Mosaic before full-width
+// dedup keys (records under 16-byte keys in the "dedup" bucket) is not
+// silently trusted: Check refuses the logs that have such records until
+// they are rebuilt, and the rebuild removes them.
+func TestLegacyDedupRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	old, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = old.Update(func(tx *bbolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists([]byte("checkpoints")); err != nil {
+			return err
+		}
+		d, err := tx.CreateBucketIfNotExists([]byte("dedup"))
+		if err != nil {
+			return err
+		}
+		la, err := d.CreateBucket(a[:])
+		if err != nil {
+			return err
+		}
+		k := dedup.KeyFor(false, [32]byte{}, []byte("cert"))
+		if err := la.Put(k[:16], dedup.EncodeValue(dedup.Value{Index: 1, Timestamp: 2})); err != nil {
+			return err
+		}
+		_, err = d.CreateBucket(b[:]) // a log with an empty legacy cache
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	db := open(t, path)
+	defer db.Close()
+	err = db.Check(ctx, a)
+	if !errors.Is(err, dedup.ErrNeedsRebuild) || !strings.Contains(err.Error(), "128-bit") {
+		t.Fatalf("Check of a log with legacy records: err = %v, want ErrNeedsRebuild naming the old format", err)
+	}
+	if err := db.Check(ctx, b); err != nil {
+		t.Fatalf("Check of a log with no legacy records: %v", err)
+	}
+	k := dedup.KeyFor(false, [32]byte{}, []byte("cert"))
+	if err := db.Rebuild(ctx, a, func(put func([]dedup.Record) error) error {
+		return put([]dedup.Record{{Key: k, Value: dedup.Value{Index: 5, Timestamp: 6}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(ctx, a); err != nil {
+		t.Fatalf("Check after rebuild: %v", err)
+	}
+	if v, ok, err := db.Get(ctx, a, k); err != nil || !ok || v.Index != 5 {
+		t.Fatalf("Get after rebuild = %+v, %v, %v", v, ok, err)
+	}
+	db.db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("dedup")).Bucket(a[:]) != nil {
+			t.Error("the legacy records of the rebuilt log are still there")
+		}
+		return nil
+	})
+}
+
+// BenchmarkPutRounds measures the dedup cache's size on disk: rounds of
+// 1,000 random keys, as a busy log writes them. Reports bytes per entry.
+func BenchmarkPutRounds(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "mosaic.db")
+	db, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	id := sha256.Sum256([]byte("log"))
+	const round = 1000
+	n := 0
+	for b.Loop() {
+		recs := make([]dedup.Record, round)
+		for j := range recs {
+			recs[j] = dedup.Record{
+				Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+				Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
+			}
+			n++
+		}
+		if err := db.Put(ctx, id, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var used int64
+	db.db.View(func(tx *bbolt.Tx) error {
+		st := tx.Bucket(dedupBucket).Bucket(id[:]).Stats()
+		used = int64(st.BranchAlloc + st.LeafAlloc)
+		return nil
+	})
+	fi, _ := os.Stat(path)
+	b.ReportMetric(float64(used)/float64(n), "B/entry")
+	b.ReportMetric(float64(fi.Size())/float64(n), "file-B/entry")
 }

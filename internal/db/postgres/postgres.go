@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,19 +42,27 @@ type DB struct {
 	pool *pgxpool.Pool
 	// where names the server for messages, without credentials.
 	where string
+
+	mu     sync.Mutex
+	logRef map[[32]byte]int32 // mosaic_dedup_logs.id by log ID, once known
 }
 
 var (
-	_ lock.Backend = (*DB)(nil)
-	_ dedup.Store  = (*DB)(nil)
+	_ lock.Backend    = (*DB)(nil)
+	_ dedup.Rebuilder = (*DB)(nil)
 )
 
 // schema is created by Open. Tables are prefixed so that Mosaic can share a
 // database (or schema) with other software.
 //
 //   - mosaic_checkpoints: one row per log, its latest checkpoint.
-//   - mosaic_dedup: one row per logged entry per log, keyed by the 16-byte
-//     dedup key, valued by the 16-byte dedup.EncodeValue.
+//   - mosaic_dedup_logs: one row per log with a dedup cache: the log's
+//     32-byte ID, stored once, a small integer standing for it in
+//     mosaic_dedup_entries, and whether a rebuild of its cache is under way.
+//   - mosaic_dedup_entries: one row per logged entry per log: the log's
+//     integer, the full 32-byte dedup key, and the entry's index and
+//     timestamp (as bigint; uint64 values are stored as their two's
+//     complement, so they round-trip exactly).
 //   - mosaic_leases: named leases with their holder, the address where
 //     the holder serves, and the expiry by the database's clock.
 var schema = []string{
@@ -61,11 +70,17 @@ var schema = []string{
 		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
 		checkpoint bytea NOT NULL
 	)`,
-	`CREATE TABLE IF NOT EXISTS mosaic_dedup (
-		log_id bytea NOT NULL CHECK (length(log_id) = 32),
-		key bytea NOT NULL CHECK (length(key) = 16),
-		value bytea NOT NULL CHECK (length(value) = 16),
-		PRIMARY KEY (log_id, key)
+	`CREATE TABLE IF NOT EXISTS mosaic_dedup_logs (
+		id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		log_id bytea NOT NULL UNIQUE CHECK (length(log_id) = 32),
+		rebuilding boolean NOT NULL DEFAULT false
+	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_dedup_entries (
+		log integer NOT NULL,
+		key bytea NOT NULL CHECK (length(key) = 32),
+		idx bigint NOT NULL,
+		ts bigint NOT NULL,
+		PRIMARY KEY (log, key)
 	)`,
 	`CREATE TABLE IF NOT EXISTS mosaic_leases (
 		name text PRIMARY KEY,
@@ -93,7 +108,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mosaic"
 	}
-	db := &DB{where: describe(cfg.ConnConfig)}
+	db := &DB{where: describe(cfg.ConnConfig), logRef: map[[32]byte]int32{}}
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connecting to %s: %w", db.where, err)
@@ -204,21 +219,71 @@ func (db *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) erro
 	return nil
 }
 
+// legacyDedupTable is where Mosaic before mosaic_dedup_entries kept
+// records under 16-byte (truncated) keys. It is never read: a log that has
+// rows there must be rebuilt (see Check). New databases do not have it.
+const legacyDedupTable = "mosaic_dedup"
+
+// dedupLog returns the integer standing for logID in mosaic_dedup_entries.
+// With create, it adds the log's row if missing; without, ok is false for
+// a log that has none.
+func (db *DB) dedupLog(ctx context.Context, q querier, logID [32]byte, create bool) (id int32, ok bool, err error) {
+	db.mu.Lock()
+	id, ok = db.logRef[logID]
+	db.mu.Unlock()
+	if ok {
+		return id, true, nil
+	}
+	// Two attempts: a concurrent insert of the same log makes ours do
+	// nothing while our statement's snapshot cannot yet see theirs.
+	for range 2 {
+		if create {
+			err = q.QueryRow(ctx, `
+				WITH ins AS (
+					INSERT INTO mosaic_dedup_logs (log_id) VALUES ($1)
+					ON CONFLICT (log_id) DO NOTHING RETURNING id)
+				SELECT id FROM ins UNION ALL
+				SELECT id FROM mosaic_dedup_logs WHERE log_id = $1`, logID[:]).Scan(&id)
+		} else {
+			err = q.QueryRow(ctx, "SELECT id FROM mosaic_dedup_logs WHERE log_id = $1", logID[:]).Scan(&id)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			if !create {
+				return 0, false, nil
+			}
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("postgres: dedup cache of log %x in %s: %w", logID, db.where, err)
+		}
+		db.mu.Lock()
+		db.logRef[logID] = id
+		db.mu.Unlock()
+		return id, true, nil
+	}
+	return 0, false, fmt.Errorf("postgres: dedup cache of log %x in %s: could not add the log (concurrent creation)", logID, db.where)
+}
+
+// querier is what dedupLog needs of a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Get looks up a dedup key of a log.
 func (db *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
-	var b []byte
-	err := db.pool.QueryRow(ctx, "SELECT value FROM mosaic_dedup WHERE log_id = $1 AND key = $2", logID[:], k[:]).Scan(&b)
+	id, ok, err := db.dedupLog(ctx, db.pool, logID, false)
+	if err != nil || !ok {
+		return dedup.Value{}, false, err
+	}
+	var idx, ts int64
+	err = db.pool.QueryRow(ctx, "SELECT idx, ts FROM mosaic_dedup_entries WHERE log = $1 AND key = $2", id, k[:]).Scan(&idx, &ts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedup.Value{}, false, nil
 	}
 	if err != nil {
 		return dedup.Value{}, false, fmt.Errorf("postgres: dedup lookup in log %x: %w", logID, err)
 	}
-	v, ok := dedup.DecodeValue(b)
-	if !ok {
-		return dedup.Value{}, false, fmt.Errorf("postgres: dedup value for key %x in log %x is %d bytes, want 16", k, logID, len(b))
-	}
-	return v, true, nil
+	return dedup.Value{Index: uint64(idx), Timestamp: uint64(ts)}, true, nil
 }
 
 // Put records a batch of dedup entries in one statement. A key already
@@ -232,25 +297,109 @@ func (db *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) e
 	if len(records) == 0 {
 		return nil
 	}
+	id, _, err := db.dedupLog(ctx, db.pool, logID, true)
+	if err != nil {
+		return err
+	}
 	sorted := slices.Clone(records)
 	slices.SortStableFunc(sorted, func(a, b dedup.Record) int { return bytes.Compare(a.Key[:], b.Key[:]) })
 	keys := make([][]byte, 0, len(sorted))
-	values := make([][]byte, 0, len(sorted))
+	idxs := make([]int64, 0, len(sorted))
+	tss := make([]int64, 0, len(sorted))
 	for i, r := range sorted {
 		if i > 0 && r.Key == sorted[i-1].Key {
 			continue // a duplicate inside the batch: the first one wins
 		}
 		keys = append(keys, sorted[i].Key[:])
-		values = append(values, dedup.EncodeValue(r.Value))
+		idxs = append(idxs, int64(r.Value.Index))
+		tss = append(tss, int64(r.Value.Timestamp))
 	}
-	_, err := db.pool.Exec(ctx, `
-		INSERT INTO mosaic_dedup (log_id, key, value)
-		SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) WITH ORDINALITY AS t(k, v, n)
+	_, err = db.pool.Exec(ctx, `
+		INSERT INTO mosaic_dedup_entries (log, key, idx, ts)
+		SELECT $1, k, i, t FROM unnest($2::bytea[], $3::int8[], $4::int8[]) WITH ORDINALITY AS r(k, i, t, n)
 		ORDER BY n
-		ON CONFLICT (log_id, key) DO NOTHING`,
-		logID[:], keys, values)
+		ON CONFLICT (log, key) DO NOTHING`,
+		id, keys, idxs, tss)
 	if err != nil {
 		return fmt.Errorf("postgres: recording %d dedup entries for log %x in %s: %w", len(records), logID, db.where, err)
+	}
+	return nil
+}
+
+// Check implements dedup.Store: a log with rows in the legacy 16-byte-key
+// table, or with an unfinished rebuild, must be rebuilt.
+func (db *DB) Check(ctx context.Context, logID [32]byte) error {
+	var rebuilding, legacy bool
+	err := db.pool.QueryRow(ctx, "SELECT rebuilding FROM mosaic_dedup_logs WHERE log_id = $1", logID[:]).Scan(&rebuilding)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: checking the dedup cache of log %x in %s: %w", logID, db.where, err)
+	}
+	if rebuilding {
+		return fmt.Errorf("%w: a rebuild of it was started and did not finish", dedup.ErrNeedsRebuild)
+	}
+	exists, err := db.legacyTableExists(ctx, db.pool)
+	if err != nil {
+		return err
+	}
+	if exists {
+		err := db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+legacyDedupTable+" WHERE log_id = $1)", logID[:]).Scan(&legacy)
+		if err != nil {
+			return fmt.Errorf("postgres: checking the dedup cache of log %x in %s: %w", logID, db.where, err)
+		}
+	}
+	if legacy {
+		return fmt.Errorf("%w: it was written by an older Mosaic with 128-bit keys, which an attacker can make collide", dedup.ErrNeedsRebuild)
+	}
+	return nil
+}
+
+func (db *DB) legacyTableExists(ctx context.Context, q querier) (bool, error) {
+	var exists bool
+	// to_regclass resolves the name in the connection's search_path, the
+	// same schema the other tables are in.
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", legacyDedupTable).Scan(&exists); err != nil {
+		return false, fmt.Errorf("postgres: looking for the legacy dedup table in %s: %w", db.where, err)
+	}
+	return exists, nil
+}
+
+// Rebuild implements dedup.Rebuilder. Marking the log and deleting its old
+// records is one transaction; so is clearing the mark after fill.
+func (db *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		id, _, err := db.dedupLog(ctx, tx, logID, true)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "UPDATE mosaic_dedup_logs SET rebuilding = true WHERE id = $1", id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM mosaic_dedup_entries WHERE log = $1", id); err != nil {
+			return err
+		}
+		legacy, err := db.legacyTableExists(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if legacy {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+legacyDedupTable+" WHERE log_id = $1", logID[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The transaction rolled back; a log row it added may not exist.
+		db.mu.Lock()
+		delete(db.logRef, logID)
+		db.mu.Unlock()
+		return fmt.Errorf("postgres: starting the rebuild of the dedup cache of log %x in %s: %w", logID, db.where, err)
+	}
+	if err := fill(func(rs []dedup.Record) error { return db.Put(ctx, logID, rs) }); err != nil {
+		return err
+	}
+	if _, err := db.pool.Exec(ctx, "UPDATE mosaic_dedup_logs SET rebuilding = false WHERE log_id = $1", logID[:]); err != nil {
+		return fmt.Errorf("postgres: finishing the rebuild of the dedup cache of log %x in %s: %w", logID, db.where, err)
 	}
 	return nil
 }

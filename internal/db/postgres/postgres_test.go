@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -217,5 +220,91 @@ func TestLeaseRace(t *testing.T) {
 	}
 	if winners != 1 {
 		t.Fatalf("%d candidates got the lease, want exactly 1", winners)
+	}
+}
+
+// BenchmarkDedupSize measures the dedup cache's size in PostgreSQL (heap,
+// indexes and TOAST of every mosaic_dedup* table): rounds of 1,000 random
+// keys, as a busy log writes them. Reports bytes per entry.
+func BenchmarkDedupSize(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(ctx, testenv.Postgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	id := sha256.Sum256([]byte("log"))
+	const round = 1000
+	n := 0
+	for b.Loop() {
+		recs := make([]dedup.Record, round)
+		for j := range recs {
+			recs[j] = dedup.Record{
+				Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+				Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
+			}
+			n++
+		}
+		if err := db.Put(ctx, id, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, "VACUUM ANALYZE"); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	err = db.pool.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+		WHERE c.relkind = 'r' AND c.relname LIKE 'mosaic_dedup%' AND c.relnamespace = current_schema()::regnamespace`).Scan(&size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(size)/float64(n), "B/entry")
+}
+
+// TestLegacyDedupRefused: a database with the table Mosaic used before
+// full-width dedup keys (records under 16-byte keys) is not silently
+// trusted: Check refuses the logs that have rows there until they are
+// rebuilt, and the rebuild deletes those rows.
+func TestLegacyDedupRefused(t *testing.T) {
+	ctx := context.Background()
+	db := open(t)
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	k := dedup.KeyFor(false, [32]byte{}, []byte("cert"))
+	for _, stmt := range []string{
+		`CREATE TABLE mosaic_dedup (
+			log_id bytea NOT NULL CHECK (length(log_id) = 32),
+			key bytea NOT NULL CHECK (length(key) = 16),
+			value bytea NOT NULL CHECK (length(value) = 16),
+			PRIMARY KEY (log_id, key))`,
+	} {
+		if _, err := db.pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, "INSERT INTO mosaic_dedup VALUES ($1, $2, $3)",
+		a[:], k[:16], dedup.EncodeValue(dedup.Value{Index: 1, Timestamp: 2})); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Check(ctx, a)
+	if !errors.Is(err, dedup.ErrNeedsRebuild) || !strings.Contains(err.Error(), "128-bit") {
+		t.Fatalf("Check of a log with legacy rows: err = %v, want ErrNeedsRebuild naming the old format", err)
+	}
+	if err := db.Check(ctx, b); err != nil {
+		t.Fatalf("Check of a log without legacy rows: %v", err)
+	}
+	if err := db.Rebuild(ctx, a, func(put func([]dedup.Record) error) error {
+		return put([]dedup.Record{{Key: k, Value: dedup.Value{Index: 5, Timestamp: 6}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(ctx, a); err != nil {
+		t.Fatalf("Check after rebuild: %v", err)
+	}
+	if v, ok, err := db.Get(ctx, a, k); err != nil || !ok || v.Index != 5 {
+		t.Fatalf("Get after rebuild = %+v, %v, %v", v, ok, err)
+	}
+	var left int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM mosaic_dedup WHERE log_id = $1", a[:]).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("legacy rows of the rebuilt log: %d (%v), want 0", left, err)
 	}
 }

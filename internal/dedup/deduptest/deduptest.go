@@ -15,9 +15,11 @@
 package deduptest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -41,6 +43,10 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		{"LogsIndependent", testLogsIndependent},
 		{"ExtremeValues", testExtremeValues},
 		{"ConcurrentPuts", testConcurrentPuts},
+		{"FullWidthKeys", testFullWidthKeys},
+		{"CheckFresh", testCheckFresh},
+		{"Rebuild", testRebuild},
+		{"RebuildFailed", testRebuildFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +66,7 @@ func logID(name string) [32]byte { return sha256.Sum256([]byte(name)) }
 // key returns a distinct key per i.
 func key(i int) dedup.Key {
 	h := sha256.Sum256(binary.BigEndian.AppendUint64([]byte("deduptest"), uint64(i)))
-	return dedup.Key(h[:16])
+	return dedup.Key(h)
 }
 
 func value(i int) dedup.Value {
@@ -168,8 +174,9 @@ func testExtremeValues(t *testing.T, s dedup.Store) {
 	id := logID("a")
 	rs := []dedup.Record{
 		{Key: dedup.Key{}, Value: dedup.Value{}},
-		{Key: dedup.Key{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+		{Key: dedup.Key(bytes.Repeat([]byte{0xff}, len(dedup.Key{}))),
 			Value: dedup.Value{Index: 1<<64 - 1, Timestamp: 1<<64 - 1}},
+		{Key: dedup.Key{0x80}, Value: dedup.Value{Index: 1 << 63, Timestamp: 1<<63 - 1}},
 	}
 	mustPut(t, s, id, rs)
 	for _, r := range rs {
@@ -206,4 +213,111 @@ func testConcurrentPuts(t *testing.T, s dedup.Store) {
 	for i := 0; i < 8*50+50; i += 7 {
 		want(t, s, id, key(i), value(i))
 	}
+}
+
+// testFullWidthKeys: keys that share their first 16 bytes (a collision of
+// a truncated key, which costs about 2^64 work) are different keys. A store
+// that truncated keys would answer one with the other's index, and the
+// submitter of the second would get an SCT for an entry never logged.
+func testFullWidthKeys(t *testing.T, s dedup.Store) {
+	id := logID("a")
+	a, b := key(1), key(1)
+	b[len(b)-1] ^= 1
+	c := key(1)
+	c[16] ^= 0x80
+	mustPut(t, s, id, []dedup.Record{{Key: a, Value: value(1)}})
+	wantMissing(t, s, id, b)
+	wantMissing(t, s, id, c)
+	mustPut(t, s, id, []dedup.Record{{Key: b, Value: value(2)}, {Key: c, Value: value(3)}})
+	want(t, s, id, a, value(1))
+	want(t, s, id, b, value(2))
+	want(t, s, id, c, value(3))
+}
+
+func testCheckFresh(t *testing.T, s dedup.Store) {
+	id := logID("a")
+	if err := s.Check(ctx(t), id); err != nil {
+		t.Fatalf("Check of a log with no cache: %v", err)
+	}
+	mustPut(t, s, id, records(0, 10))
+	if err := s.Check(ctx(t), id); err != nil {
+		t.Fatalf("Check after Put: %v", err)
+	}
+}
+
+func rebuilder(t *testing.T, s dedup.Store) dedup.Rebuilder {
+	r, ok := s.(dedup.Rebuilder)
+	if !ok {
+		t.Skip("the store cannot be rebuilt")
+	}
+	return r
+}
+
+// testRebuild: a rebuild replaces the log's records with exactly what fill
+// puts, leaves other logs alone, and leaves a cache that Check accepts.
+func testRebuild(t *testing.T, s dedup.Store) {
+	r := rebuilder(t, s)
+	a, b := logID("a"), logID("b")
+	mustPut(t, s, a, records(0, 100))
+	mustPut(t, s, b, records(0, 10))
+	err := r.Rebuild(ctx(t), a, func(put func([]dedup.Record) error) error {
+		// Inside the rebuild the cache is not to be trusted.
+		if err := s.Check(ctx(t), a); !errors.Is(err, dedup.ErrNeedsRebuild) {
+			t.Errorf("Check during a rebuild: err = %v, want ErrNeedsRebuild", err)
+		}
+		if err := s.Check(ctx(t), b); err != nil {
+			t.Errorf("Check of another log during a rebuild: %v", err)
+		}
+		for i := 50; i < 150; i += 10 {
+			if err := put(records(i, i+10)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	if err := s.Check(ctx(t), a); err != nil {
+		t.Fatalf("Check after a rebuild: %v", err)
+	}
+	for i := 0; i < 50; i += 7 {
+		wantMissing(t, s, a, key(i))
+	}
+	for i := 50; i < 150; i += 7 {
+		want(t, s, a, key(i), value(i))
+	}
+	want(t, s, b, key(3), value(3))
+	// Puts after the rebuild work as before.
+	mustPut(t, s, a, records(150, 160))
+	want(t, s, a, key(155), value(155))
+}
+
+// testRebuildFailed: a rebuild whose fill fails leaves the log's cache
+// refused by Check until a rebuild succeeds.
+func testRebuildFailed(t *testing.T, s dedup.Store) {
+	r := rebuilder(t, s)
+	id := logID("a")
+	mustPut(t, s, id, records(0, 10))
+	boom := errors.New("data tile unreadable")
+	err := r.Rebuild(ctx(t), id, func(put func([]dedup.Record) error) error {
+		if err := put(records(0, 5)); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Rebuild with a failing fill: err = %v, want the fill's error", err)
+	}
+	if err := s.Check(ctx(t), id); !errors.Is(err, dedup.ErrNeedsRebuild) {
+		t.Fatalf("Check after a failed rebuild: err = %v, want ErrNeedsRebuild", err)
+	}
+	if err := r.Rebuild(ctx(t), id, func(put func([]dedup.Record) error) error { return put(records(0, 3)) }); err != nil {
+		t.Fatalf("second Rebuild: %v", err)
+	}
+	if err := s.Check(ctx(t), id); err != nil {
+		t.Fatalf("Check after a successful rebuild: %v", err)
+	}
+	want(t, s, id, key(2), value(2))
+	wantMissing(t, s, id, key(4))
 }

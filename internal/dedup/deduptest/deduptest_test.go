@@ -35,6 +35,8 @@ func (s *memStore) Put(ctx context.Context, id [32]byte, rs []dedup.Record) erro
 	return nil
 }
 
+func (s *memStore) Check(ctx context.Context, id [32]byte) error { return nil }
+
 func TestMemStorePasses(t *testing.T) {
 	Run(t, func(t *testing.T) dedup.Store { return &memStore{m: map[[32]byte]map[dedup.Key]dedup.Value{}} })
 }
