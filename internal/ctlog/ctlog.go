@@ -183,7 +183,7 @@ func (l *Log) Health(maxAge time.Duration) error {
 	case r == nil:
 		return errors.New("not started")
 	case r.seq != nil:
-		if err := r.seq.Err(); err != nil {
+		if err := r.seq.Health(); err != nil {
 			return err
 		}
 	case r.err != nil:

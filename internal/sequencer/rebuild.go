@@ -31,6 +31,11 @@ func RebuildDedup(ctx context.Context, cfg Config, progress func(done, total int
 	if !ok {
 		return 0, fmt.Errorf("log %s: this dedup backend cannot be rebuilt", cfg.Name)
 	}
+	release, err := lockWriter(cfg.Storage)
+	if err != nil {
+		return 0, fmt.Errorf("log %s: %w", cfg.Name, err)
+	}
+	defer release()
 	signed, cp, err := Committed(ctx, cfg)
 	if err != nil {
 		return 0, err

@@ -12,13 +12,32 @@
 // tile) lives in memory and is rebuilt at startup from the lock backend's
 // checkpoint and the partial tiles in storage, which are authenticated against
 // that checkpoint: storage is untrusted, the lock backend is trusted.
+//
+// # One storage, one writer
+//
+// The compare-and-swap on the lock backend keeps processes that share a lock
+// backend from forking the log. It cannot stop two processes whose lock
+// backends have diverged, for instance two copies of one embedded database
+// (a backup restored while the old process still runs, two hosts given the
+// same files), from both extending one storage: each would commit its own
+// checkpoint of the same size and overwrite the other's tiles. So the
+// storage carries its own compare-and-swap register, the fence
+// (Config.Fence), holding the checkpoint the storage is being extended to.
+// Each round moves the fence from the checkpoint it extends to its new one
+// before it commits to the lock backend, and a process that finds the fence
+// moved by someone else stops without committing, writing a tile or
+// answering a submitter. Of two writers extending one storage from one
+// checkpoint, only one moves the fence; the other stops. See load for how a
+// process that died between moving the fence and committing finishes its
+// round. A local directory is in addition held by one sequencer at a time
+// with an flock (see localfs.Dir.LockWriter), which refuses the second
+// writer at startup and names the first.
 package sequencer
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +70,10 @@ type Config struct {
 	Storage storage.Backend
 	Lock    lock.Backend
 	Dedup   dedup.Store
+	// Fence is the storage's own compare-and-swap register of checkpoints
+	// (localfs.Dir.Fence, s3lock.NewFence): see "One storage, one writer"
+	// in the package doc.
+	Fence lock.Backend
 
 	// Period is how often pending entries are sequenced.
 	Period time.Duration
@@ -117,12 +140,19 @@ type Sequencer struct {
 	cfg Config
 	log *slog.Logger
 
+	// release gives up the storage's writer lock (see Close).
+	release   func()
+	closeOnce sync.Once
+
 	mu       sync.Mutex
 	pool     []*waiter
 	inflight map[dedup.Key]*waiter // pooled, being sequenced, or just sequenced
 	full     chan struct{}         // signalled when the pool reaches PoolSize
 	stopped  bool
 	fatal    error // set when the log must stop (lost the lock)
+	// roundErr is why the latest round did not fully succeed (nil if it
+	// did): the round failed, or its tiles or checkpoint were not written.
+	roundErr error
 
 	// Round state, touched only by the sequencing goroutine (and Load).
 	edge         *tile.Edge
@@ -138,9 +168,15 @@ type Sequencer struct {
 }
 
 // Create initializes a new, empty log: it signs a checkpoint for the empty
-// tree and stores it in the lock backend and in storage. It refuses when
-// either already holds state for this log, so an existing log is never reset.
+// tree and stores it in the storage's fence, the lock backend and storage.
+// It refuses when any of them already holds state for this log, so an
+// existing log is never reset.
 func Create(ctx context.Context, cfg Config) error {
+	release, err := lockWriter(cfg.Storage)
+	if err != nil {
+		return fmt.Errorf("log %s: %w", cfg.Name, err)
+	}
+	defer release()
 	if _, err := cfg.Lock.Fetch(ctx, cfg.LogID); err == nil {
 		return fmt.Errorf("log %s already exists in the lock backend", cfg.Name)
 	} else if !errors.Is(err, lock.ErrLogNotFound) {
@@ -151,10 +187,18 @@ func Create(ctx context.Context, cfg Config) error {
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("checking storage: %w", err)
 	}
+	if _, err := cfg.Fence.Fetch(ctx, cfg.LogID); err == nil {
+		return fmt.Errorf("log %s: storage already has a fence for this log; refusing to create a log over existing data", cfg.Name)
+	} else if !errors.Is(err, lock.ErrLogNotFound) {
+		return fmt.Errorf("checking the storage's fence: %w", err)
+	}
 	e := tile.NewEdge()
 	signed, err := cfg.Signer.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: 0, Hash: e.RootHash()}, uint64(time.Now().UnixMilli()))
 	if err != nil {
 		return err
+	}
+	if err := cfg.Fence.Create(ctx, cfg.LogID, signed); err != nil {
+		return fmt.Errorf("creating the storage's fence: %w", err)
 	}
 	if err := cfg.Lock.Create(ctx, cfg.LogID, signed); err != nil {
 		return fmt.Errorf("creating log in lock backend: %w", err)
@@ -163,6 +207,21 @@ func Create(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("publishing first checkpoint: %w", err)
 	}
 	return nil
+}
+
+// lockWriter takes b's writer lock if b (or a backend it wraps) has one
+// (a local directory does), and returns the function that releases it.
+func lockWriter(b storage.Backend) (release func(), err error) {
+	for {
+		if l, ok := b.(interface{ LockWriter() (func(), error) }); ok {
+			return l.LockWriter()
+		}
+		u, ok := b.(interface{ Unwrap() storage.Backend })
+		if !ok {
+			return func() {}, nil
+		}
+		b = u.Unwrap()
+	}
 }
 
 // Load rebuilds a log's sequencing state from the lock backend and storage.
@@ -194,10 +253,26 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	if err := CheckDedup(ctx, cfg); err != nil {
 		return nil, err
 	}
+	release, err := lockWriter(cfg.Storage)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", cfg.Name, err)
+	}
+	s.release = release
 	if err := s.load(ctx); err != nil {
+		release()
 		return nil, err
 	}
 	return s, nil
+}
+
+// Close gives up the storage's writer lock. Run calls it when it returns;
+// a Sequencer that is loaded but never run must be closed by its owner.
+func (s *Sequencer) Close() {
+	s.closeOnce.Do(func() {
+		if s.release != nil {
+			s.release()
+		}
+	})
 }
 
 // CheckDedup refuses a log whose dedup cache must not be trusted (see
@@ -238,16 +313,25 @@ func (s *Sequencer) load(ctx context.Context) error {
 	signed, cp, err := Committed(ctx, s.cfg)
 	if errors.Is(err, lock.ErrLogNotFound) {
 		if stored, err := s.cfg.Storage.Get(ctx, "checkpoint"); err == nil {
-			size := "?"
-			if v, err := s.cfg.Verify(stored); err == nil {
-				size = fmt.Sprint(v.Size)
+			// The lock backend is looked up by the log ID, which is
+			// derived from the key: a different key finds nothing.
+			v, verr := s.cfg.Verify(stored)
+			if verr != nil {
+				return fmt.Errorf("log %s: the configured key does not match this log's key: the checkpoint in storage "+
+					"is not signed by it for origin %q (check the key file and submission_prefix; the lock backend has no "+
+					"log with this key's ID)", name, s.cfg.Origin)
 			}
-			return fmt.Errorf("log %s: the lock backend has no checkpoint but storage has one (tree size %s): "+
-				"the lock backend lost its state; restore it from a backup, never recreate a log over existing storage", name, size)
+			return fmt.Errorf("log %s: the lock backend has no checkpoint but storage has one (tree size %d): "+
+				"the lock backend lost its state; restore it from a backup, never recreate a log over existing storage", name, v.Size)
 		}
 	}
 	if err != nil {
 		return err
+	}
+	// Make sure this storage is being extended from the committed
+	// checkpoint, by this lock backend's history (see reconcileFence).
+	if signed, cp, err = s.reconcileFence(ctx, signed, cp); err != nil {
+		return fmt.Errorf("log %s: %w", name, err)
 	}
 	// Finish the committed round if its writer died before writing all its
 	// tiles; only then is storage expected to match the checkpoint.
@@ -369,6 +453,27 @@ func (s *Sequencer) Err() error {
 	return s.fatal
 }
 
+// Health returns why the log is not working right now: the error that
+// stopped it, or the failure of its latest round (a storage, lock or dedup
+// backend error, including full disks, read-only directories and exhausted
+// file descriptors). A round runs at least every IdleCheckpoint, so a
+// failing backend shows here within about a second and clears with the
+// first round that fully succeeds.
+func (s *Sequencer) Health() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal != nil {
+		return s.fatal
+	}
+	return s.roundErr
+}
+
+func (s *Sequencer) setRoundErr(err error) {
+	s.mu.Lock()
+	s.roundErr = err
+	s.mu.Unlock()
+}
+
 // Add submits an entry and waits until it is sequenced and committed. A
 // resubmission of an entry that is already logged (or pending) returns the
 // original index and timestamp.
@@ -440,6 +545,7 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 // and returns. It returns early with an error if the log must stop (another
 // process advanced the lock backend's checkpoint).
 func (s *Sequencer) Run(ctx context.Context) error {
+	defer s.Close()
 	ticker := time.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
 	for {
@@ -496,10 +602,17 @@ func (s *Sequencer) round(ctx context.Context) error {
 		s.cfg.Metrics.Rounds.WithLabelValues("ok").Inc()
 		return nil
 	}
+	s.setRoundErr(fmt.Errorf("the latest sequencing round failed: %w", err))
 	s.cfg.Metrics.Rounds.WithLabelValues("error").Inc()
-	if errors.Is(err, lock.ErrConflict) {
-		err = fmt.Errorf("log %s: another process advanced the lock backend's checkpoint; "+
-			"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
+	if errors.Is(err, errFenceMoved) || errors.Is(err, lock.ErrConflict) {
+		if errors.Is(err, errFenceMoved) {
+			err = fmt.Errorf("log %s: another process is sequencing this log's storage (a standby that took over, "+
+				"or a second writer with its own lock backend, such as a copied database); "+
+				"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
+		} else {
+			err = fmt.Errorf("log %s: another process advanced the lock backend's checkpoint; "+
+				"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
+		}
 		// Answer what is still pooled too: no round will ever take it.
 		s.mu.Lock()
 		s.fatal = err
@@ -529,79 +642,53 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	if now <= s.lastTime {
 		now = s.lastTime + 1
 	}
-	timestamp := now
+	entries := make([]*tile.Entry, len(batch))
+	issuers := make([][][]byte, len(batch))
+	for i, w := range batch {
+		entries[i] = &w.p.Entry
+		issuers[i] = w.p.Issuers
+	}
+	p := planRound(s.state(), s.cfg.Origin, entries, issuers, now, func(fp [32]byte) bool { return s.issuers[fp] })
+	for i, w := range batch {
+		w.res = p.results[i]
+	}
+	compressAll(p.tiles)
 
-	// Work on copies so that a failed round leaves the committed state as is.
-	edge := s.edge.Clone()
-	dataTile := bytes.Clone(s.dataTile)
-	size := s.treeSize
-	var objects, issuerObjects []object
-	var newIssuers [][32]byte
-	seenIssuer := map[[32]byte]bool{}
-	for _, w := range batch {
-		e := &w.p.Entry
-		e.Timestamp = timestamp
-		e.LeafIndex = uint64(size)
-		dataTile = tile.AppendTileLeaf(dataTile, e)
-		for _, ft := range edge.Append(e.LeafHash()) {
-			objects = append(objects, object{key: ft.Tile.Path(), data: ft.Data})
-		}
-		size++
-		if size%tile.Width == 0 {
-			t := tile.Tile{Data: true, N: size/tile.Width - 1, W: tile.Width}
-			objects = append(objects, object{key: t.Path(), data: dataTile, gzip: gzip.DefaultCompression})
-			dataTile = nil
-		}
-		for i, fp := range e.ChainFingerprints {
-			if s.issuers[fp] || seenIssuer[fp] {
-				continue
-			}
-			seenIssuer[fp] = true
-			newIssuers = append(newIssuers, fp)
-			issuerObjects = append(issuerObjects, object{key: "issuer/" + hex.EncodeToString(fp[:]), data: w.p.Issuers[i]})
-		}
-		w.res = Result{Index: e.LeafIndex, Timestamp: timestamp}
-	}
-	if len(dataTile) > 0 && len(batch) > 0 {
-		t := tile.Tile{Data: true, N: size / tile.Width, W: int(size % tile.Width)}
-		objects = append(objects, object{key: t.Path(), data: dataTile, gzip: gzip.BestSpeed})
-	}
-	if len(batch) > 0 {
-		old := map[tile.Tile]bool{}
-		for _, pt := range tile.PartialTiles(s.treeSize) {
-			old[pt] = true
-		}
-		for _, pt := range edge.PartialTiles() {
-			if !old[pt.Tile] {
-				objects = append(objects, object{key: pt.Tile.Path(), data: pt.Data})
-			}
-		}
-	}
-	compressAll(objects)
-
-	// Sign the checkpoint, store the round's tiles as one staging bundle
-	// named after it (see staging.go) and the new issuers, which are
+	// Sign the checkpoint and stage the round: its tiles as one bundle
+	// named after it (see staging.go), and the new issuers, which are
 	// content-addressed and so safe to write at any time.
 	cpTime := uint64(time.Now().UnixMilli())
-	if cpTime < timestamp {
-		cpTime = timestamp
+	if cpTime < now {
+		cpTime = now
 	}
-	cp := checkpoint.Checkpoint{Origin: s.cfg.Origin, Size: size, Hash: edge.RootHash()}
-	signed, err := s.cfg.Signer.Sign(cp, cpTime)
+	signed, err := s.cfg.Signer.Sign(p.checkpoint, cpTime)
 	if err != nil {
 		return fmt.Errorf("signing checkpoint: %w", err)
 	}
+	staged := p.issuers
 	var bundleKey string
-	if len(objects) > 0 {
-		bundleKey = stagingKey(size, signed)
-		issuerObjects = append(issuerObjects, object{key: bundleKey, data: encodeBundle(objects)})
+	if len(p.tiles) > 0 {
+		bundleKey = stagingKey(p.size, signed)
+		staged = append(staged, object{key: bundleKey, data: encodeBundle(s.checkpoint, p.tiles)})
 	}
-	if err := s.putAll(ctx, issuerObjects); err != nil {
+	if err := s.putAll(ctx, staged); err != nil {
 		return err
 	}
 
+	// Claim the storage: move its fence from the checkpoint this round
+	// extends. Losing that compare-and-swap means another process extended
+	// this storage from it: stop before committing anything.
+	if err := s.cfg.Fence.Replace(ctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
+		if errors.Is(err, lock.ErrConflict) {
+			return fmt.Errorf("%w: %w", errFenceMoved, err)
+		}
+		// It may have moved: the reload finds out (see reconcileFence).
+		s.needReload = true
+		return fmt.Errorf("moving the storage's fence: %w", err)
+	}
+
 	// Commit: the compare-and-swap is what keeps the log from forking if
-	// another process is sequencing it too.
+	// another process sharing the lock backend is sequencing it too.
 	lockStart := time.Now()
 	err = s.cfg.Lock.Replace(ctx, s.cfg.LogID, s.checkpoint, signed)
 	s.cfg.Metrics.LockDuration.Observe(time.Since(lockStart).Seconds())
@@ -611,16 +698,16 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		}
 		return fmt.Errorf("committing checkpoint to the lock backend: %w", err)
 	}
-	s.edge = edge
-	s.dataTile = dataTile
+	s.edge = p.edge
+	s.dataTile = p.dataTile
 	s.checkpoint = signed
-	s.treeSize = size
+	s.treeSize = p.size
 	s.lastTime = cpTime
-	for _, fp := range newIssuers {
+	for _, fp := range p.newIssuers {
 		s.issuers[fp] = true
 	}
-	s.setPublished(&checkpoint.Verified{Checkpoint: cp, Timestamp: cpTime, Note: signed})
-	s.cfg.Metrics.TreeSize.Set(float64(size))
+	s.setPublished(&checkpoint.Verified{Checkpoint: p.checkpoint, Timestamp: cpTime, Note: signed})
+	s.cfg.Metrics.TreeSize.Set(float64(p.size))
 	s.cfg.Metrics.CheckpointTime.Set(float64(cpTime) / 1000)
 	s.cfg.Metrics.Entries.Add(float64(len(batch)))
 
@@ -632,7 +719,7 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tilesErr = s.putAll(ctx, objects)
+		tilesErr = s.putAll(ctx, p.tiles)
 	}()
 	if len(batch) > 0 {
 		records := make([]dedup.Record, len(batch))
@@ -662,13 +749,16 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		s.log.Warn("writing tiles after the commit failed; will finish from the staging bundle", "log", s.cfg.Name, "err", tilesErr)
 		s.needReload = true
 		s.lastPublish = time.Time{}
+		s.setRoundErr(fmt.Errorf("writing the latest round's tiles failed: %w", tilesErr))
 		return nil
 	}
 	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
 		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)
 		s.lastPublish = time.Time{}
+		s.setRoundErr(fmt.Errorf("publishing the latest checkpoint failed: %w", err))
 	} else {
 		s.lastPublish = time.Now()
+		s.setRoundErr(nil)
 	}
 	if bundleKey != "" {
 		if err := s.cfg.Storage.Delete(ctx, bundleKey); err != nil {
@@ -676,6 +766,144 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		}
 	}
 	return nil
+}
+
+// checkExtends proves, from the hash tiles in storage (authenticated
+// against newer's root hash by tlog.TileHashReader), that the tree of
+// newer extends the tree of older.
+func (s *Sequencer) checkExtends(ctx context.Context, older, newer *checkpoint.Verified) error {
+	if older.Size == 0 {
+		return nil
+	}
+	tree := tlog.Tree{N: newer.Size, Hash: newer.Hash}
+	proof, err := tlog.ProveTree(newer.Size, older.Size, tlog.TileHashReader(tree, tileReader{ctx, s.cfg.Storage}))
+	if err != nil {
+		return fmt.Errorf("computing a consistency proof from storage: %w", err)
+	}
+	return tlog.CheckTree(proof, newer.Size, newer.Hash, older.Size, older.Hash)
+}
+
+// tileReader reads hash tiles from storage for tlog.TileHashReader.
+type tileReader struct {
+	ctx context.Context
+	st  storage.Backend
+}
+
+func (r tileReader) Height() int { return tile.Height }
+
+func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, t := range tiles {
+		data, err := r.st.Get(r.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W}.Path())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = data
+	}
+	return out, nil
+}
+
+func (r tileReader) SaveTiles([]tlog.Tile, [][]byte) {}
+
+// errFenceMoved is wrapped by a round's error when the storage's fence was
+// not at the checkpoint the round extended.
+var errFenceMoved = errors.New("the storage's fence has moved")
+
+// reconcileFence makes sure the storage's fence holds the committed
+// checkpoint signed, and returns the committed checkpoint (which changes
+// only when it adopts a round, below).
+//
+// The fence normally equals the committed checkpoint. When it does not:
+//
+//   - No fence: the storage predates fencing (or Create stopped before it
+//     made one). The fence is created at the committed checkpoint.
+//   - The fence holds a checkpoint with the same tree, signed at another
+//     time (an idle round that moved the fence and died before committing,
+//     which stores no bundle): whichever is newer wins, harmlessly, since
+//     the tiles are the same.
+//   - The fence is one round ahead: its checkpoint's staging bundle is in
+//     storage and names the committed checkpoint as its parent. A round
+//     moved the fence and its process died (or its commit failed) before
+//     the lock backend took the checkpoint. That round's entries are in its
+//     bundle, signed by this log's key, so it is adopted: committed here
+//     too, and its tiles written by the replay. No submitter was answered
+//     for it, and logging unanswered entries is allowed. If the round was
+//     another writer's, it and this process now share the history, and the
+//     next round of one of them loses the fence and stops.
+//   - Anything else: the storage has been extended past the committed
+//     checkpoint by a history this lock backend does not have. Refuse.
+func (s *Sequencer) reconcileFence(ctx context.Context, signed []byte, cp *checkpoint.Verified) ([]byte, *checkpoint.Verified, error) {
+	f, err := s.cfg.Fence.Fetch(ctx, s.cfg.LogID)
+	if errors.Is(err, lock.ErrLogNotFound) {
+		err = s.cfg.Fence.Create(ctx, s.cfg.LogID, signed)
+		if err == nil {
+			s.log.Info("created the storage's fence at the committed checkpoint", "log", s.cfg.Name, "tree_size", cp.Size)
+			return signed, cp, nil
+		}
+		if !errors.Is(err, lock.ErrConflict) {
+			return nil, nil, fmt.Errorf("creating the storage's fence: %w", err)
+		}
+		f, err = s.cfg.Fence.Fetch(ctx, s.cfg.LogID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the storage's fence: %w", err)
+	}
+	if bytes.Equal(f, signed) {
+		return signed, cp, nil
+	}
+	fv, err := s.cfg.Verify(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the storage's fence holds a checkpoint that does not verify with this log's key and origin "+
+			"(is this storage another log's?): %w", err)
+	}
+	// The adopted round's entries get no dedup records: its submitters
+	// were never answered, and its bundle (in untrusted storage) is only
+	// authenticated later, through the tiles it leaves, by load's check
+	// of the tree against the root. A resubmission may be logged again.
+	adopt := func() ([]byte, *checkpoint.Verified, error) {
+		if fv.Size > cp.Size {
+			// The bundle's parent is storage's word; the signed
+			// checkpoints are not. Write the round's tiles and check
+			// that its tree extends the committed one, so that a
+			// storage cannot make this log commit a checkpoint of
+			// another writer's divergent history.
+			if err := s.replayStaging(ctx, fv.Size, f); err != nil {
+				return nil, nil, err
+			}
+			if err := s.checkExtends(ctx, cp, fv); err != nil {
+				return nil, nil, fmt.Errorf("the round in the storage's fence (tree size %d) does not extend the committed checkpoint "+
+					"(tree size %d); refusing to adopt it: %w", fv.Size, cp.Size, err)
+			}
+		}
+		if err := s.cfg.Lock.Replace(ctx, s.cfg.LogID, signed, f); err != nil {
+			return nil, nil, fmt.Errorf("committing the round found in the storage's fence: %w", err)
+		}
+		s.log.Warn("adopted a round that moved the storage's fence but was not committed (its process died or its commit failed)",
+			"log", s.cfg.Name, "tree_size", fv.Size)
+		return f, fv, nil
+	}
+	if fv.Size == cp.Size && fv.Hash == cp.Hash {
+		if fv.Timestamp > cp.Timestamp {
+			return adopt()
+		}
+		if err := s.cfg.Fence.Replace(ctx, s.cfg.LogID, f, signed); err != nil {
+			return nil, nil, fmt.Errorf("moving the storage's fence to the committed checkpoint: %w", err)
+		}
+		return signed, cp, nil
+	}
+	if fv.Size > cp.Size {
+		bd, err := s.readBundle(ctx, fv.Size, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		if bd != nil && bytes.Equal(bd.parent, signed) {
+			return adopt()
+		}
+	}
+	return nil, nil, fmt.Errorf("the storage's fence is at tree size %d, which the lock backend's checkpoint (tree size %d) "+
+		"does not lead to: another process with a different lock backend (a copied or restored database?) has been "+
+		"sequencing this storage. Refusing to start so the log cannot fork: give this log the lock backend that "+
+		"wrote the storage, or its own storage", fv.Size, cp.Size)
 }
 
 // object is one storage write of a round.

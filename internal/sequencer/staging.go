@@ -35,8 +35,23 @@ import (
 // is never read again, only garbage.
 
 // stagingMagic starts every bundle, so a bundle of another format or a
-// truncated object is refused rather than misread.
-const stagingMagic = "mosaic staging bundle v1\n"
+// truncated object is refused rather than misread. Version 2 adds the
+// parent checkpoint (the one the round extended), which lets a process
+// that finds the lock backend one round ahead of the storage's fence tell
+// its own interrupted round from another writer's (see Sequencer.load).
+// Version 1 bundles, without it, are still read.
+const (
+	stagingMagic   = "mosaic staging bundle v2\n"
+	stagingMagicV1 = "mosaic staging bundle v1\n"
+)
+
+// bundle is a decoded staging bundle.
+type bundle struct {
+	// parent is the signed checkpoint the round extended (nil in a
+	// version 1 bundle).
+	parent  []byte
+	objects []object
+}
 
 // stagingKey is the storage key of the bundle for a signed checkpoint of the
 // given tree size.
@@ -45,15 +60,18 @@ func stagingKey(size int64, signed []byte) string {
 	return storage.StagingPrefix + strconv.FormatInt(size, 10) + "-" + hex.EncodeToString(h[:])
 }
 
-// encodeBundle serializes objects (already compressed where they are stored
-// compressed) followed by a SHA-256 of everything before it.
-func encodeBundle(objects []object) []byte {
-	n := len(stagingMagic) + binary.MaxVarintLen64 + sha256.Size
+// encodeBundle serializes the parent checkpoint and objects (already
+// compressed where they are stored compressed) followed by a SHA-256 of
+// everything before it.
+func encodeBundle(parent []byte, objects []object) []byte {
+	n := len(stagingMagic) + 2*binary.MaxVarintLen64 + len(parent) + sha256.Size
 	for _, o := range objects {
 		n += 2*binary.MaxVarintLen64 + len(o.key) + len(o.data)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, stagingMagic...)
+	b = binary.AppendUvarint(b, uint64(len(parent)))
+	b = append(b, parent...)
 	b = binary.AppendUvarint(b, uint64(len(objects)))
 	for _, o := range objects {
 		b = binary.AppendUvarint(b, uint64(len(o.key)))
@@ -68,8 +86,9 @@ func encodeBundle(objects []object) []byte {
 // decodeBundle parses a bundle, checking its checksum and that every key is
 // one the sequencer writes (a tile), so a damaged bundle cannot make the
 // sequencer write anywhere else.
-func decodeBundle(b []byte) ([]object, error) {
-	if len(b) < len(stagingMagic)+sha256.Size || !bytes.HasPrefix(b, []byte(stagingMagic)) {
+func decodeBundle(b []byte) (*bundle, error) {
+	v2 := bytes.HasPrefix(b, []byte(stagingMagic))
+	if len(b) < len(stagingMagic)+sha256.Size || !(v2 || bytes.HasPrefix(b, []byte(stagingMagicV1))) {
 		return nil, errors.New("not a staging bundle")
 	}
 	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
@@ -86,12 +105,20 @@ func decodeBundle(b []byte) ([]object, error) {
 		r = r[k+int(n):]
 		return v, nil
 	}
+	out := &bundle{}
+	if v2 {
+		parent, err := next()
+		if err != nil {
+			return nil, err
+		}
+		out.parent = parent
+	}
 	count, k := binary.Uvarint(r)
 	if k <= 0 || count > uint64(len(r)) {
 		return nil, errors.New("malformed staging bundle")
 	}
 	r = r[k:]
-	objects := make([]object, 0, count)
+	out.objects = make([]object, 0, count)
 	for range count {
 		key, err := next()
 		if err != nil {
@@ -104,12 +131,30 @@ func decodeBundle(b []byte) ([]object, error) {
 		if !bytes.HasPrefix(key, []byte("tile/")) {
 			return nil, fmt.Errorf("staging bundle names %q, which is not a tile", key)
 		}
-		objects = append(objects, object{key: string(key), data: data})
+		out.objects = append(out.objects, object{key: string(key), data: data})
 	}
 	if len(r) != 0 {
 		return nil, errors.New("malformed staging bundle: trailing data")
 	}
-	return objects, nil
+	return out, nil
+}
+
+// readBundle returns the bundle for the committed checkpoint signed (tree
+// size size), or nil if there is none.
+func (s *Sequencer) readBundle(ctx context.Context, size int64, signed []byte) (*bundle, error) {
+	key := stagingKey(size, signed)
+	b, err := s.cfg.Storage.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	bd, err := decodeBundle(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return bd, nil
 }
 
 // replayStaging writes the tiles of the bundle for the committed checkpoint
@@ -118,17 +163,11 @@ func decodeBundle(b []byte) ([]object, error) {
 // its commit and its last tile write.
 func (s *Sequencer) replayStaging(ctx context.Context, size int64, signed []byte) error {
 	key := stagingKey(size, signed)
-	b, err := s.cfg.Storage.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil
+	bd, err := s.readBundle(ctx, size, signed)
+	if err != nil || bd == nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", key, err)
-	}
-	objects, err := decodeBundle(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
+	objects := bd.objects
 	if err := s.putAll(ctx, objects); err != nil {
 		return fmt.Errorf("rewriting the tiles of %s: %w", key, err)
 	}

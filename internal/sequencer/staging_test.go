@@ -3,6 +3,8 @@ package sequencer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
@@ -60,11 +63,15 @@ func TestStaleSequencerWritesNoTiles(t *testing.T) {
 	if err := Create(ctx, e.config(t)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Load(ctx, e.config(t))
+	// Two processes on one local directory are refused by its writer
+	// lock; hide it, as storage shared between machines would.
+	cfg := e.config(t)
+	cfg.Storage = noWriterLock{e.store}
+	a, err := Load(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale, err := Load(ctx, e.config(t))
+	stale, err := Load(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +120,9 @@ func TestStaleSequencerWritesNoTiles(t *testing.T) {
 	}
 }
 
+// noWriterLock hides a storage's writer lock.
+type noWriterLock struct{ storage.Backend }
+
 // failTiles fails every tile write while fail is set, as a storage outage
 // (or a crash) between the commit and the tile writes would.
 type failTiles struct {
@@ -138,6 +148,8 @@ func TestCommittedRoundFinishedFromStaging(t *testing.T) {
 	ft := &failTiles{Backend: e.store}
 	cfg := e.config(t)
 	cfg.Storage = ft
+	// All 300 entries in one round: it starts when the pool is full.
+	cfg.Period, cfg.PoolSize = time.Hour, 300
 	s := mustLoad(t, cfg)
 	ft.fail.Store(true)
 	// The entries are committed and durable in the bundle, so they are
@@ -225,19 +237,84 @@ func mustLoad(t *testing.T, cfg Config) *Sequencer {
 
 func TestBundleEncoding(t *testing.T) {
 	objects := []object{{key: "tile/0/000", data: []byte("hashes")}, {key: "tile/data/000.p/3", data: nil}}
-	b := encodeBundle(objects)
-	got, err := decodeBundle(b)
-	if err != nil || len(got) != 2 || got[0].key != "tile/0/000" || string(got[0].data) != "hashes" || got[1].key != "tile/data/000.p/3" || len(got[1].data) != 0 {
-		t.Fatalf("round trip: %+v, %v", got, err)
+	b := encodeBundle([]byte("parent checkpoint"), objects)
+	bd, err := decodeBundle(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bd.objects
+	if string(bd.parent) != "parent checkpoint" || len(got) != 2 || got[0].key != "tile/0/000" || string(got[0].data) != "hashes" || got[1].key != "tile/data/000.p/3" || len(got[1].data) != 0 {
+		t.Fatalf("round trip: %+v, %v", bd, err)
+	}
+	// A version 1 bundle (no parent), as left by an older Mosaic that died
+	// mid-round, is still read.
+	v1 := []byte(stagingMagicV1)
+	v1 = binary.AppendUvarint(v1, 1)
+	v1 = binary.AppendUvarint(v1, uint64(len("tile/0/000")))
+	v1 = append(v1, "tile/0/000"...)
+	v1 = binary.AppendUvarint(v1, 3)
+	v1 = append(v1, "abc"...)
+	sum := sha256.Sum256(v1)
+	v1 = append(v1, sum[:]...)
+	if bd, err := decodeBundle(v1); err != nil || bd.parent != nil || len(bd.objects) != 1 || string(bd.objects[0].data) != "abc" {
+		t.Fatalf("version 1 bundle: %+v, %v", bd, err)
 	}
 	for name, bad := range map[string][]byte{
 		"truncated":  b[:len(b)-1],
 		"empty":      nil,
 		"other":      append([]byte("x"), b[1:]...),
-		"not a tile": encodeBundle([]object{{key: "checkpoint", data: []byte("x")}}),
+		"not a tile": encodeBundle(nil, []object{{key: "checkpoint", data: []byte("x")}}),
 	} {
 		if _, err := decodeBundle(bad); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+}
+
+// TestHealthFollowsRounds: a storage that stops taking writes makes
+// Health report it after the next round (not after a checkpoint-age
+// timeout), even with no submissions; the first round that fully succeeds
+// clears it.
+func TestHealthFollowsRounds(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	ft := &failTiles{Backend: e.store}
+	cfg := e.config(t)
+	cfg.Storage = ft
+	cfg.IdleCheckpoint = 20 * time.Millisecond
+	s := mustLoad(t, cfg)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, cond func(error) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond(s.Health()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Health() = %v, waiting for %s", s.Health(), what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if _, _, err := s.Add(ctx, pending(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("healthy", func(err error) bool { return err == nil })
+	ft.fail.Store(true)
+	// A submission is still answered (its entry is durable in the bundle),
+	// but the log is not healthy: its tiles are not being written.
+	if _, _, err := s.Add(ctx, pending(2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("unhealthy", func(err error) bool { return err != nil && strings.Contains(err.Error(), "injected failure") })
+	ft.fail.Store(false)
+	waitFor("healthy again", func(err error) bool { return err == nil })
+	if got := s.Published().Size; got != 2 {
+		t.Fatalf("tree size %d, want 2", got)
 	}
 }

@@ -116,6 +116,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
 	}
 	var store, readStore storage.Backend
+	var fence lock.Backend
 	var s3cfg s3.Config
 	// s3For returns the S3 config for one client of the bucket; the
 	// "client" label on mosaic_storage_requests_total tells the sequencer's
@@ -138,12 +139,23 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 			return nil, field("storage.s3", err)
 		}
 		store = st
+		f, err := s3lock.NewFence(ctx, s3For("fence"))
+		if err != nil {
+			return nil, field("storage.s3", err)
+		}
+		if !f.Atomic() {
+			logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
+				"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
+				"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
+		}
+		fence = f
 	} else {
 		dir, err := localfs.New(lc.Storage.Dir)
 		if err != nil {
 			return nil, field("storage.dir", err)
 		}
 		store = dir
+		fence = dir.Fence()
 	}
 	if logReg != nil {
 		store = storage.Instrument(store, logReg)
@@ -229,6 +241,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Storage:  store,
 		Lock:     lk,
 		Dedup:    dd,
+		Fence:    fence,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Logger:   logger,

@@ -49,6 +49,9 @@ func (i *Instrumented) observe(op string, start time.Time, err error) {
 	}
 }
 
+// Unwrap returns the wrapped backend.
+func (i *Instrumented) Unwrap() Backend { return i.Backend }
+
 // Put implements Backend.
 func (i *Instrumented) Put(ctx context.Context, key string, data []byte, opts PutOptions) error {
 	start := time.Now()

@@ -24,6 +24,26 @@ var ErrNotFound = errors.New("object not found")
 
 // Backend stores a log's objects under keys that are paths relative to the
 // monitoring prefix ("checkpoint", "tile/0/x001/234", "issuer/<hex>").
+//
+// The contract the sequencer's recovery relies on:
+//
+//   - Durability: when Put returns nil the object survives a crash of this
+//     process and of the machine.
+//   - Read-after-write: a Get after a successful Put (by any process) sees
+//     that Put's bytes or a later Put's, never an older object or a torn one.
+//   - Rewrites are allowed: the sequencer writes a given key again, with
+//     the same bytes for tiles and issuers, when it finishes a round from
+//     its staging bundle; a backend must accept that (no write-once
+//     buckets).
+//   - An error is ambiguous: a Put or Delete that returns an error may or
+//     may not have been applied. The sequencer never answers a submitter on
+//     the strength of a failed write, and retries or replays writes instead
+//     of assuming either outcome.
+//   - Untrusted content: storage may lose objects or return stale or altered
+//     ones; that can stop the log (the sequencer authenticates what it reads
+//     against the lock backend's checkpoint) but never make it sign a fork.
+//     The one thing a backend is trusted with is the atomicity of the fence
+//     (see package sequencer), and only to detect a second writer.
 type Backend interface {
 	// Put stores data at key. When Put returns nil the object is durable:
 	// it survives a crash of this process and of the machine.

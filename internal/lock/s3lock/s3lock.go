@@ -20,9 +20,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
@@ -32,7 +34,21 @@ import (
 // Backend is a lock.Backend on an S3 bucket. It is safe for concurrent use,
 // and any number of processes may share a bucket.
 type Backend struct {
-	store *s3.Store
+	store  *s3.Store
+	prefix string // "lock/" or "fence/"
+	// atomic is false only for a fence on a service that does not enforce
+	// conditional writes (see NewFence).
+	atomic bool
+
+	mu    sync.Mutex
+	known map[string]version // the last version of each object this process wrote or read
+}
+
+// version is an object's content hash and its ETag: a PUT with If-Match of
+// that ETag replaces exactly that content, with no GET first.
+type version struct {
+	sum  [32]byte
+	etag string
 }
 
 var _ lock.Backend = (*Backend)(nil)
@@ -48,12 +64,49 @@ func New(ctx context.Context, cfg s3.Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{store: store}
+	b := &Backend{store: store, prefix: "lock/", atomic: true, known: map[string]version{}}
 	if err := b.checkConditionalWrites(ctx, cfg); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
+
+// NewFence returns the fence of a log whose storage is the bucket in cfg:
+// the same compare-and-swap register, kept at "fence/<hex log ID>" in the
+// log's own storage, that the sequencer moves after each commit so that
+// two writers with divergent lock backends cannot both extend one storage
+// (see package sequencer).
+//
+// A fence, unlike a lock backend, is also accepted on a service that does
+// not enforce conditional writes: Atomic then reports false, and Create
+// and Replace read, compare and write without the service's guarantee.
+// That still stops a second writer that starts after the first has moved
+// the fence (the usual operator mistake); only two writers racing within
+// one round could both pass. The caller should warn.
+func NewFence(ctx context.Context, cfg s3.Config) (*Backend, error) {
+	store, err := s3.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{store: store, prefix: "fence/", atomic: true, known: map[string]version{}}
+	if err := b.checkConditionalWrites(ctx, cfg); err != nil {
+		var ue *unsupportedError
+		if !errors.As(err, &ue) {
+			return nil, err
+		}
+		b.atomic = false
+	}
+	return b, nil
+}
+
+// Atomic reports whether Create and Replace are atomic in the service.
+func (b *Backend) Atomic() bool { return b.atomic }
+
+// unsupportedError is returned by checkConditionalWrites when the service
+// ignores the conditions.
+type unsupportedError struct{ msg string }
+
+func (e *unsupportedError) Error() string { return e.msg }
 
 // checkConditionalWrites writes a probe object and then tries to overwrite
 // it with If-None-Match: * and with If-Match of a wrong ETag. Both must be
@@ -61,17 +114,17 @@ func New(ctx context.Context, cfg s3.Config) (*Backend, error) {
 func (b *Backend) checkConditionalWrites(ctx context.Context, cfg s3.Config) error {
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	key := "lock/.probe-" + hex.EncodeToString(rnd[:])
+	key := b.prefix + ".probe-" + hex.EncodeToString(rnd[:])
 	defer b.store.Delete(context.WithoutCancel(ctx), key)
 	unsupported := func(what string) error {
-		return fmt.Errorf("s3lock: the service at %s (bucket %q) does not enforce conditional writes: %s. "+
+		return &unsupportedError{fmt.Sprintf("s3lock: the service at %s (bucket %q) does not enforce conditional writes: %s. "+
 			"It cannot be a lock backend, as a fork would be possible; use PostgreSQL or the embedded database for the lock instead",
-			cfg.Endpoint, cfg.Bucket, what)
+			cfg.Endpoint, cfg.Bucket, what)}
 	}
-	if err := b.store.PutIfAbsent(ctx, key, []byte("probe 1"), objectOptions); err != nil {
+	if _, err := b.store.PutIfAbsent(ctx, key, []byte("probe 1"), objectOptions); err != nil {
 		return fmt.Errorf("s3lock: checking conditional writes: %w", err)
 	}
-	err := b.store.PutIfAbsent(ctx, key, []byte("probe 2"), objectOptions)
+	_, err := b.store.PutIfAbsent(ctx, key, []byte("probe 2"), objectOptions)
 	if err == nil {
 		return unsupported("a PUT with If-None-Match: * overwrote an existing object")
 	}
@@ -86,31 +139,48 @@ func (b *Backend) checkConditionalWrites(ctx context.Context, cfg s3.Config) err
 	if etag == wrong {
 		wrong = "11111111111111111111111111111111"
 	}
-	err = b.store.PutIfMatch(ctx, key, []byte("probe 3"), objectOptions, wrong)
+	_, err = b.store.PutIfMatch(ctx, key, []byte("probe 3"), objectOptions, wrong)
 	if err == nil {
 		return unsupported("a PUT with If-Match of a wrong ETag overwrote the object")
 	}
 	if !errors.Is(err, s3.ErrPreconditionFailed) {
 		return fmt.Errorf("s3lock: checking conditional writes: %w", err)
 	}
-	if err := b.store.PutIfMatch(ctx, key, []byte("probe 4"), objectOptions, etag); err != nil {
+	if _, err := b.store.PutIfMatch(ctx, key, []byte("probe 4"), objectOptions, etag); err != nil {
 		return fmt.Errorf("s3lock: checking conditional writes: a PUT with If-Match of the current ETag failed: %w", err)
 	}
 	return nil
 }
 
-func key(logID [32]byte) string { return "lock/" + hex.EncodeToString(logID[:]) }
+func (b *Backend) key(logID [32]byte) string { return b.prefix + hex.EncodeToString(logID[:]) }
+
+// remember records the version of the object at k that this process
+// last wrote or read; forget drops it.
+func (b *Backend) remember(k string, data []byte, etag string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if etag == "" {
+		delete(b.known, k)
+		return
+	}
+	b.known[k] = version{sha256.Sum256(data), etag}
+}
+
+func (b *Backend) forget(k string) { b.remember(k, nil, "") }
 
 // Fetch returns the log's current checkpoint, or an error wrapping
 // lock.ErrLogNotFound.
 func (b *Backend) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
-	data, err := b.store.Get(ctx, key(logID))
+	k := b.key(logID)
+	data, etag, err := b.store.GetWithETag(ctx, k)
 	if errors.Is(err, storage.ErrNotFound) {
+		b.forget(k)
 		return nil, fmt.Errorf("s3lock: log %x: %w", logID, lock.ErrLogNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("s3lock: fetching checkpoint of log %x: %w", logID, err)
 	}
+	b.remember(k, data, etag)
 	return data, nil
 }
 
@@ -118,12 +188,25 @@ func (b *Backend) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
 // object existing (If-None-Match: *), so of concurrent Creates exactly one
 // succeeds; the others fail with lock.ErrConflict.
 func (b *Backend) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
-	err := b.store.PutIfAbsent(ctx, key(logID), checkpoint, objectOptions)
+	k := b.key(logID)
+	if !b.atomic {
+		if _, err := b.store.Get(ctx, k); err == nil {
+			return fmt.Errorf("s3lock: creating log %x: it already exists: %w", logID, lock.ErrConflict)
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("s3lock: creating log %x: %w", logID, err)
+		}
+		if err := b.store.Put(ctx, k, checkpoint, objectOptions); err != nil {
+			return fmt.Errorf("s3lock: creating log %x: %w", logID, err)
+		}
+		return nil
+	}
+	etag, err := b.store.PutIfAbsent(ctx, k, checkpoint, objectOptions)
 	if err == nil {
+		b.remember(k, checkpoint, etag)
 		return nil
 	}
 	if errors.Is(err, s3.ErrPreconditionFailed) {
-		if b.appliedByUs(ctx, err, logID, checkpoint) {
+		if b.appliedByUs(ctx, err, k, checkpoint) {
 			return nil
 		}
 		return fmt.Errorf("s3lock: creating log %x: it already exists: %w", logID, lock.ErrConflict)
@@ -135,21 +218,81 @@ func (b *Backend) Create(ctx context.Context, logID [32]byte, checkpoint []byte)
 // with lock.ErrConflict, writing nothing, if the stored checkpoint is not
 // exactly old.
 //
-// Why this is a safe compare-and-swap: it reads the object and its ETag in
-// one GET, compares the bytes with old, and then PUTs new with If-Match
-// naming that ETag. The service checks the ETag and writes the object as
-// one atomic step, and refuses the PUT (412) if any write landed since the
-// GET, since that write gave the object a different ETag. (An ETag is the
-// content's MD5 for these single-part writes, or an opaque per-write value:
-// either way, the object matching it has exactly the bytes we compared,
-// which is all a compare-and-swap on values needs.) So of any number of
-// processes racing from the same old checkpoint, exactly one PUT is
-// accepted; a process that read an older object fails the comparison or
-// the If-Match. The gap between the GET and the PUT is harmless because
-// the PUT re-checks atomically what the GET saw.
+// Why this is a safe compare-and-swap: it PUTs new with If-Match naming an
+// ETag of the object whose bytes are exactly old: the ETag this process got
+// when it last wrote or read old, or else one read now with a GET (and the
+// bytes compared). The service checks the ETag and writes the object as one
+// atomic step, and refuses the PUT (412) if any write landed since, since
+// that write gave the object a different ETag. (An ETag is the content's
+// MD5 for these single-part writes, or an opaque per-write value: either
+// way, the object matching it has exactly the bytes that ETag was recorded
+// with, which is all a compare-and-swap on values needs.) So of any number
+// of processes racing from the same old checkpoint, exactly one PUT is
+// accepted. A 412 on a remembered ETag is not yet a conflict (another
+// write may have stored the same bytes under a new ETag): the GET path
+// decides. In steady state a round costs one conditional PUT and no GET.
 func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
-	k := key(logID)
+	k := b.key(logID)
+	if !b.atomic {
+		return b.replaceUnconditionally(ctx, logID, k, old, new)
+	}
+	b.mu.Lock()
+	v, ok := b.known[k]
+	b.mu.Unlock()
+	if ok && v.sum == sha256.Sum256(old) {
+		etag, err := b.store.PutIfMatch(ctx, k, new, objectOptions, v.etag)
+		switch {
+		case err == nil:
+			b.remember(k, new, etag)
+			return nil
+		case errors.Is(err, s3.ErrPreconditionFailed):
+			if b.appliedByUs(ctx, err, k, new) {
+				return nil
+			}
+			// Fall through to the GET path.
+		case errors.Is(err, storage.ErrNotFound):
+			b.forget(k)
+			return fmt.Errorf("s3lock: replacing checkpoint of log %x: deleted concurrently: %w", logID, lock.ErrConflict)
+		default:
+			b.forget(k)
+			return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
+		}
+	}
 	cur, etag, err := b.store.GetWithETag(ctx, k)
+	if errors.Is(err, storage.ErrNotFound) {
+		b.forget(k)
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w (%w)", logID, lock.ErrConflict, lock.ErrLogNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
+	}
+	b.remember(k, cur, etag)
+	if !bytes.Equal(cur, old) {
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
+	}
+	etag, err = b.store.PutIfMatch(ctx, k, new, objectOptions, etag)
+	switch {
+	case err == nil:
+		b.remember(k, new, etag)
+		return nil
+	case errors.Is(err, s3.ErrPreconditionFailed):
+		if b.appliedByUs(ctx, err, k, new) {
+			return nil
+		}
+		b.forget(k)
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: changed concurrently: %w", logID, lock.ErrConflict)
+	case errors.Is(err, storage.ErrNotFound):
+		b.forget(k)
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: deleted concurrently: %w", logID, lock.ErrConflict)
+	}
+	b.forget(k)
+	return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
+}
+
+// replaceUnconditionally is Replace on a service that ignores conditions
+// (a fence only; see NewFence): read, compare, write.
+func (b *Backend) replaceUnconditionally(ctx context.Context, logID [32]byte, k string, old, new []byte) error {
+	cur, err := b.store.Get(ctx, k)
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w (%w)", logID, lock.ErrConflict, lock.ErrLogNotFound)
 	}
@@ -159,19 +302,10 @@ func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) 
 	if !bytes.Equal(cur, old) {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
 	}
-	err = b.store.PutIfMatch(ctx, k, new, objectOptions, etag)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, s3.ErrPreconditionFailed):
-		if b.appliedByUs(ctx, err, logID, new) {
-			return nil
-		}
-		return fmt.Errorf("s3lock: replacing checkpoint of log %x: changed concurrently: %w", logID, lock.ErrConflict)
-	case errors.Is(err, storage.ErrNotFound):
-		return fmt.Errorf("s3lock: replacing checkpoint of log %x: deleted concurrently: %w", logID, lock.ErrConflict)
+	if err := b.store.Put(ctx, k, new, objectOptions); err != nil {
+		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
 	}
-	return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
+	return nil
 }
 
 // appliedByUs resolves a precondition failure that followed a retried
@@ -181,11 +315,15 @@ func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) 
 // wrote, the write is in place and durable, so the call succeeded: whoever
 // wrote those bytes, the stored checkpoint is the one the caller intended.
 // Without a retried attempt, a precondition failure is always a conflict.
-func (b *Backend) appliedByUs(ctx context.Context, err error, logID [32]byte, want []byte) bool {
+func (b *Backend) appliedByUs(ctx context.Context, err error, k string, want []byte) bool {
 	var pe *s3.PreconditionError
 	if !errors.As(err, &pe) || !pe.Retried {
 		return false
 	}
-	cur, gerr := b.store.Get(ctx, key(logID))
-	return gerr == nil && bytes.Equal(cur, want)
+	cur, etag, gerr := b.store.GetWithETag(ctx, k)
+	if gerr != nil || !bytes.Equal(cur, want) {
+		return false
+	}
+	b.remember(k, cur, etag)
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -180,5 +181,127 @@ func TestObjectLayout(t *testing.T) {
 	}
 	if cc := info.Metadata.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control = %q, want no-store", cc)
+	}
+}
+
+func TestFenceConformance(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) lock.Backend {
+		f, err := NewFence(context.Background(), config(testenv.MinIO(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Atomic() {
+			t.Fatal("MinIO's conditional writes were not detected")
+		}
+		return f
+	})
+}
+
+// TestFenceLayout: a fence and a lock on one bucket and prefix are
+// different objects.
+func TestFenceLayout(t *testing.T) {
+	srv := testenv.MinIO(t)
+	l := newBackend(t, config(srv))
+	f, err := NewFence(context.Background(), config(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var id [32]byte
+	if err := l.Create(ctx, id, []byte("lock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Create(ctx, id, []byte("fence")); err != nil {
+		t.Fatalf("creating the fence next to the lock: %v", err)
+	}
+	if _, err := srv.Client(t).StatObject(ctx, srv.Bucket, "locks/fence/"+strings.Repeat("00", 32), minio.StatObjectOptions{}); err != nil {
+		t.Fatalf("fence object not at locks/fence/<id>: %v", err)
+	}
+}
+
+// TestFenceOnServiceIgnoringConditions: a fence on a service that ignores
+// conditional writes is accepted but says it is not atomic, and still
+// refuses a writer whose expected value is stale.
+func TestFenceOnServiceIgnoringConditions(t *testing.T) {
+	srv := testenv.MinIO(t)
+	cfg := config(srv)
+	cfg.Endpoint = ignoringProxy(t, srv)
+	f, err := NewFence(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Atomic() {
+		t.Fatal("Atomic() = true on a service that ignores conditions")
+	}
+	ctx := context.Background()
+	var id [32]byte
+	if err := f.Create(ctx, id, []byte("c0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Create(ctx, id, []byte("again")); !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("second Create: %v", err)
+	}
+	if err := f.Replace(ctx, id, []byte("c0"), []byte("c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Replace(ctx, id, []byte("c0"), []byte("fork")); !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("stale Replace: %v", err)
+	}
+}
+
+// TestReplaceWithoutGet: in steady state (each Replace from the value this
+// process last wrote) a Replace is one conditional PUT and no GET, and a
+// remembered ETag that went stale (another process wrote) still cannot
+// make a stale Replace succeed.
+func TestReplaceWithoutGet(t *testing.T) {
+	srv := testenv.MinIO(t)
+	var gets atomic.Int64
+	u, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "GET" && strings.Contains(r.URL.Path, "/lock/") {
+			gets.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := config(srv)
+	cfg.Endpoint = front.URL
+	a := newBackend(t, cfg)
+	b := newBackend(t, config(srv))
+	ctx := context.Background()
+	var id [32]byte
+	if err := a.Create(ctx, id, []byte("c0")); err != nil {
+		t.Fatal(err)
+	}
+	gets.Store(0)
+	prev := "c0"
+	for i := range 10 {
+		next := fmt.Sprintf("c%d", i+1)
+		if err := a.Replace(ctx, id, []byte(prev), []byte(next)); err != nil {
+			t.Fatal(err)
+		}
+		prev = next
+	}
+	if n := gets.Load(); n != 0 {
+		t.Fatalf("10 Replaces from the last written value sent %d GETs, want 0", n)
+	}
+	// Another process moves the lock; a's remembered ETag is now stale.
+	if err := b.Replace(ctx, id, []byte(prev), []byte("b1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(ctx, id, []byte(prev), []byte("fork")); !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("Replace from a value another process replaced: %v", err)
+	}
+	if err := a.Replace(ctx, id, []byte("b1"), []byte("a2")); err != nil {
+		t.Fatalf("Replace from the current value after a conflict: %v", err)
+	}
+	// The same bytes written again by another process get a new ETag on
+	// some services; the GET path must still accept a correct old value.
+	if err := b.Replace(ctx, id, []byte("a2"), []byte("a2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(ctx, id, []byte("a2"), []byte("a3")); err != nil {
+		t.Fatalf("Replace after another process rewrote the same bytes: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mosaic-ct/mosaic/internal/lock"
+	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -340,4 +342,63 @@ func TestConcurrentOverwrites(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestFenceConformance(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) lock.Backend {
+		d, err := New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Fence()
+	})
+}
+
+// TestFenceSharedDirectory: two Dir values on one directory (two
+// processes) share the fence: a stale Replace loses.
+func TestFenceSharedDirectory(t *testing.T) {
+	root := t.TempDir()
+	a, _ := New(root)
+	b, _ := New(root)
+	ctx := context.Background()
+	var id [32]byte
+	if err := a.Fence().Create(ctx, id, []byte("c0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fence().Replace(ctx, id, []byte("c0"), []byte("c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fence().Replace(ctx, id, []byte("c0"), []byte("fork")); !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("stale Replace through another Dir: %v", err)
+	}
+	// The fence is not an object the read path would serve, nor a tile.
+	if _, err := a.Get(ctx, "fence/"+strings.Repeat("00", 32)); err != nil {
+		t.Fatalf("fence not at fence/<id>: %v", err)
+	}
+}
+
+// TestLockWriter: a second writer is refused, saying who holds the
+// directory; once the first releases it (or its process dies, which closes
+// the file), the directory can be taken again.
+func TestLockWriter(t *testing.T) {
+	root := t.TempDir()
+	a, _ := New(root)
+	b, _ := New(root)
+	release, err := a.LockWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.LockWriter()
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second LockWriter: err = %v, want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), root) {
+		t.Errorf("refusal does not name the holder and the directory: %v", err)
+	}
+	release()
+	release2, err := b.LockWriter()
+	if err != nil {
+		t.Fatalf("LockWriter after release: %v", err)
+	}
+	release2()
 }

@@ -42,8 +42,9 @@ func (e *PreconditionError) Is(target error) bool { return target == ErrPrecondi
 
 // PutIfAbsent stores data at key only if no object exists there
 // (If-None-Match: *), with Cache-Control: no-store. The check and the write are one atomic step in the
-// service. It fails with a *PreconditionError if the object exists.
-func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
+// service. It fails with a *PreconditionError if the object exists. It
+// returns the new object's ETag, which a later PutIfMatch can name.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte, opts storage.PutOptions) (string, error) {
 	return s.putConditional(ctx, key, data, opts, func(po *minio.PutObjectOptions) {
 		po.SetMatchETagExcept("*")
 	})
@@ -53,33 +54,36 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte, opts s
 // (If-Match), as returned by GetWithETag, with Cache-Control: no-store. The check and the write are one
 // atomic step in the service. It fails with a *PreconditionError if the
 // object changed, and with an error wrapping storage.ErrNotFound if it is
-// gone.
-func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, opts storage.PutOptions, etag string) error {
+// gone. It returns the new object's ETag.
+func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, opts storage.PutOptions, etag string) (string, error) {
 	if etag == "" || etag == "*" {
-		return fmt.Errorf("s3: PutIfMatch %s: need a specific ETag, got %q", key, etag)
+		return "", fmt.Errorf("s3: PutIfMatch %s: need a specific ETag, got %q", key, etag)
 	}
 	return s.putConditional(ctx, key, data, opts, func(po *minio.PutObjectOptions) {
 		po.SetMatchETag(etag)
 	})
 }
 
-func (s *Store) putConditional(ctx context.Context, key string, data []byte, opts storage.PutOptions, cond func(*minio.PutObjectOptions)) error {
+func (s *Store) putConditional(ctx context.Context, key string, data []byte, opts storage.PutOptions, cond func(*minio.PutObjectOptions)) (string, error) {
 	name := s.prefix + key
+	var etag string
 	attempts, err := s.do(ctx, "put_conditional", func(ctx context.Context) error {
 		po := putObjectOptions(key, opts)
 		// Conditional writes are for objects that change under
 		// coordination (locks); a cache must never answer for them.
 		po.CacheControl = CacheCheckpoint
 		cond(&po)
-		return s.putObject(ctx, key, data, po)
+		var err error
+		etag, err = s.putObject(ctx, key, data, po)
+		return err
 	})
 	switch {
 	case err == nil:
-		return nil
+		return etag, nil
 	case classify(err) == classConflict:
-		return &PreconditionError{Key: name, Retried: attempts > 1}
+		return "", &PreconditionError{Key: name, Retried: attempts > 1}
 	case isNotFound(err):
-		return fmt.Errorf("s3: conditional put %s in bucket %q: %w", name, s.bucket, storage.ErrNotFound)
+		return "", fmt.Errorf("s3: conditional put %s in bucket %q: %w", name, s.bucket, storage.ErrNotFound)
 	}
-	return fmt.Errorf("s3: conditional put %s in bucket %q at %s: %w", name, s.bucket, s.endpoint, err)
+	return "", fmt.Errorf("s3: conditional put %s in bucket %q at %s: %w", name, s.bucket, s.endpoint, err)
 }

@@ -290,7 +290,8 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts storage.P
 
 func (s *Store) put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
 	_, err := s.do(ctx, "put", func(ctx context.Context) error {
-		return s.putObject(ctx, key, data, putObjectOptions(key, opts))
+		_, err := s.putObject(ctx, key, data, putObjectOptions(key, opts))
+		return err
 	})
 	return err
 }
@@ -298,14 +299,14 @@ func (s *Store) put(ctx context.Context, key string, data []byte, opts storage.P
 // putObject sends one plain PUT request. Its body is signed by its SHA-256
 // (not the aws-chunked streaming signature, which some S3-compatible
 // services lack) and carries Content-MD5, so a body corrupted in transit is
-// rejected rather than stored.
-func (s *Store) putObject(ctx context.Context, key string, data []byte, po minio.PutObjectOptions) error {
+// rejected rather than stored. It returns the new object's ETag.
+func (s *Store) putObject(ctx context.Context, key string, data []byte, po minio.PutObjectOptions) (string, error) {
 	md5sum := md5.Sum(data)
 	sha := sha256.Sum256(data)
 	po.DisableContentSha256 = true // no streaming signature: the hash below signs the body
-	_, err := minio.Core{Client: s.client}.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)),
+	info, err := minio.Core{Client: s.client}.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)),
 		base64.StdEncoding.EncodeToString(md5sum[:]), hex.EncodeToString(sha[:]), po)
-	return err
+	return info.ETag, err
 }
 
 // putObjectOptions maps opts to the headers stored with the object.

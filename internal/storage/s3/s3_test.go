@@ -481,10 +481,10 @@ func TestRetryRespectsContext(t *testing.T) {
 func TestConditionalPut(t *testing.T) {
 	s := newStore(t, config(testenv.MinIO(t)))
 	opts := storage.PutOptions{ContentType: "text/plain"}
-	if err := s.PutIfAbsent(ctx(t), "lock", []byte("v1"), opts); err != nil {
+	if _, err := s.PutIfAbsent(ctx(t), "lock", []byte("v1"), opts); err != nil {
 		t.Fatal(err)
 	}
-	err := s.PutIfAbsent(ctx(t), "lock", []byte("other"), opts)
+	_, err := s.PutIfAbsent(ctx(t), "lock", []byte("other"), opts)
 	var pe *PreconditionError
 	if !errors.Is(err, ErrPreconditionFailed) || !errors.As(err, &pe) || pe.Retried {
 		t.Fatalf("second PutIfAbsent: err = %v, want a PreconditionError", err)
@@ -493,16 +493,16 @@ func TestConditionalPut(t *testing.T) {
 	if err != nil || string(data) != "v1" {
 		t.Fatalf("GetWithETag = %q, %v", data, err)
 	}
-	if err := s.PutIfMatch(ctx(t), "lock", []byte("v2"), opts, etag); err != nil {
+	if _, err := s.PutIfMatch(ctx(t), "lock", []byte("v2"), opts, etag); err != nil {
 		t.Fatalf("PutIfMatch with the current ETag: %v", err)
 	}
-	if err := s.PutIfMatch(ctx(t), "lock", []byte("v3"), opts, etag); !errors.Is(err, ErrPreconditionFailed) {
+	if _, err := s.PutIfMatch(ctx(t), "lock", []byte("v3"), opts, etag); !errors.Is(err, ErrPreconditionFailed) {
 		t.Fatalf("PutIfMatch with a stale ETag: err = %v, want ErrPreconditionFailed", err)
 	}
 	if got, _ := s.Get(ctx(t), "lock"); string(got) != "v2" {
 		t.Fatalf("object = %q after failed PutIfMatch, want v2", got)
 	}
-	err = s.PutIfMatch(ctx(t), "absent", []byte("x"), opts, etag)
+	_, err = s.PutIfMatch(ctx(t), "absent", []byte("x"), opts, etag)
 	if !errors.Is(err, ErrPreconditionFailed) && !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("PutIfMatch on a missing object: err = %v, want ErrPreconditionFailed or ErrNotFound", err)
 	}
