@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
+	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/tile"
@@ -197,5 +198,25 @@ func TestAdoptRefusesDivergentHistory(t *testing.T) {
 	}
 	if _, cp, err := Committed(ctx, a.config(t)); err != nil || cp.Size != 10 {
 		t.Fatalf("A's lock backend moved to %+v, %v", cp, err)
+	}
+}
+
+// TestChangedKeyNamed: starting an existing log with another key says that
+// the key does not match, not that the lock backend lost its state.
+func TestChangedKeyNamed(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, mustLoad(t, e.config(t)), pendings(0, 3))
+	other, err := keys.FromSeed(append(make([]byte, 31), 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.k = other
+	_, err = Load(ctx, e.config(t))
+	if err == nil || !strings.Contains(err.Error(), "configured key does not match this log's key") || strings.Contains(err.Error(), "restore it from a backup") {
+		t.Fatalf("Load with another key: %v", err)
 	}
 }
