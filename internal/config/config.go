@@ -96,6 +96,10 @@ type Log struct {
 	// PoolSize bounds the submissions waiting for one round (default 4000);
 	// beyond it submitters get 503 with Retry-After.
 	PoolSize int `yaml:"pool_size"`
+	// RoundTimeout bounds a sequencing round's backend work (storage, lock,
+	// dedup) and each dedup lookup (default 5s): when a backend stalls,
+	// submitters get 503 with Retry-After within about this long.
+	RoundTimeout time.Duration `yaml:"round_timeout,omitempty"`
 	// MMD is the maximum merge delay advertised in log.v3.json (default 24h).
 	MMD time.Duration `yaml:"mmd,omitempty"`
 	// Description is the human-readable description for log lists.
@@ -134,6 +138,11 @@ type S3 struct {
 	// ReadCacheMB bounds the in-memory cache of immutable objects (full
 	// tiles, issuers) the read path keeps (default 256).
 	ReadCacheMB int `yaml:"read_cache_mb,omitempty"`
+	// AttemptTimeout bounds each request attempt (default 5s), and
+	// MaxAttempts the attempts per request, retries of throttling, 5xx,
+	// timeouts and broken connections included (default 3).
+	AttemptTimeout time.Duration `yaml:"attempt_timeout,omitempty"`
+	MaxAttempts    int           `yaml:"max_attempts,omitempty"`
 }
 
 // Load reads and validates a config file. Relative paths in it are resolved
@@ -181,6 +190,9 @@ func (c *Config) setDefaults() {
 		if l.PoolSize == 0 {
 			l.PoolSize = 4000
 		}
+		if l.RoundTimeout == 0 {
+			l.RoundTimeout = 5 * time.Second
+		}
 		if l.MMD == 0 {
 			l.MMD = 24 * time.Hour
 		}
@@ -195,8 +207,16 @@ func (c *Config) setDefaults() {
 				l.Lock = "database"
 			}
 		}
-		if l.Storage.S3 != nil && l.Storage.S3.ReadCacheMB == 0 {
-			l.Storage.S3.ReadCacheMB = 256
+		if s3 := l.Storage.S3; s3 != nil {
+			if s3.ReadCacheMB == 0 {
+				s3.ReadCacheMB = 256
+			}
+			if s3.AttemptTimeout == 0 {
+				s3.AttemptTimeout = 5 * time.Second
+			}
+			if s3.MaxAttempts == 0 {
+				s3.MaxAttempts = 3
+			}
 		}
 	}
 }
@@ -320,6 +340,10 @@ func (c *Config) Validate() error {
 			bad(f+".storage.s3.bucket", "required")
 		case l.Storage.S3 != nil && l.Storage.S3.ReadCacheMB < 0:
 			bad(f+".storage.s3.read_cache_mb", "must not be negative")
+		case l.Storage.S3 != nil && (l.Storage.S3.AttemptTimeout < 100*time.Millisecond || l.Storage.S3.AttemptTimeout > 5*time.Minute):
+			bad(f+".storage.s3.attempt_timeout", "%v is out of range (100ms to 5m)", l.Storage.S3.AttemptTimeout)
+		case l.Storage.S3 != nil && (l.Storage.S3.MaxAttempts < 1 || l.Storage.S3.MaxAttempts > 20):
+			bad(f+".storage.s3.max_attempts", "%d is out of range (1 to 20)", l.Storage.S3.MaxAttempts)
 		}
 		switch l.Lock {
 		case "database", "postgres", "s3":
@@ -347,6 +371,9 @@ func (c *Config) Validate() error {
 		}
 		if l.Period < 10*time.Millisecond || l.Period > time.Minute {
 			bad(f+".period", "%v is out of range (10ms to 1m)", l.Period)
+		}
+		if l.RoundTimeout < 100*time.Millisecond || l.RoundTimeout > 10*time.Minute {
+			bad(f+".round_timeout", "%v is out of range (100ms to 10m)", l.RoundTimeout)
 		}
 		if l.PoolSize < 1 || l.PoolSize > 1_000_000 {
 			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)

@@ -83,6 +83,10 @@ type Config struct {
 	// IdleCheckpoint is the longest time between two checkpoints when no
 	// entries arrive.
 	IdleCheckpoint time.Duration
+	// Timeout bounds a round's backend work and each dedup lookup, so a
+	// stalled backend costs submitters a 503 after about this long rather
+	// than a hang (default 5s).
+	Timeout time.Duration
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -242,6 +246,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	}
 	if cfg.IdleCheckpoint <= 0 {
 		cfg.IdleCheckpoint = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
 	}
 	s := &Sequencer{
 		cfg:      cfg,
@@ -488,10 +495,20 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 		s.mu.Unlock()
 		return Result{}, false, ErrStopped
 	}
+	if s.roundErr != nil {
+		// The backends are failing: answer now rather than queue the
+		// entry for a round that would most likely fail too. The next
+		// round (at least every IdleCheckpoint) tries them again.
+		err := s.roundErr
+		s.mu.Unlock()
+		return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	w, dup := s.inflight[key]
 	s.mu.Unlock()
 	if !dup {
-		v, ok, err := s.cfg.Dedup.Get(ctx, s.cfg.LogID, key)
+		gctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		v, ok, err := s.cfg.Dedup.Get(gctx, s.cfg.LogID, key)
+		cancel()
 		if err != nil {
 			return Result{}, false, fmt.Errorf("%w: dedup lookup: %v", ErrUnavailable, err)
 		}
@@ -596,7 +613,9 @@ func (s *Sequencer) round(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	err := s.sequence(ctx, batch)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	err := s.sequence(rctx, batch)
+	cancel()
 	s.cfg.Metrics.RoundDuration.Observe(time.Since(start).Seconds())
 	if err == nil {
 		s.cfg.Metrics.Rounds.WithLabelValues("ok").Inc()
@@ -624,7 +643,16 @@ func (s *Sequencer) round(ctx context.Context) error {
 		return err
 	}
 	s.log.Warn("sequencing round failed; will retry", "log", s.cfg.Name, "entries", len(batch), "err", err)
+	// What joined the pool while the round ran would most likely fail
+	// the same way: answer it now too (Add refuses new entries until a
+	// round succeeds).
+	s.mu.Lock()
+	batch = append(batch, s.pool...)
+	s.pool = nil
+	s.cfg.Metrics.PoolSize.Set(0)
+	s.mu.Unlock()
 	s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
+	s.lastPublish = time.Time{} // try the backends again at the next tick
 	return nil
 }
 

@@ -401,9 +401,18 @@ func TestLockFailures(t *testing.T) {
 			if !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Add during a failing commit: %v, want ErrUnavailable", err)
 			}
-			r, _, err := s.Add(ctx, pending(2))
-			if err != nil {
-				t.Fatalf("Add after the failure: %v", err)
+			// Until a round succeeds again (the next tick) submissions
+			// are refused at once; then they are taken.
+			var r Result
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				r, _, err = s.Add(ctx, pending(2))
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+					t.Fatalf("Add after the failure: %v", err)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 			// Either way entry 1 ends up at index 0: committed by the
 			// ambiguous commit, or, when the commit did not happen,

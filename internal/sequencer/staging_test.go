@@ -318,3 +318,68 @@ func TestHealthFollowsRounds(t *testing.T) {
 		t.Fatalf("tree size %d, want 2", got)
 	}
 }
+
+// stallStorage blocks every write until its context ends, as a frozen S3
+// endpoint does.
+type stallStorage struct {
+	storage.Backend
+	stall atomic.Bool
+}
+
+func (s *stallStorage) Put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
+	if s.stall.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("put %s: %w", key, ctx.Err())
+	}
+	return s.Backend.Put(ctx, key, data, opts)
+}
+
+// TestStalledStorageAnswers503: when storage stops answering, submitters
+// get ErrUnavailable once the round's deadline passes (and at once while
+// the backend keeps failing) instead of hanging; when storage answers
+// again, the log takes entries again.
+func TestStalledStorageAnswers503(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := &stallStorage{Backend: e.store}
+	cfg := e.config(t)
+	cfg.Storage = st
+	cfg.Timeout = 200 * time.Millisecond
+	s := mustLoad(t, cfg)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	if _, _, err := s.Add(ctx, pending(0)); err != nil {
+		t.Fatal(err)
+	}
+	st.stall.Store(true)
+	// Bounded so a hang fails the test rather than the suite; the bound
+	// is far above the 200ms deadline.
+	addCtx, addCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer addCancel()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := s.Add(addCtx, pending(100+i)); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("Add while storage is stalled: %v, want ErrUnavailable", err)
+			}
+		}()
+	}
+	wg.Wait()
+	st.stall.Store(false)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, _, err := s.Add(ctx, pending(1))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log did not take entries after storage came back: %v", err)
+		}
+	}
+}

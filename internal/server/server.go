@@ -133,6 +133,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		s3cfg = s3.Config{
 			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
 			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
+			AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
 		}
 		st, err := s3.New(ctx, s3For("sequencer"))
 		if err != nil {
@@ -244,6 +245,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Fence:    fence,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
+		Timeout:  lc.RoundTimeout,
 		Logger:   logger,
 		Metrics:  metrics,
 	}}, nil
