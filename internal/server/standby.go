@@ -32,7 +32,7 @@ import (
 type elector struct {
 	log     *ctlog.Log
 	seqCfg  sequencer.Config
-	pg      *postgres.DB
+	pg      leases
 	lease   string // the lease's name: one lease per log
 	holder  string // this process's identity, unique per run
 	address string // where this process serves, for forwarding
@@ -41,7 +41,23 @@ type elector struct {
 	leading prometheus.Gauge // 1 while this process sequences the log
 }
 
-func newElector(l *ctlog.Log, seqCfg sequencer.Config, pg *postgres.DB, holder, address string, ttl time.Duration, logger *slog.Logger, leading prometheus.Gauge) *elector {
+// leases is what an elector needs of the lease store: PostgreSQL
+// (postgres.DB) in production. Expiry is judged by the store's clock.
+type leases interface {
+	// AcquireLease takes or renews the named lease for holder, valid for
+	// ttl, if it is free, expired or already holder's. ok reports whether
+	// holder has it now.
+	AcquireLease(ctx context.Context, name, holder, address string, ttl time.Duration) (ok bool, err error)
+	// Lease returns the lease's current holder and address; ok is false
+	// when it is free or expired.
+	Lease(ctx context.Context, name string) (holder, address string, ok bool, err error)
+	// ReleaseLease gives up holder's lease, if it still holds it.
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
+var _ leases = (*postgres.DB)(nil)
+
+func newElector(l *ctlog.Log, seqCfg sequencer.Config, pg leases, holder, address string, ttl time.Duration, logger *slog.Logger, leading prometheus.Gauge) *elector {
 	return &elector{
 		log: l, seqCfg: seqCfg, pg: pg,
 		lease:  "log/" + hex.EncodeToString(l.LogID[:]),
@@ -71,7 +87,10 @@ func (e *elector) pollInterval() time.Duration {
 func (e *elector) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
-		ok, err := e.pg.AcquireLease(ctx, e.lease, e.holder, e.address, e.ttl)
+		// Bounded, so a frozen database costs a standby one poll, not a hang.
+		actx, cancel := context.WithTimeout(ctx, e.ttl/4)
+		ok, err := e.pg.AcquireLease(actx, e.lease, e.holder, e.address, e.ttl)
+		cancel()
 		if err != nil || !ok {
 			e.standby(ctx, err)
 			sleep(ctx, e.pollInterval())
@@ -89,6 +108,8 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	}
 	var leader string
 	err := leaseErr
+	ctx, cancel := context.WithTimeout(ctx, e.ttl/4)
+	defer cancel()
 	if err == nil {
 		var ok bool
 		_, leader, ok, err = e.pg.Lease(ctx, e.lease)
@@ -118,14 +139,19 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 func (e *elector) lead(ctx context.Context, leaseEnd time.Time) {
 	log := e.logger.With("log", e.log.Name)
 	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Best effort: if the database does not answer, the lease
+		// expires by itself.
+		rctx, cancel := context.WithTimeout(context.Background(), e.ttl/4)
 		defer cancel()
 		if err := e.pg.ReleaseLease(rctx, e.lease, e.holder); err != nil {
 			log.Warn("releasing the leader lease failed; a standby takes over when it expires", "err", err)
 		}
 	}
 	loadStart := time.Now()
-	seq, err := sequencer.Load(ctx, e.seqCfg)
+	// Loading must end while the lease is surely ours.
+	lctx, cancel := context.WithDeadline(ctx, leaseEnd.Add(-e.ttl/4))
+	seq, err := sequencer.Load(lctx, e.seqCfg)
+	cancel()
 	if err != nil {
 		log.Error("took the leader lease but could not load the log; giving the lease up", "err", err)
 		e.log.SetStandby("", e.log.Published(), err)
@@ -168,7 +194,13 @@ loop:
 			break loop
 		case <-renew.C:
 			start := time.Now()
-			ok, err := e.pg.AcquireLease(ctx, e.lease, e.holder, e.address, e.ttl)
+			// The renewal must not outlast the moment this process has
+			// to stop sequencing (a frozen database would otherwise
+			// block this loop, and the expiry with it).
+			deadline := leaseEnd.Add(-margin)
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			ok, err := e.pg.AcquireLease(rctx, e.lease, e.holder, e.address, e.ttl)
+			cancel()
 			switch {
 			case err != nil:
 				log.Warn("renewing the leader lease failed; will retry", "err", err)
@@ -176,7 +208,8 @@ loop:
 				why = "another process took the leader lease"
 				break loop
 			default:
-				expiry.Reset(time.Until(start.Add(e.ttl)) - margin)
+				leaseEnd = start.Add(e.ttl)
+				expiry.Reset(time.Until(leaseEnd) - margin)
 			}
 		}
 	}
