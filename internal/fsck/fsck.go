@@ -372,7 +372,7 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 			upperMu.Unlock()
 		}()
 	}
-	raw, dataErr := ck.c.DataTileBytes(ctx, td)
+	raw, servedW, dataErr := ck.c.DataTileBytes(ctx, td)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return
@@ -388,7 +388,7 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 		ck.problem(Problem{Path: td.Path(), Index: -1, order: start, Detail: describe(dataErr)})
 	} else {
 		ck.dataTiles.Add(1)
-		entries = ck.parseDataTile(td, raw)
+		entries = ck.parseDataTile(td, raw, servedW)
 	}
 
 	// The tree is recomputed from the data tiles; where one is unusable,
@@ -413,28 +413,30 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 
 // parseDataTile parses as many entries as it can, reporting the first
 // malformed one and a wrong count. A partial tile may have been served from
-// its full tile (the client's fallback when a log has deleted the partial
-// one), in which case the extra entries are ignored.
-func (ck *checker) parseDataTile(td tile.Tile, b []byte) []*tile.Entry {
+// its full tile or a wider partial tile (the client's fallback when a log
+// has deleted the partial one): servedW is the width of the tile that was
+// read, and the entries past td.W are ignored.
+func (ck *checker) parseDataTile(td tile.Tile, b []byte, servedW int) []*tile.Entry {
+	served := td
+	served.W = servedW
 	var entries []*tile.Entry
-	for len(b) > 0 && len(entries) < tile.Width {
+	for len(b) > 0 && len(entries) < servedW {
 		e, rest, err := tile.ReadTileLeaf(b)
 		if err != nil {
 			idx := td.N*tile.Width + int64(len(entries))
-			ck.problem(Problem{Path: td.Path(), Index: idx, Detail: fmt.Sprintf("entry %d does not parse: %v", len(entries), err)})
-			return entries
+			ck.problem(Problem{Path: served.Path(), Index: idx, Detail: fmt.Sprintf("entry %d does not parse: %v", len(entries), err)})
+			return entries[:min(len(entries), td.W)]
 		}
 		entries = append(entries, e)
 		b = rest
 	}
-	fullFallback := !td.Full() && len(entries) == tile.Width && len(b) == 0
-	if (len(entries) != td.W || len(b) > 0) && !fullFallback {
+	if len(entries) != servedW || len(b) > 0 {
 		more := ""
 		if len(b) > 0 {
 			more = " and trailing data"
 		}
-		ck.problem(Problem{Path: td.Path(), Index: -1, order: td.N * tile.Width, Detail: fmt.Sprintf(
-			"has %d entries%s, want %d", len(entries), more, td.W)})
+		ck.problem(Problem{Path: served.Path(), Index: -1, order: td.N * tile.Width, Detail: fmt.Sprintf(
+			"has %d entries%s, want %d", len(entries), more, servedW)})
 	}
 	return entries[:min(len(entries), td.W)]
 }
