@@ -20,7 +20,7 @@ import (
 func runFsck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	var tg target
-	tg.register(fs, false, "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)",
+	tg.register(fs, "mosaic-fsck", false, "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)",
 		"the log's monitoring prefix: http(s)://... or file:///DIR for a storage directory",
 		"checkpoint origin (default: the checkpoint's own first line)")
 	size := fs.Int64("size", 0, "tiles-only mode: check the tiles of a tree of size `N` without a checkpoint")
@@ -64,7 +64,7 @@ func runFsck(ctx context.Context, args []string) error {
 	}
 	c, err := client.New(client.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: "mosaic-fsck",
+		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: *retries,
 	})
 	if err != nil {

@@ -211,7 +211,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // MaxReasonLen bounds the length in bytes of a reason returned by Describe.
-const MaxReasonLen = 120
+const MaxReasonLen = 200
 
 // Describe returns the HTTP status of a failed request (0 if there was no
 // HTTP answer) and a short reason: the first line of the log's answer (its

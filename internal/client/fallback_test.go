@@ -143,7 +143,7 @@ func TestDescribe(t *testing.T) {
 		{&client.HTTPError{StatusCode: 503}, 503, "Service Unavailable"},
 		{&client.HTTPError{StatusCode: 400, Body: "bad \x1b[2J\x1b[31mred\x07"}, 400, "bad ?[2J?[31mred?"},
 		{&client.HTTPError{StatusCode: 400, Body: "in\xffvalid"}, 400, "in?valid"},
-		{&client.HTTPError{StatusCode: 400, Body: long}, 400, strings.Repeat("é", 58) + "…"},
+		{&client.HTTPError{StatusCode: 400, Body: long}, 400, strings.Repeat("é", (client.MaxReasonLen-len("…"))/2) + "…"},
 		{&client.FetchError{Path: "x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, 0, "connection refused"},
 		{&client.FetchError{Path: "x", Err: fmt.Errorf("read: %w", syscall.ECONNRESET)}, 0, "connection reset"},
 		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "log.invalid"}}, 0, "DNS: no such host"},
