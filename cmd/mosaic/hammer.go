@@ -47,7 +47,7 @@ func runHammer(ctx context.Context, args []string) error {
 	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")
 	verifyDelay := fs.Duration("verify-delay", 2*time.Second, "how long entries in a partial data tile wait before being verified anyway")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait at the end for accepted submissions to be integrated and verified")
-	maxReject := fs.Float64("max-reject", 0.01, "share of submissions (0 to 1) the log may refuse with an HTTP error other than 429/503 before the run fails (exit 4)")
+	maxReject := fs.Float64("max-reject", 0.01, "share of submissions (0 to 1) the log may refuse with 4xx or 5xx before the run fails (exit 4); 429/503 (overloaded) and 502/504 (unreachable) do not count")
 	ui := fs.Bool("ui", true, "live terminal view (when stdin and stdout are a terminal); false prints progress lines")
 	progressEvery := fs.Duration("progress", 5*time.Second, "interval of headless progress lines")
 	reportPath := fs.String("report", "", "write the JSON report to `FILE`")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"strings"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
@@ -46,9 +48,12 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// fromDev fills the flags not given from -dev's dev.json, which it returns
-// (nil without -dev).
+// fromDev checks the flags and fills those not given from -dev's dev.json,
+// which it returns (nil without -dev).
 func (t *target) fromDev() (*client.DevConfig, error) {
+	if t.userAgent == "" || strings.ContainsFunc(t.userAgent, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, errors.New("-user-agent must be one line of printable text, such as \"name/1.0 (+https://example.org/contact)\"")
+	}
 	if t.dev == "" {
 		return nil, nil
 	}
