@@ -39,7 +39,7 @@ func TestDevLogFork(t *testing.T) {
 	fromA := saveCheckpoint(t, a, "a")
 	stop()
 
-	stop = startDev(t, bin, b) // the same address, key and origin
+	startDev(t, bin, b) // the same address, key and origin (stopped at cleanup)
 	hammer(t, bin, b, 60)
 	fromB := saveCheckpoint(t, b, "b")
 	dc, err := client.LoadDevConfig(b)
