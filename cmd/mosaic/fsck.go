@@ -175,7 +175,7 @@ func fetchCheckpoint(ctx context.Context, src string, tg target, pub []byte, ret
 	if err != nil {
 		return fsck.Given{}, err
 	}
-	b, err := c.Fetch(ctx, "checkpoint")
+	b, err := c.FetchCheckpoint(ctx)
 	if err != nil {
 		return fsck.Given{}, err
 	}
