@@ -20,7 +20,7 @@ import (
 func runFsck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	var tg target
-	tg.register(fs, false, "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)",
+	tg.register(fs, "mosaic-fsck", false, "check the dev log in `DIR` (reads DIR/dev.json for the prefix and key)",
 		"the log's monitoring prefix: http(s)://... or file:///DIR for a storage directory",
 		"checkpoint origin (default: the checkpoint's own first line)")
 	size := fs.Int64("size", 0, "tiles-only mode: check the tiles of a tree of size `N` without a checkpoint")
@@ -30,13 +30,32 @@ func runFsck(ctx context.Context, args []string) error {
 	maxProblems := fs.Int("max-problems", 20, "how many problems to list")
 	retries := fs.Int("retries", 3, "retries of a failed fetch (5xx, pushback, timeouts, connection errors)")
 	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
+	var checkpoints, compares []string
+	fs.Func("checkpoint", "compare the log with the signed checkpoint in `FILE` (repeatable)", func(v string) error {
+		checkpoints = append(checkpoints, v)
+		return nil
+	})
+	fs.Func("compare", "compare the log with the current checkpoint of another copy of it: a monitoring prefix `URL_OR_DIR` "+
+		"(http(s)://..., file:///DIR or a directory), or a checkpoint file (repeatable)", func(v string) error {
+		compares = append(compares, v)
+		return nil
+	})
+	consistencyOnly := fs.Bool("consistency-only", false, "only verify and compare checkpoints (reading the few tiles the proofs need), not every tile")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mosaic fsck -monitoring URL|file:///DIR -pubkey BASE64_DER [-origin ORIGIN] [flags]\n"+
 			"       mosaic fsck -dev DIR\n"+
+			"       mosaic fsck ... -checkpoint FILE [-checkpoint FILE2] [-compare URL_OR_DIR] [-consistency-only]\n"+
 			"       mosaic fsck -monitoring URL|file:///DIR -size N [-max-level L] [-issuers=false]\n\n"+
 			"Verifies a whole Static CT log: the checkpoint signature, every data tile\n"+
 			"and entry, every hash tile (recomputed from the tiles below), the root hash,\n"+
-			"and every issuer. Exits non-zero if anything is wrong, naming the first problems.\n\n")
+			"and every issuer. Exits non-zero if anything is wrong, naming the first problems.\n\n"+
+			"With -checkpoint or -compare it also checks that the log's checkpoint and the\n"+
+			"given ones are one history: each signed with the log's key, equal roots for\n"+
+			"equal sizes, and for different sizes the smaller root recomputed from the\n"+
+			"log's tiles and a consistency proof. Anything else is a FORK: two checkpoints\n"+
+			"signed with the log's key that cannot both be true.\n\n"+
+			"Exit status: 0 OK; 1 problems found (or the check could not run); 2 usage error;\n"+
+			"%d FORK found (whatever else was found).\n\n", exitFork)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +74,12 @@ func runFsck(ctx context.Context, args []string) error {
 		fs.Usage()
 		return flag.ErrHelp
 	}
+	comparing := len(checkpoints) > 0 || len(compares) > 0 || *consistencyOnly
+	if comparing && (*size > 0 || tg.pubkey == "") {
+		fmt.Fprintln(fs.Output(), "-checkpoint, -compare and -consistency-only need the log's key and checkpoint (-pubkey, not -size)")
+		fs.Usage()
+		return flag.ErrHelp
+	}
 	var pub []byte
 	if tg.pubkey != "" {
 		var err error
@@ -64,7 +89,7 @@ func runFsck(ctx context.Context, args []string) error {
 	}
 	c, err := client.New(client.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: "mosaic-fsck",
+		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: *retries,
 	})
 	if err != nil {
@@ -72,6 +97,21 @@ func runFsck(ctx context.Context, args []string) error {
 	}
 	opts := fsck.Options{
 		Client: c, TreeSize: *size, SkipIssuers: !*issuers, Parallel: *parallel, MaxProblems: *maxProblems,
+		ConsistencyOnly: *consistencyOnly,
+	}
+	for _, f := range checkpoints {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("-checkpoint: %w", err)
+		}
+		opts.Checkpoints = append(opts.Checkpoints, fsck.Given{Source: f, Note: b})
+	}
+	for _, src := range compares {
+		g, err := fetchCheckpoint(ctx, src, tg, pub, *retries)
+		if err != nil {
+			return fmt.Errorf("-compare %s: %w", src, err)
+		}
+		opts.Checkpoints = append(opts.Checkpoints, g)
 	}
 	if *maxLevel >= 0 {
 		opts.LevelLimit = *maxLevel + 1
@@ -88,10 +128,58 @@ func runFsck(ctx context.Context, args []string) error {
 		return err
 	}
 	printFsck(os.Stdout, c, res)
-	if !res.OK() {
+	switch {
+	case res.Forked():
+		msg := fmt.Sprintf("FORK: %s signed with the log's key cannot both be true; the log has a split view", pairs(len(res.Forks)))
+		if res.ProblemCount > 0 {
+			msg += fmt.Sprintf(" (and %d other problems)", res.ProblemCount)
+		}
+		return &exitError{exitFork, msg}
+	case !res.OK():
 		return fmt.Errorf("%d problems found", res.ProblemCount)
 	}
 	return nil
+}
+
+// pairs says "1 pair of checkpoints" or "n pairs of checkpoints".
+func pairs(n int) string {
+	if n == 1 {
+		return "1 pair of checkpoints"
+	}
+	return fmt.Sprintf("%d pairs of checkpoints", n)
+}
+
+// exitFork is fsck's exit status when it found a fork.
+const exitFork = 3
+
+// fetchCheckpoint reads the current checkpoint of another copy of the log,
+// named by a monitoring prefix (URL or directory) or a checkpoint file.
+func fetchCheckpoint(ctx context.Context, src string, tg target, pub []byte, retries int) (fsck.Given, error) {
+	prefix := src
+	if !strings.Contains(src, "://") {
+		info, err := os.Stat(src)
+		if err != nil {
+			return fsck.Given{}, err
+		}
+		if !info.IsDir() {
+			b, err := os.ReadFile(src)
+			return fsck.Given{Source: src, Note: b}, err
+		}
+	} else if p, ok := strings.CutSuffix(src, "/checkpoint"); ok {
+		prefix = p + "/" // the checkpoint's own URL
+	}
+	c, err := client.New(client.Config{
+		MonitoringPrefix: prefix, PublicKey: pub, Origin: tg.origin,
+		HTTPClient: client.NewHTTPClient(tg.insecure, 2), UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: retries,
+	})
+	if err != nil {
+		return fsck.Given{}, err
+	}
+	b, err := c.FetchCheckpoint(ctx)
+	if err != nil {
+		return fsck.Given{}, err
+	}
+	return fsck.Given{Source: src, Note: b}, nil
 }
 
 func orDefault(v, def string) string {
@@ -127,16 +215,42 @@ func printFsck(w io.Writer, c *client.Client, res *fsck.Result) {
 	} else if res.TreeSize > 0 {
 		fmt.Fprintf(w, "checkpoint:   none (tiles-only check of size %d)\n", res.TreeSize)
 	}
-	if res.TreeSize > 0 || res.Entries > 0 {
+	if res.Walked && (res.TreeSize > 0 || res.Entries > 0) {
 		fmt.Fprintf(w, "root hash:    %v (recomputed from the data tiles)\n", res.RootHash)
 	}
-	fmt.Fprintf(w, "checked:      %d entries (%d precertificates), %d data tiles, %d hash tiles, %d issuers\n",
-		res.Entries, res.Precerts, res.DataTiles, res.HashTiles, res.Issuers)
+	if res.Walked {
+		fmt.Fprintf(w, "checked:      %d entries (%d precertificates), %d data tiles, %d hash tiles, %d issuers\n",
+			res.Entries, res.Precerts, res.DataTiles, res.HashTiles, res.Issuers)
+	} else {
+		fmt.Fprintln(w, "checked:      checkpoints only (-consistency-only), not every tile")
+	}
+	for i, t := range res.Compared {
+		label := "compared:"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "%-14s%v\n", label, t)
+	}
+	if len(res.Forks) > 0 {
+		fmt.Fprintf(w, "\n!!! FORK: %s signed with the log's key cannot both be true !!!\n", pairs(len(res.Forks)))
+		fmt.Fprintln(w, "!!! The log has shown two histories (a split view). Keep these checkpoints as evidence. !!!")
+		for _, f := range res.Forks {
+			fmt.Fprintf(w, "  FORK: %s\n    %v\n    %v\n", f.Detail, f.A, f.B)
+		}
+		fmt.Fprintln(w)
+	}
 	if res.OK() {
 		fmt.Fprintln(w, "result:       OK")
 		return
 	}
-	fmt.Fprintf(w, "result:       %d PROBLEMS", res.ProblemCount)
+	if len(res.Forks) > 0 {
+		fmt.Fprintf(w, "result:       FORK (%d)", len(res.Forks))
+		if res.ProblemCount > 0 {
+			fmt.Fprintf(w, ", and %d PROBLEMS", res.ProblemCount)
+		}
+	} else {
+		fmt.Fprintf(w, "result:       %d PROBLEMS", res.ProblemCount)
+	}
 	if int64(len(res.Problems)) < res.ProblemCount {
 		fmt.Fprintf(w, " (the first %d in log order)", len(res.Problems))
 	}

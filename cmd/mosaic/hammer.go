@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -24,7 +25,7 @@ import (
 func runHammer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hammer", flag.ContinueOnError)
 	var tg target
-	tg.register(fs, true, "hammer the dev log in `DIR` (reads DIR/dev.json for prefixes, key and test CA)",
+	tg.register(fs, "mosaic-hammer", true, "hammer the dev log in `DIR` (reads DIR/dev.json for prefixes, key and test CA)",
 		"the log's monitoring prefix (default: the submission prefix)",
 		"checkpoint origin (default: the submission prefix without scheme and trailing slash)")
 	caCert := fs.String("ca-cert", "", "PEM certificate of a root CA the log accepts")
@@ -46,6 +47,7 @@ func runHammer(ctx context.Context, args []string) error {
 	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")
 	verifyDelay := fs.Duration("verify-delay", 2*time.Second, "how long entries in a partial data tile wait before being verified anyway")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait at the end for accepted submissions to be integrated and verified")
+	maxReject := fs.Float64("max-reject", 0.01, "share of submissions (0 to 1) the log may refuse with 4xx or 5xx before the run fails (exit 4); 429/503 (overloaded) and 502/504 (unreachable) do not count")
 	ui := fs.Bool("ui", true, "live terminal view (when stdin and stdout are a terminal); false prints progress lines")
 	progressEvery := fs.Duration("progress", 5*time.Second, "interval of headless progress lines")
 	reportPath := fs.String("report", "", "write the JSON report to `FILE`")
@@ -55,7 +57,18 @@ func runHammer(ctx context.Context, args []string) error {
 			"       mosaic hammer -submission URL [-monitoring URL] -pubkey BASE64_DER -ca-cert PEM -ca-key PEM [flags]\n\n"+
 			"Load-tests any Static CT log and verifies everything it answers: SCTs,\n"+
 			"checkpoint signatures and consistency, inclusion of every accepted entry,\n"+
-			"and duplicate handling. Exits non-zero if any verification failed.\n\n")
+			"and duplicate handling. Failed submissions are counted by kind, HTTP status\n"+
+			"and reason, in the live view, the progress lines and the report.\n\n"+
+			"Exit status (the first that applies):\n"+
+			"  %d  verification failures: the log misbehaved (bad SCT, inconsistent checkpoint,\n"+
+			"     accepted entry missing from the tree...)\n"+
+			"  %d  rejected: the log refused more than -max-reject of the submissions\n"+
+			"     (4xx, or 5xx other than 503/502/504), or accepted none\n"+
+			"  %d  unreachable: the log could not be reached (connection refused or reset,\n"+
+			"     timeouts, DNS, 502/504), during the run or when verifying at the end\n"+
+			"  %d  OK\n"+
+			"  1  the run could not start; 2  usage error\n\n",
+			hammer.ExitVerification, hammer.ExitRejected, hammer.ExitUnreachable, hammer.ExitOK)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -114,7 +127,7 @@ func runHammer(ctx context.Context, args []string) error {
 	}
 	c, err := client.New(client.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: "mosaic-hammer",
+		HTTPClient: client.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: 2,
 	})
 	if err != nil {
@@ -124,7 +137,7 @@ func runHammer(ctx context.Context, args []string) error {
 		Client: c, Root: root, NotAfterStart: start, NotAfterLimit: limit,
 		Rate: *rate, Workers: *workers, Duration: *duration, Count: *count, Dup: *dup, Precert: *precert,
 		Premint: *premint, Readers: *readers, ReadRate: *readRate, ID: *id,
-		Poll: *poll, VerifyDelay: *verifyDelay, Drain: *drain, ProgressEvery: *progressEvery,
+		Poll: *poll, VerifyDelay: *verifyDelay, Drain: *drain, ProgressEvery: *progressEvery, MaxReject: *maxReject,
 	}
 	if *ui && term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd())) {
 		cfg.Terminal = &hammer.Terminal{In: os.Stdin, Out: os.Stdout}
@@ -144,6 +157,9 @@ func runHammer(ctx context.Context, args []string) error {
 	}
 	report, err := hammer.Run(ctx, cfg)
 	if err != nil {
+		if hammer.FailureKind(err) == hammer.KindUnreachable {
+			return &exitError{hammer.ExitUnreachable, fmt.Sprintf("the log is unreachable: %v", err)}
+		}
 		return err
 	}
 	printReport(os.Stdout, report)
@@ -156,8 +172,8 @@ func runHammer(ctx context.Context, args []string) error {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 	}
-	if report.VerificationFailures > 0 {
-		return fmt.Errorf("%d verification failures", report.VerificationFailures)
+	if report.ExitCode != hammer.ExitOK {
+		return &exitError{report.ExitCode, report.ResultMessage}
 	}
 	return nil
 }
@@ -170,28 +186,56 @@ func printReport(w io.Writer, r *hammer.Report) {
 	}
 	fmt.Fprintf(w, "  %.1fs: offered %d (%.1f/s), accepted %d (%.1f/s), duplicates %d\n",
 		r.DurationS, r.Offered, r.RateOfferedPerS, r.Accepted, r.RateAcceptedPerS, r.Duplicates)
-	fmt.Fprintf(w, "  errors: 4xx %d, 5xx %d, pushback %d, timeout %d, connection %d, other %d\n",
-		r.Errors["4xx"], r.Errors["5xx"], r.Errors["pushback"], r.Errors["timeout"], r.Errors["connection"], r.Errors["other"])
+	fmt.Fprintf(w, "  failed submissions: rejected %d, overloaded %d, server errors %d, unreachable %d, other %d\n",
+		r.FailedSubmissions[hammer.KindRejected], r.FailedSubmissions[hammer.KindOverloaded], r.FailedSubmissions[hammer.KindServerError],
+		r.FailedSubmissions[hammer.KindUnreachable], r.FailedSubmissions[hammer.KindOther])
+	if len(r.FailedByStatus) > 0 {
+		var st []string
+		for _, k := range slices.Sorted(maps.Keys(r.FailedByStatus)) {
+			st = append(st, fmt.Sprintf("%s ×%d", k, r.FailedByStatus[k]))
+		}
+		fmt.Fprintf(w, "    by HTTP status: %s\n", strings.Join(st, ", "))
+	}
+	for _, g := range r.FailedByReason {
+		fmt.Fprintf(w, "    %-12s %v\n", g.Kind, g)
+	}
 	lat := func(s hammer.Summary) string {
 		return fmt.Sprintf("p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms", s.P50, s.P90, s.P99, s.Max)
 	}
 	fmt.Fprintf(w, "  add-chain latency: %s\n", lat(r.AddChainLatencyMS))
 	fmt.Fprintf(w, "  time to integrate: %s\n", lat(r.IntegrateLatencyMS))
 	fmt.Fprintf(w, "  tree size %d → %d (%.1f/s), %d checkpoints verified\n", r.TreeSizeStart, r.TreeSizeEnd, r.TreeGrowthPerS, r.Checkpoints)
+	if r.MonitorErrors > 0 {
+		fmt.Fprintf(w, "  verifier fetch errors (retried): %d\n", r.MonitorErrors)
+		for _, g := range r.MonitorErrorsByReason {
+			fmt.Fprintf(w, "    %-12s %v\n", g.Kind, g)
+		}
+	}
 	if r.Reads > 0 {
 		fmt.Fprintf(w, "  reads: %d (%.1f/s), %d errors, %s\n", r.Reads, r.RateReadsPerS, r.ReadErrors, lat(r.ReadLatencyMS))
+		for _, g := range r.ReadErrorsByReason {
+			fmt.Fprintf(w, "    %-12s %v\n", g.Kind, g)
+		}
 	}
 	fmt.Fprintf(w, "  hammer CPU: %.2fs, %.0f µs per submission\n", r.HammerCPUS, r.HammerCPUPerSubmissionUS)
 	fmt.Fprintf(w, "  inclusions verified: %d\n", r.InclusionsVerified)
+	if r.UnverifiedUnreachable > 0 {
+		fmt.Fprintf(w, "  unverified (log unreachable): %d\n", r.UnverifiedUnreachable)
+	}
 	if r.VerificationFailures == 0 {
 		fmt.Fprintln(w, "  verification failures: none")
-		return
+	} else {
+		fmt.Fprintf(w, "  VERIFICATION FAILURES: %d\n", r.VerificationFailures)
+		for _, k := range slices.Sorted(maps.Keys(r.VerificationFailuresByKind)) {
+			fmt.Fprintf(w, "    %-24s %d\n", k, r.VerificationFailuresByKind[k])
+		}
+		for _, e := range r.FailureExamples {
+			fmt.Fprintf(w, "    e.g. %s\n", e)
+		}
 	}
-	fmt.Fprintf(w, "  VERIFICATION FAILURES: %d\n", r.VerificationFailures)
-	for _, k := range slices.Sorted(maps.Keys(r.VerificationFailuresByKind)) {
-		fmt.Fprintf(w, "    %-24s %d\n", k, r.VerificationFailuresByKind[k])
-	}
-	for _, e := range r.FailureExamples {
-		fmt.Fprintf(w, "    e.g. %s\n", e)
+	if r.ExitCode == hammer.ExitOK {
+		fmt.Fprintf(w, "  result: %s\n", r.ResultMessage)
+	} else {
+		fmt.Fprintf(w, "  RESULT: %s: %s (exit %d)\n", strings.ToUpper(r.Result), r.ResultMessage, r.ExitCode)
 	}
 }

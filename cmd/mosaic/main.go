@@ -58,11 +58,15 @@ func main() {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := c.run(ctx, os.Args[2:])
 		stop()
+		var ee *exitError
 		switch {
 		case err == nil:
 			return
 		case errors.Is(err, flag.ErrHelp):
 			os.Exit(2)
+		case errors.As(err, &ee):
+			fmt.Fprintf(os.Stderr, "mosaic %s: %s\n", name, ee.msg)
+			os.Exit(ee.code)
 		default:
 			fmt.Fprintf(os.Stderr, "mosaic %s: %v\n", name, err)
 			os.Exit(1)

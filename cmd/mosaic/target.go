@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"strings"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
@@ -13,12 +15,14 @@ type target struct {
 	dev, submission, monitoring, pubkey, origin string
 	insecure                                    bool
 	timeout                                     time.Duration
+	userAgent                                   string
 }
 
 // register adds the target flags to fs; devHelp describes -dev, and
 // monitoringHelp and originHelp the defaults that differ between commands.
-// Without withSubmission there is no -submission flag.
-func (t *target) register(fs *flag.FlagSet, withSubmission bool, devHelp, monitoringHelp, originHelp string) {
+// Without withSubmission there is no -submission flag. tool names the
+// command in the default User-Agent ("mosaic-hammer").
+func (t *target) register(fs *flag.FlagSet, tool string, withSubmission bool, devHelp, monitoringHelp, originHelp string) {
 	fs.StringVar(&t.dev, "dev", "", devHelp)
 	if withSubmission {
 		fs.StringVar(&t.submission, "submission", "", "the log's submission prefix (http(s)://.../)")
@@ -28,11 +32,28 @@ func (t *target) register(fs *flag.FlagSet, withSubmission bool, devHelp, monito
 	fs.StringVar(&t.origin, "origin", "", originHelp)
 	fs.BoolVar(&t.insecure, "insecure", false, "skip TLS certificate verification (self-signed test logs)")
 	fs.DurationVar(&t.timeout, "timeout", 30*time.Second, "timeout of each request")
+	// Logs throttle anonymous clients (Sunlight's read path treats a bare
+	// tool name as one), so the default says who we are and where to
+	// reach us.
+	fs.StringVar(&t.userAgent, "user-agent", client.UserAgent(tool),
+		"User-Agent of every request; logs may throttle clients without a contact, so keep one (a URL or an email address)")
 }
 
-// fromDev fills the flags not given from -dev's dev.json, which it returns
-// (nil without -dev).
+// exitError ends a command with a given exit status and a one-sentence
+// message (main prints it).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// fromDev checks the flags and fills those not given from -dev's dev.json,
+// which it returns (nil without -dev).
 func (t *target) fromDev() (*client.DevConfig, error) {
+	if t.userAgent == "" || strings.ContainsFunc(t.userAgent, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, errors.New("-user-agent must be one line of printable text, such as \"name/1.0 (+https://example.org/contact)\"")
+	}
 	if t.dev == "" {
 		return nil, nil
 	}

@@ -68,7 +68,8 @@ type Config struct {
 	Origin string
 	// HTTPClient makes the requests; nil means NewHTTPClient(false, 0).
 	HTTPClient *http.Client
-	// UserAgent is sent with every request.
+	// UserAgent is sent with every request; empty means
+	// UserAgent("mosaic-client").
 	UserAgent string
 	// Timeout bounds each attempt of each request; zero means 30s.
 	Timeout time.Duration
@@ -116,7 +117,7 @@ func New(cfg Config) (*Client, error) {
 		c.timeout = 30 * time.Second
 	}
 	if c.userAgent == "" {
-		c.userAgent = "mosaic-client"
+		c.userAgent = UserAgent("mosaic-client")
 	}
 	if cfg.SubmissionPrefix != "" {
 		u, err := url.Parse(cfg.SubmissionPrefix)
@@ -355,11 +356,17 @@ func (c *Client) do(req *http.Request, limit int64) ([]byte, error) {
 // Checkpoint fetches the log's checkpoint and verifies its RFC 6962
 // signature. A bad signature or origin is a *VerifyError.
 func (c *Client) Checkpoint(ctx context.Context) (*checkpoint.Verified, error) {
-	b, err := c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
+	b, err := c.FetchCheckpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return c.VerifyCheckpoint(b)
+}
+
+// FetchCheckpoint fetches the log's signed checkpoint without verifying it
+// (at most 1 MiB: a checkpoint is a few hundred bytes).
+func (c *Client) FetchCheckpoint(ctx context.Context) ([]byte, error) {
+	return c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
 }
 
 // VerifyCheckpoint verifies a signed checkpoint note with the log's key.
@@ -384,7 +391,8 @@ func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
 
 // HashTile fetches a hash tile and splits it into hashes. If a partial tile
 // is gone (logs may delete partial tiles once the full tile exists), it
-// falls back to the full tile's prefix. A tile of the wrong length is a
+// falls back to the full tile's prefix, or to a wider partial tile of the
+// current tree (see fetchTile). A tile of the wrong length is a
 // *VerifyError.
 func (c *Client) HashTile(ctx context.Context, t tile.Tile) ([]tlog.Hash, error) {
 	b, err := c.hashTileBytes(ctx, t)
@@ -402,45 +410,129 @@ func (c *Client) hashTileBytes(ctx context.Context, t tile.Tile) ([]byte, error)
 	if t.Data || t.W < 1 || t.W > tile.Width {
 		return nil, fmt.Errorf("HashTile: %+v is not a hash tile", t)
 	}
-	b, err := c.fetch(ctx, t.Path(), maxHashTileSize, c.retries)
-	if err != nil && !t.Full() && errors.Is(err, ErrNotFound) {
-		full := t
-		full.W = tile.Width
-		if fb, ferr := c.fetch(ctx, full.Path(), maxHashTileSize, c.retries); ferr == nil && len(fb) == tile.Width*32 {
-			return fb[:t.W*32], nil
-		}
-	}
+	b, served, err := c.fetchTile(ctx, t, maxHashTileSize, c.retries)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) != t.W*32 {
-		return nil, verifyErr(VerifyTile, "%s is %d bytes, want %d", t.Path(), len(b), t.W*32)
+	if len(b) != served.W*32 {
+		return nil, verifyErr(VerifyTile, "%s is %d bytes, want %d", served.Path(), len(b), served.W*32)
 	}
-	return b, nil
+	// The first t.W hashes of a wider tile are those of t: the hashes of
+	// complete subtrees never change as the tree grows.
+	return b[:t.W*32], nil
+}
+
+// FetchTileOnce fetches a tile's bytes without retries (for callers that
+// count every failure, like the hammer's readers), with the same fallback
+// as HashTile and DataTile when a partial tile is gone. The bytes may be
+// those of the full tile or of a wider partial tile, and a data tile is
+// returned as served (possibly gzipped).
+func (c *Client) FetchTileOnce(ctx context.Context, t tile.Tile) ([]byte, error) {
+	b, _, err := c.fetchTile(ctx, t, maxDataTileSize, 0)
+	return b, err
+}
+
+// fetchTile fetches tile t and returns its bytes and the tile they are.
+//
+// tlog-tiles and static-ct-api let a log delete a partial tile once the
+// full tile exists (TesseraCT's garbage collection does), so a client that
+// learned the tree size a moment ago can ask for a partial tile that is
+// gone. On a 404 for a partial tile it therefore fetches the full tile, and
+// if that does not exist yet either, the tile's partial at the size of the
+// log's current checkpoint, when that is wider. Both hold t as a prefix:
+// the hashes (and entries) of a tile never change as the tree grows, and
+// every caller authenticates what it gets against a checkpoint (hash tiles
+// through tlog against the root, data tiles against the level-0 tile).
+// Only tiles a checkpoint implies are asked for, as the specs require.
+func (c *Client) fetchTile(ctx context.Context, t tile.Tile, limit int64, retries int) ([]byte, tile.Tile, error) {
+	b, err := c.fetch(ctx, t.Path(), limit, retries)
+	if err == nil || t.Full() || !errors.Is(err, ErrNotFound) {
+		return b, t, err
+	}
+	full := t
+	full.W = tile.Width
+	fb, ferr := c.fetch(ctx, full.Path(), limit, retries)
+	if ferr == nil {
+		return fb, full, nil
+	}
+	if !errors.Is(ferr, ErrNotFound) {
+		return nil, t, &FetchError{Path: t.Path(), Err: fmt.Errorf("%w; fetching its full tile instead: %w", unwrapFetch(err), unwrapFetch(ferr))}
+	}
+	if w, cerr := c.currentWidth(ctx, t); cerr == nil && w > t.W && w < tile.Width {
+		wider := t
+		wider.W = w
+		wb, werr := c.fetch(ctx, wider.Path(), limit, retries)
+		if werr == nil {
+			return wb, wider, nil
+		}
+		if !errors.Is(werr, ErrNotFound) {
+			return nil, t, &FetchError{Path: t.Path(), Err: fmt.Errorf("%w; fetching %s instead: %w", unwrapFetch(err), wider.Path(), unwrapFetch(werr))}
+		}
+	}
+	return nil, t, err
+}
+
+func unwrapFetch(err error) error {
+	var fe *FetchError
+	if errors.As(err, &fe) {
+		return fe.Err
+	}
+	return err
+}
+
+// currentWidth fetches the log's checkpoint and returns the width tile t has
+// in its tree (0 if the tree does not reach it). With the log's key the
+// checkpoint is verified; without one (a tiles-only check) its size is only
+// used to choose which tile to ask for, whose content is authenticated by
+// the caller like any other.
+func (c *Client) currentWidth(ctx context.Context, t tile.Tile) (int, error) {
+	b, err := c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	if c.pub != nil {
+		v, err := c.VerifyCheckpoint(b)
+		if err != nil {
+			return 0, err
+		}
+		size = v.Size
+	} else {
+		body, _, ok := bytes.Cut(b, []byte("\n\n"))
+		if !ok {
+			return 0, errors.New("checkpoint is not a signed note")
+		}
+		cp, err := checkpoint.Parse(append(bytes.Clone(body), '\n'))
+		if err != nil {
+			return 0, err
+		}
+		size = cp.Size
+	}
+	level := t.Level
+	if t.Data {
+		level = 0
+	}
+	n := (size >> (tile.Height * level)) - t.N*tile.Width // hashes at this level in the tile's span
+	return int(max(min(n, tile.Width), 0)), nil
 }
 
 // DataTileBytes fetches a data tile and decompresses it if it is gzipped
 // (HTTP transports undo Content-Encoding; a storage directory may hold
 // either form, told apart by the gzip magic, which no TileLeaf can start
-// with).
-func (c *Client) DataTileBytes(ctx context.Context, t tile.Tile) ([]byte, error) {
+// with). If a partial tile is gone, the full tile or a wider partial tile is
+// returned instead (see fetchTile), and width says how many entries the
+// returned tile holds: t.W, or more.
+func (c *Client) DataTileBytes(ctx context.Context, t tile.Tile) (b []byte, width int, err error) {
 	t.Data = true
-	b, err := c.fetch(ctx, t.Path(), maxDataTileSize, c.retries)
-	if err != nil && !t.Full() && errors.Is(err, ErrNotFound) {
-		full := t
-		full.W = tile.Width
-		if fb, ferr := c.fetch(ctx, full.Path(), maxDataTileSize, c.retries); ferr == nil {
-			b, err = fb, nil
-		}
-	}
+	b, served, err := c.fetchTile(ctx, t, maxDataTileSize, c.retries)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	b, err = Gunzip(b)
 	if err != nil {
-		return nil, verifyErr(VerifyTile, "%s: %v", t.Path(), err)
+		return nil, 0, verifyErr(VerifyTile, "%s: %v", served.Path(), err)
 	}
-	return b, nil
+	return b, served.W, nil
 }
 
 // Gunzip decompresses b if it starts with the gzip magic, and returns it
@@ -464,25 +556,24 @@ func Gunzip(b []byte) ([]byte, error) {
 }
 
 // DataTile fetches and parses a data tile. If t is partial and its data
-// tile is gone, the full tile is used. The result has exactly t.W entries;
+// tile is gone, the full tile (or a wider partial one) is used. The result has exactly t.W entries;
 // anything else is a *VerifyError.
 func (c *Client) DataTile(ctx context.Context, t tile.Tile) ([]*tile.Entry, error) {
 	t.Data = true
-	b, err := c.DataTileBytes(ctx, t)
+	b, w, err := c.DataTileBytes(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	served := t
+	served.W = w
 	entries, err := tile.ParseDataTile(b)
 	if err != nil {
-		return nil, verifyErr(VerifyTile, "%s: %v", t.Path(), err)
+		return nil, verifyErr(VerifyTile, "%s: %v", served.Path(), err)
 	}
-	if len(entries) > t.W && len(entries) == tile.Width {
-		entries = entries[:t.W] // full-tile fallback for a partial tile
+	if len(entries) != w {
+		return nil, verifyErr(VerifyTile, "%s has %d entries, want %d", served.Path(), len(entries), w)
 	}
-	if len(entries) != t.W {
-		return nil, verifyErr(VerifyTile, "%s has %d entries, want %d", t.Path(), len(entries), t.W)
-	}
-	return entries, nil
+	return entries[:t.W], nil // a wider tile (the fallback) starts with t's entries
 }
 
 // IssuerPath returns the path of the issuer with the given fingerprint.

@@ -7,9 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrNotFound is wrapped by errors for an object the log does not have
@@ -204,4 +208,99 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// MaxReasonLen bounds the length in bytes of a reason returned by Describe.
+const MaxReasonLen = 200
+
+// Describe returns the HTTP status of a failed request (0 if there was no
+// HTTP answer) and a short reason: the first line of the log's answer (its
+// status text if the body is empty), or what went wrong on the network
+// ("connection refused", "timeout", "DNS: no such host"...).
+//
+// The reason comes from a log that may be hostile, and is shown on a
+// terminal and counted: it is made printable (control characters, which
+// could carry terminal escapes, and invalid UTF-8 become '?') and cut to
+// MaxReasonLen bytes, so that counting by reason stays cheap.
+func Describe(err error) (status int, reason string) {
+	if err == nil {
+		return 0, ""
+	}
+	var he *HTTPError
+	var ve *VerifyError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &he):
+		first, _, _ := strings.Cut(he.Body, "\n")
+		if first = strings.TrimSpace(first); first == "" {
+			first = http.StatusText(he.StatusCode)
+		}
+		return he.StatusCode, CleanReason(first)
+	case errors.As(err, &ve):
+		return 0, CleanReason(ve.Error())
+	case errors.Is(err, ErrNotFound):
+		return 0, "not found"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return 0, "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return 0, "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		return 0, "broken pipe"
+	case errors.As(err, &dns):
+		return 0, CleanReason("DNS: " + dns.Err)
+	case errors.Is(err, context.Canceled):
+		return 0, "canceled"
+	}
+	switch Classify(err) {
+	case KindTimeout:
+		return 0, "timeout"
+	case KindConnection:
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, "connection closed before a complete response"
+		}
+	}
+	// Strip the request description the wrappers add (the path and URL
+	// vary, and would make every failure a distinct reason).
+unwrap:
+	for {
+		switch e := err.(type) {
+		case *FetchError:
+			if e.Err == nil {
+				break unwrap
+			}
+			err = e.Err
+		case *url.Error:
+			if e.Err == nil {
+				break unwrap
+			}
+			err = e.Err
+		default:
+			break unwrap
+		}
+	}
+	return 0, CleanReason(err.Error())
+}
+
+// CleanReason makes s printable and at most MaxReasonLen bytes: control
+// characters and invalid UTF-8 become '?', and a cut string ends in "…".
+func CleanReason(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 4*MaxReasonLen {
+		s = s[:4*MaxReasonLen] // bound the work; the end is cut anyway
+	}
+	var b strings.Builder
+	cut := 0 // length of b when it last fitted with room for "…"
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			r = '?'
+		}
+		if b.Len()+utf8.RuneLen(r) <= MaxReasonLen-len("…") {
+			cut = b.Len() + utf8.RuneLen(r)
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() <= MaxReasonLen {
+		return b.String()
+	}
+	return b.String()[:cut] + "…"
 }

@@ -46,6 +46,27 @@ func (c *Client) CheckConsistency(ctx context.Context, older, newer checkpoint.C
 	return nil
 }
 
+// TreeHash returns the root hash of the first n leaves of the tree of cp,
+// computed from the log's hash tiles, which are authenticated against cp's
+// root hash on the way. With n == cp.Size it checks that the tiles hash to
+// cp. Tiles that do not hash to cp's root are a *VerifyError of kind
+// VerifyCheckpointConsistency; a tile the log did not deliver is a
+// *FetchError.
+func (c *Client) TreeHash(ctx context.Context, cp checkpoint.Checkpoint, n int64) (tlog.Hash, error) {
+	if n < 0 || n > cp.Size {
+		return tlog.Hash{}, fmt.Errorf("tree size %d is not within a tree of size %d", n, cp.Size)
+	}
+	if n == 0 {
+		return sha256.Sum256(nil), nil
+	}
+	thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, c.tileReader(ctx))
+	h, err := tlog.TreeHash(n, thr)
+	if err != nil {
+		return tlog.Hash{}, classifyProofErr(err, VerifyCheckpointConsistency, "tiles for tree size %d", cp.Size)
+	}
+	return h, nil
+}
+
 // LeafHashes returns the Merkle leaf hashes at the given indexes of the tree
 // of cp, read from level-0 tiles that are authenticated against cp's root
 // hash: a returned hash is proven to be in the tree. Tiles that do not hash

@@ -22,7 +22,8 @@ type addChainRequest struct {
 // AddChain submits a certificate chain (DER, leaf first) to add-chain and
 // returns the log's SCT response. The SCT is not verified: see VerifySCT.
 // Errors are *FetchError wrapping an *HTTPError (with RetryAfter set on
-// pushback), a network error, or a context error; use Classify.
+// pushback), a network error, or a context error; a 200 answer that is not
+// an SCT response is a *VerifyError. Use Classify and Describe.
 func (c *Client) AddChain(ctx context.Context, chain [][]byte) (*sct.Response, error) {
 	return c.submit(ctx, "ct/v1/add-chain", chain)
 }
@@ -54,7 +55,9 @@ func (c *Client) submit(ctx context.Context, endpoint string, chain [][]byte) (*
 	}
 	var resp sct.Response
 	if err := json.Unmarshal(b, &resp); err != nil {
-		return nil, &FetchError{Path: endpoint, Err: fmt.Errorf("malformed SCT response: %w", err)}
+		// The log said 200 (logged) but gave no usable SCT: that is the
+		// log misbehaving, not failing to answer.
+		return nil, &VerifyError{Kind: VerifySCT, Err: fmt.Errorf("%s answered 200 with a malformed SCT response: %v", endpoint, err)}
 	}
 	return &resp, nil
 }

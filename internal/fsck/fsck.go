@@ -15,6 +15,13 @@
 // Without a checkpoint (Options.TreeSize > 0) it checks the tiles of a tree
 // of that size and reports the root hash they imply, which is how it is
 // pointed at a copy of production tiles.
+//
+// Given other signed checkpoints of the log (Options.Checkpoints: files a
+// monitor kept, the checkpoint another copy serves), it also checks that
+// they and the log's checkpoint are one history: equal roots for equal
+// sizes, and for different sizes a consistency proof and the smaller root
+// recomputed from the log's tiles. Anything else is a Fork, the evidence
+// of a split view, which a log that only checks itself cannot see.
 package fsck
 
 import (
@@ -56,6 +63,15 @@ type Options struct {
 	MaxProblems int
 	// Progress, if set, is called after each level-0 tile is checked.
 	Progress func(done, total int64)
+	// Checkpoints are signed checkpoints of the log obtained elsewhere, to
+	// compare with the log's own checkpoint and tiles: two that cannot
+	// both be true are a Fork. They need the log's checkpoint (not
+	// tiles-only mode).
+	Checkpoints []Given
+	// ConsistencyOnly skips the walk over every tile: only the
+	// checkpoints are verified and compared, reading the few tiles the
+	// proofs need.
+	ConsistencyOnly bool
 }
 
 // Problem is one thing wrong with the log.
@@ -95,10 +111,20 @@ type Result struct {
 	Problems []Problem
 	// ProblemCount is the number of problems found.
 	ProblemCount int64
+	// Compared are the verified checkpoints that were compared: the log's
+	// own first, then the given ones that verified.
+	Compared []Tree
+	// Forks are the split views found among them.
+	Forks []Fork
+	// Walked is whether every tile was checked (not ConsistencyOnly).
+	Walked bool
 }
 
-// OK reports whether no problem was found.
-func (r *Result) OK() bool { return r.ProblemCount == 0 }
+// OK reports whether no problem and no fork was found.
+func (r *Result) OK() bool { return r.ProblemCount == 0 && len(r.Forks) == 0 }
+
+// Forked reports whether a fork was found.
+func (r *Result) Forked() bool { return len(r.Forks) > 0 }
 
 // Check verifies the log. It returns an error only when the check could not
 // be carried out (bad options, canceled context); everything wrong with the
@@ -117,6 +143,9 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 	if opts.MaxProblems <= 0 {
 		opts.MaxProblems = 100
 	}
+	if opts.TreeSize > 0 && (len(opts.Checkpoints) > 0 || opts.ConsistencyOnly) {
+		return nil, errors.New("fsck: comparing checkpoints needs the log's checkpoint, not a tiles-only check")
+	}
 	ck := &checker{opts: opts, maxLevel: maxLevel, c: opts.Client, res: &Result{}, issuers: make(map[[32]byte]*issuerState)}
 	size := opts.TreeSize
 	if size <= 0 {
@@ -132,13 +161,21 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 		size = cp.Size
 	}
 	ck.res.TreeSize = size
-	if err := ck.run(ctx, size); err != nil {
-		return nil, err
+	if !opts.ConsistencyOnly {
+		if err := ck.run(ctx, size); err != nil {
+			return nil, err
+		}
+		ck.res.Walked = true
+		root := ck.res.RootHash
+		if cp := ck.res.Checkpoint; cp != nil && cp.Hash != root {
+			ck.problem(Problem{Path: "checkpoint", Index: -1, order: size,
+				Detail: fmt.Sprintf("root hash %v, but the tiles hash to %v", cp.Hash, root)})
+		}
 	}
-	root := ck.res.RootHash
-	if cp := ck.res.Checkpoint; cp != nil && cp.Hash != root {
-		ck.problem(Problem{Path: "checkpoint", Index: -1, order: size,
-			Detail: fmt.Sprintf("root hash %v, but the tiles hash to %v", cp.Hash, root)})
+	if cp := ck.res.Checkpoint; cp != nil && (len(opts.Checkpoints) > 0 || opts.ConsistencyOnly) {
+		if err := ck.compare(ctx, cp, opts.Checkpoints); err != nil {
+			return nil, err
+		}
 	}
 	return ck.finish(), nil
 }
@@ -152,6 +189,7 @@ type checker struct {
 	mu       sync.Mutex
 	problems []Problem
 	count    int64
+	forks    []Fork
 
 	issuerMu sync.Mutex
 	issuers  map[[32]byte]*issuerState
@@ -184,6 +222,7 @@ func (ck *checker) finish() *Result {
 	}
 	r := ck.res
 	r.Problems, r.ProblemCount = ck.problems, ck.count
+	r.Forks = ck.forks
 	r.Entries, r.Precerts = ck.entries.Load(), ck.precerts.Load()
 	r.DataTiles, r.HashTiles = ck.dataTiles.Load(), ck.hashTiles.Load()
 	ck.issuerMu.Lock()
@@ -372,7 +411,7 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 			upperMu.Unlock()
 		}()
 	}
-	raw, dataErr := ck.c.DataTileBytes(ctx, td)
+	raw, servedW, dataErr := ck.c.DataTileBytes(ctx, td)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return
@@ -388,7 +427,7 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 		ck.problem(Problem{Path: td.Path(), Index: -1, order: start, Detail: describe(dataErr)})
 	} else {
 		ck.dataTiles.Add(1)
-		entries = ck.parseDataTile(td, raw)
+		entries = ck.parseDataTile(td, raw, servedW)
 	}
 
 	// The tree is recomputed from the data tiles; where one is unusable,
@@ -413,28 +452,30 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 
 // parseDataTile parses as many entries as it can, reporting the first
 // malformed one and a wrong count. A partial tile may have been served from
-// its full tile (the client's fallback when a log has deleted the partial
-// one), in which case the extra entries are ignored.
-func (ck *checker) parseDataTile(td tile.Tile, b []byte) []*tile.Entry {
+// its full tile or a wider partial tile (the client's fallback when a log
+// has deleted the partial one): servedW is the width of the tile that was
+// read, and the entries past td.W are ignored.
+func (ck *checker) parseDataTile(td tile.Tile, b []byte, servedW int) []*tile.Entry {
+	served := td
+	served.W = servedW
 	var entries []*tile.Entry
-	for len(b) > 0 && len(entries) < tile.Width {
+	for len(b) > 0 && len(entries) < servedW {
 		e, rest, err := tile.ReadTileLeaf(b)
 		if err != nil {
 			idx := td.N*tile.Width + int64(len(entries))
-			ck.problem(Problem{Path: td.Path(), Index: idx, Detail: fmt.Sprintf("entry %d does not parse: %v", len(entries), err)})
-			return entries
+			ck.problem(Problem{Path: served.Path(), Index: idx, Detail: fmt.Sprintf("entry %d does not parse: %v", len(entries), err)})
+			return entries[:min(len(entries), td.W)]
 		}
 		entries = append(entries, e)
 		b = rest
 	}
-	fullFallback := !td.Full() && len(entries) == tile.Width && len(b) == 0
-	if (len(entries) != td.W || len(b) > 0) && !fullFallback {
+	if len(entries) != servedW || len(b) > 0 {
 		more := ""
 		if len(b) > 0 {
 			more = " and trailing data"
 		}
-		ck.problem(Problem{Path: td.Path(), Index: -1, order: td.N * tile.Width, Detail: fmt.Sprintf(
-			"has %d entries%s, want %d", len(entries), more, td.W)})
+		ck.problem(Problem{Path: served.Path(), Index: -1, order: td.N * tile.Width, Detail: fmt.Sprintf(
+			"has %d entries%s, want %d", len(entries), more, servedW)})
 	}
 	return entries[:min(len(entries), td.W)]
 }

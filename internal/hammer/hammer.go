@@ -22,6 +22,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,6 +80,10 @@ type Config struct {
 	// Drain bounds the wait, after the last submission, for every accepted
 	// submission to be integrated and verified; zero means 30s.
 	Drain time.Duration
+	// MaxReject is the share of submissions (0 to 1) the log may refuse
+	// with an HTTP error other than 429/503 before the run fails with
+	// ResultRejected; zero allows none.
+	MaxReject float64
 
 	// Terminal, if set, shows the live view and reads keys from it.
 	Terminal *Terminal
@@ -124,8 +129,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Duration <= 0 && cfg.Count <= 0 {
 		return nil, errors.New("hammer: set a duration or a count to bound the run")
 	}
-	if cfg.Dup < 0 || cfg.Dup > 1 || cfg.Precert < 0 || cfg.Precert > 1 {
-		return nil, errors.New("hammer: dup and precert must be between 0 and 1")
+	if cfg.Dup < 0 || cfg.Dup > 1 || cfg.Precert < 0 || cfg.Precert > 1 || cfg.MaxReject < 0 || cfg.MaxReject > 1 {
+		return nil, errors.New("hammer: dup, precert and max-reject must be between 0 and 1")
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 100
@@ -278,7 +283,7 @@ func (h *hammer) worker(ctx, submitCtx context.Context, stop func()) {
 		}
 		cert, err := h.next()
 		if err != nil {
-			h.st.submitError(client.KindOther)
+			h.st.submitError(fmt.Errorf("minting a certificate: %w", err))
 			continue
 		}
 		h.submit(ctx, cert)
@@ -295,18 +300,29 @@ func (h *hammer) send(ctx context.Context, cert *Cert) (resp *sct.Response, ok b
 		resp, err = h.c.AddChain(ctx, cert.Chain)
 	}
 	if err != nil {
-		kind := client.Classify(err)
-		if kind == client.KindCanceled {
+		switch client.Classify(err) {
+		case client.KindCanceled:
 			h.st.offered.Add(-1) // never reached the log's answer
 			return nil, false
-		}
-		h.st.submitError(kind)
-		if kind == client.KindPushback {
+		case client.KindVerify:
+			// A 200 without a usable SCT: the log said it logged the
+			// chain and gave no proof of it.
+			h.st.failure(FailSCT, "%v", err)
+			return nil, false
+		case client.KindPushback:
+			h.st.submitError(err)
 			d, ok := client.RetryAfter(err)
 			if !ok {
 				d = time.Second
 			}
 			h.limiter.PauseUntil(time.Now().Add(d))
+			return nil, false
+		}
+		h.st.submitError(err)
+		if FailureKind(err) == KindUnreachable {
+			// Do not spin on a log that is down (a refused connection
+			// fails at once): wait a little before the next submission.
+			h.limiter.PauseUntil(time.Now().Add(unreachablePause))
 		}
 		return nil, false
 	}
@@ -407,9 +423,19 @@ type Report struct {
 	Offered    int64 `json:"offered"`
 	Accepted   int64 `json:"accepted"`
 	Duplicates int64 `json:"duplicates"`
-	// Errors counts failed submissions by kind: 4xx, 5xx, pushback
-	// (503/429), timeout, connection, other.
-	Errors map[string]int64 `json:"errors"`
+	// Errors counts failed submissions by the client's kinds: 4xx, 5xx,
+	// pushback (503/429), timeout, connection, other. FailedSubmissions
+	// counts them by what they mean (KindRejected, KindOverloaded,
+	// KindServerError, KindUnreachable, KindOther).
+	Errors            map[string]int64 `json:"errors"`
+	FailedSubmissions map[string]int64 `json:"failed_submissions"`
+	// FailedByStatus counts the log's HTTP answers other than 200 to
+	// submissions, by status.
+	FailedByStatus map[string]int64 `json:"failed_submissions_by_status"`
+	// FailedByReason lists failed submissions by kind, status and reason
+	// (the first line of the log's answer, or the network failure), most
+	// frequent first.
+	FailedByReason []ErrorGroup `json:"failed_submissions_by_reason"`
 
 	VerificationFailures       int64            `json:"verification_failures"`
 	VerificationFailuresByKind map[string]int64 `json:"verification_failures_by_kind"`
@@ -419,6 +445,10 @@ type Report struct {
 	// interrupted.
 	Unverified  int  `json:"unverified,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+	// UnverifiedUnreachable counts accepted submissions that could not be
+	// verified because the log could not be reached at the end. They are
+	// not verification failures: nothing shows the log misbehaved.
+	UnverifiedUnreachable int64 `json:"unverified_log_unreachable"`
 
 	RateOfferedPerS    float64 `json:"rate_offered_per_s"`
 	RateAcceptedPerS   float64 `json:"rate_accepted_per_s"`
@@ -429,15 +459,31 @@ type Report struct {
 	TreeSizeEnd    int64   `json:"tree_size_end"`
 	TreeGrowthPerS float64 `json:"tree_growth_per_s"`
 	Checkpoints    int64   `json:"checkpoints"`
-	MonitorErrors  int64   `json:"monitor_errors"`
+	// MonitorErrors counts the verifier's failed fetches (each retried at
+	// the next poll), grouped in MonitorErrorsByReason.
+	MonitorErrors         int64        `json:"monitor_errors"`
+	MonitorErrorsByReason []ErrorGroup `json:"monitor_errors_by_reason"`
 
-	Reads         int64   `json:"reads"`
-	ReadErrors    int64   `json:"read_errors"`
-	RateReadsPerS float64 `json:"rate_reads_per_s"`
-	ReadLatencyMS Summary `json:"read_latency_ms"`
+	Reads      int64 `json:"reads"`
+	ReadErrors int64 `json:"read_errors"`
+	// ReadErrorsByReason groups the readers' failed reads by kind, status
+	// and reason, with an example path each.
+	ReadErrorsByReason []ErrorGroup `json:"read_errors_by_reason"`
+	RateReadsPerS      float64      `json:"rate_reads_per_s"`
+	ReadLatencyMS      Summary      `json:"read_latency_ms"`
 
 	HammerCPUS               float64 `json:"hammer_cpu_s"`
 	HammerCPUPerSubmissionUS float64 `json:"hammer_cpu_us_per_submission"`
+
+	// MaxReject is the share of submissions the log could refuse before
+	// the run failed (Config.MaxReject).
+	MaxReject float64 `json:"max_reject"`
+	// Result is the verdict: ResultOK, ResultVerification, ResultRejected
+	// or ResultUnreachable; ResultMessage says it in one sentence, and
+	// ExitCode is the exit status of `mosaic hammer` for it.
+	Result        string `json:"result"`
+	ResultMessage string `json:"result_message"`
+	ExitCode      int    `json:"exit_code"`
 }
 
 func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.Duration, interrupted bool, abandoned int) *Report {
@@ -460,6 +506,20 @@ func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.D
 	for _, k := range errorKinds {
 		r.Errors[string(k)] = s.Errors[k]
 	}
+	r.FailedSubmissions = make(map[string]int64)
+	for _, k := range failureKinds {
+		r.FailedSubmissions[k] = s.Failed[k]
+	}
+	h.st.mu.Lock()
+	r.FailedByStatus = make(map[string]int64)
+	for code, n := range h.st.byStatus {
+		r.FailedByStatus[strconv.Itoa(code)] = n
+	}
+	r.FailedByReason = h.st.submitGroups.list()
+	r.ReadErrorsByReason = h.st.readGroups.list()
+	r.MonitorErrorsByReason = h.st.monitorGroups.list()
+	r.UnverifiedUnreachable = h.st.unverifiedUnreachable
+	h.st.mu.Unlock()
 	for k, n := range s.Failures {
 		r.VerificationFailuresByKind[k] = n
 		r.VerificationFailures += n
@@ -478,5 +538,7 @@ func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.D
 	if r.Offered > 0 {
 		r.HammerCPUPerSubmissionUS = float64(cpu.Microseconds()) / float64(r.Offered)
 	}
+	r.MaxReject = h.cfg.MaxReject
+	r.Result, r.ExitCode, r.ResultMessage = r.verdict()
 	return r
 }

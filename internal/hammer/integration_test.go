@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,10 +22,11 @@ import (
 )
 
 // startDevServer runs `mosaic serve -dev` on a fresh directory and waits for
-// its dev.json.
-func startDevServer(t *testing.T, bin string) string {
+// its dev.json. It returns the directory and a function that stops the
+// server with SIGTERM and waits for it to exit (also called at cleanup).
+func startDevServer(t *testing.T, bin string) (dir string, stop func()) {
 	t.Helper()
-	dir := t.TempDir()
+	dir = t.TempDir()
 	logs := &testenv.Output{}
 	cmd := exec.Command(bin, "serve", "-dev", "-data", dir, "-listen", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -33,20 +35,24 @@ func startDevServer(t *testing.T, bin string) string {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("mosaic serve did not stop on SIGTERM; its log:\n%s", logs)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+				t.Errorf("mosaic serve did not stop on SIGTERM; its log:\n%s", logs)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.After(60 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(dir, client.DevConfigFile)); err == nil {
-			return dir
+			return dir, stop
 		}
 		select {
 		case err := <-exited:
@@ -82,7 +88,7 @@ func run(t *testing.T, bin string, args ...string) (string, int) {
 // catches an issuer deleted from a copy of that directory.
 func TestDevLogEndToEnd(t *testing.T) {
 	bin := testenv.MosaicBinary(t)
-	dir := startDevServer(t, bin)
+	dir, _ := startDevServer(t, bin)
 	report := filepath.Join(t.TempDir(), "report.json")
 
 	out, code := run(t, bin, "hammer", "-dev", dir, "-count", "1500", "-rate", "0", "-workers", "50",
@@ -100,7 +106,8 @@ func TestDevLogEndToEnd(t *testing.T) {
 		t.Fatalf("report: %v\n%s", err, b)
 	}
 	if r.VerificationFailures != 0 || r.Offered != 1500 || r.Accepted == 0 || r.InclusionsVerified != r.Accepted ||
-		r.TreeSizeEnd != r.TreeSizeStart+r.Accepted || r.Duplicates == 0 {
+		r.TreeSizeEnd != r.TreeSizeStart+r.Accepted || r.Duplicates == 0 || r.Result != ResultOK || r.ExitCode != ExitOK ||
+		r.ReadErrors != 0 || len(r.FailedByReason) != 0 {
 		t.Errorf("report: %d failures (%v), offered %d, accepted %d, verified %d, duplicates %d, tree %d→%d\n%s",
 			r.VerificationFailures, r.FailureExamples, r.Offered, r.Accepted, r.InclusionsVerified, r.Duplicates,
 			r.TreeSizeStart, r.TreeSizeEnd, out)
@@ -108,7 +115,8 @@ func TestDevLogEndToEnd(t *testing.T) {
 	var raw map[string]any
 	json.Unmarshal(b, &raw)
 	for _, k := range []string{"offered", "accepted", "duplicates", "errors", "verification_failures", "rate_accepted_per_s",
-		"add_chain_latency_ms", "integrate_latency_ms", "tree_size_start", "tree_size_end"} {
+		"add_chain_latency_ms", "integrate_latency_ms", "tree_size_start", "tree_size_end", "failed_submissions",
+		"failed_submissions_by_status", "failed_submissions_by_reason", "read_errors_by_reason", "result", "exit_code"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("report lacks %q", k)
 		}
@@ -187,7 +195,7 @@ func TestHammerExitStatus(t *testing.T) {
 	out, code := run(t, bin, "hammer", "-submission", srv.URL+"/", "-pubkey", l.PublicKey(), "-origin", l.Origin(),
 		"-ca-cert", filepath.Join(dir, "ca.pem"), "-ca-key", filepath.Join(dir, "ca.key"),
 		"-count", "20", "-rate", "0", "-workers", "2", "-dup", "0", "-ui=false", "-report", report)
-	if code != 1 || !strings.Contains(out, "VERIFICATION FAILURES: 4") || !strings.Contains(out, "4 verification failures") {
+	if code != ExitVerification || !strings.Contains(out, "VERIFICATION FAILURES: 4") || !strings.Contains(out, "mosaic hammer: the log misbehaved: 4 verification failures") {
 		t.Errorf("mosaic hammer against a log with bad SCTs exited %d:\n%s", code, out)
 	}
 	b, err := os.ReadFile(report)
@@ -195,8 +203,8 @@ func TestHammerExitStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r Report
-	if err := json.Unmarshal(b, &r); err != nil || r.VerificationFailuresByKind[FailSCT] != 4 {
-		t.Errorf("report: %v, failures %v", err, r.VerificationFailuresByKind)
+	if err := json.Unmarshal(b, &r); err != nil || r.VerificationFailuresByKind[FailSCT] != 4 || r.Result != ResultVerification || r.ExitCode != ExitVerification {
+		t.Errorf("report: %v, failures %v, result %q/%d", err, r.VerificationFailuresByKind, r.Result, r.ExitCode)
 	}
 	if _, code := run(t, bin, "hammer", "-rate", "5"); code != 2 {
 		t.Errorf("mosaic hammer without a target exited %d, want 2 (usage)", code)

@@ -14,30 +14,45 @@ import (
 // the edge), the other half fetch random tiles the tree has (level-0,
 // level-1 and data tiles). It reads the tree size the verifier last
 // verified, so it only asks for tiles that must exist.
+//
+// A partial tile can be gone by the time it is asked for (a log may delete
+// it once the full tile exists): the client then reads the full tile or the
+// current wider partial instead, as a monitor does, so that this is not
+// counted as a read error.
 func (h *hammer) reader(ctx context.Context, lim *Limiter, startSize int64) {
 	next := startSize / tile.Width // the next data tile to tail
 	for lim.Wait(ctx) == nil {
 		size := h.st.treeSize.Load()
-		path := "checkpoint"
+		var t *tile.Tile
 		switch {
 		case size == 0:
 		case rand.IntN(2) == 0:
 			full := size / tile.Width
 			if next < full {
-				path = tile.Tile{Data: true, N: next, W: tile.Width}.Path()
+				t = &tile.Tile{Data: true, N: next, W: tile.Width}
 				next++
 			} else if w := int(size % tile.Width); w > 0 {
-				path = tile.Tile{Data: true, N: full, W: w}.Path()
+				t = &tile.Tile{Data: true, N: full, W: w}
 			}
 		default:
-			path = randomTile(size).Path()
+			rt := randomTile(size)
+			t = &rt
 		}
 		t0 := time.Now()
-		b, err := h.c.FetchOnce(ctx, path)
+		var b []byte
+		var err error
+		path := "checkpoint"
+		if t == nil {
+			b, err = h.c.FetchOnce(ctx, path)
+		} else {
+			path = t.Path()
+			b, err = h.c.FetchTileOnce(ctx, *t)
+		}
 		if err != nil {
-			if client.Classify(err) != client.KindCanceled {
+			// A read cut short because the run ended is not a read error.
+			if ctx.Err() == nil && client.Classify(err) != client.KindCanceled {
 				h.st.reads.Add(1)
-				h.st.readErrors.Add(1)
+				h.st.readError(err, path)
 			}
 			continue
 		}

@@ -1,8 +1,13 @@
 package hammer
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +45,135 @@ const (
 	maxFailureExamples  = 20
 	defaultDupRingSize  = 4096
 	defaultPollInterval = 50 * time.Millisecond
+	// unreachablePause is how long submissions pause after the log could
+	// not be reached.
+	unreachablePause = 250 * time.Millisecond
+	// maxErrorGroups bounds the distinct (kind, status, reason) groups kept
+	// per error table; later ones are lumped into their kind's "other".
+	maxErrorGroups = 20
 )
+
+// Kinds of failed request: what the log's answer, or its silence, means.
+// Verification failures (the log misbehaved) are counted apart, by their
+// own kinds.
+const (
+	// KindRejected is a 4xx answer other than 429: the log refused the
+	// submission (an untrusted root, an expired certificate...) or the
+	// object.
+	KindRejected = "rejected"
+	// KindOverloaded is a 429 or 503: the log asked the client to slow down.
+	KindOverloaded = "overloaded"
+	// KindServerError is any other 5xx answer.
+	KindServerError = "server_error"
+	// KindUnreachable is no answer: connection refused or reset, a timeout,
+	// a DNS failure, or a 502/504 from a proxy that could not reach the log.
+	KindUnreachable = "unreachable"
+	// KindOther is anything else, such as a certificate the hammer failed
+	// to mint.
+	KindOther = "other"
+)
+
+// failureKinds are the kinds always present in reports, in display order.
+var failureKinds = []string{KindRejected, KindOverloaded, KindServerError, KindUnreachable, KindOther}
+
+// FailureKind classifies a failed request (not a *client.VerifyError,
+// which is a verification failure).
+func FailureKind(err error) string {
+	var he *client.HTTPError
+	if errors.As(err, &he) {
+		switch he.StatusCode {
+		case http.StatusBadGateway, http.StatusGatewayTimeout:
+			return KindUnreachable
+		}
+	}
+	switch client.Classify(err) {
+	case client.KindClient:
+		return KindRejected
+	case client.KindPushback:
+		return KindOverloaded
+	case client.KindServer:
+		return KindServerError
+	case client.KindTimeout, client.KindConnection:
+		return KindUnreachable
+	}
+	return KindOther
+}
+
+// ErrorGroup counts failed requests of one kind with one HTTP status and
+// reason.
+type ErrorGroup struct {
+	Kind string `json:"kind"`
+	// Status is the HTTP status, 0 if there was no HTTP answer.
+	Status int `json:"status,omitempty"`
+	// Reason is the first line of the answer, or the network failure,
+	// printable and at most client.MaxReasonLen bytes; "other" lumps the
+	// groups past the first maxErrorGroups.
+	Reason string `json:"reason"`
+	Count  int64  `json:"count"`
+	// Path is an example of a path that failed this way (reads only).
+	Path string `json:"example_path,omitempty"`
+}
+
+// String formats the group on one line: `400 "reason" ×3 (e.g. path)`, or
+// `"connection refused" ×3` without an HTTP status.
+func (g ErrorGroup) String() string {
+	s := fmt.Sprintf("%q ×%d", g.Reason, g.Count)
+	if g.Status != 0 {
+		s = strconv.Itoa(g.Status) + " " + s
+	}
+	if g.Path != "" {
+		s += " (e.g. " + g.Path + ")"
+	}
+	return s
+}
+
+type groupKey struct {
+	kind   string
+	status int
+	reason string
+}
+
+// errorGroups counts failed requests by kind, status and reason. It keeps at
+// most maxErrorGroups distinct groups and lumps the rest into one "other"
+// group per kind, so that a log answering with ever-different reasons
+// cannot make it grow. Not safe for concurrent use (stats.mu guards it).
+type errorGroups struct {
+	m map[groupKey]*ErrorGroup
+}
+
+func (g *errorGroups) add(kind string, err error, path string) {
+	status, reason := client.Describe(err)
+	k := groupKey{kind, status, reason}
+	if g.m == nil {
+		g.m = make(map[groupKey]*ErrorGroup)
+	}
+	e, ok := g.m[k]
+	if !ok {
+		if len(g.m) >= maxErrorGroups {
+			k = groupKey{kind: kind, reason: "other"}
+			if e, ok = g.m[k]; !ok {
+				e = &ErrorGroup{Kind: kind, Reason: "other", Path: path}
+				g.m[k] = e
+			}
+		} else {
+			e = &ErrorGroup{Kind: kind, Status: status, Reason: reason, Path: path}
+			g.m[k] = e
+		}
+	}
+	e.Count++
+}
+
+// list returns the groups, most frequent first.
+func (g *errorGroups) list() []ErrorGroup {
+	out := make([]ErrorGroup, 0, len(g.m))
+	for _, e := range g.m {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b ErrorGroup) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Status, b.Status), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
+}
 
 // errorKinds are the submission error kinds always present in reports.
 var errorKinds = []client.ErrorKind{
@@ -61,21 +194,55 @@ type stats struct {
 
 	addChain, integrate, readLatency Histogram
 
-	mu       sync.Mutex
-	errors   map[client.ErrorKind]int64
-	failures map[string]int64
-	examples []string
+	mu                                      sync.Mutex
+	errors                                  map[client.ErrorKind]int64
+	failed                                  map[string]int64 // failed submissions by FailureKind
+	byStatus                                map[int]int64    // failed submissions by HTTP status
+	submitGroups, readGroups, monitorGroups errorGroups
+	failures                                map[string]int64
+	examples                                []string
+	// unverifiedUnreachable counts accepted submissions left unverified
+	// because the log could not be reached at the end.
+	unverifiedUnreachable int64
 }
 
 func newStats(start time.Time) *stats {
-	return &stats{start: start, errors: make(map[client.ErrorKind]int64), failures: make(map[string]int64)}
+	return &stats{start: start, errors: make(map[client.ErrorKind]int64), failed: make(map[string]int64),
+		byStatus: make(map[int]int64), failures: make(map[string]int64)}
 }
 
 // submitError counts a failed submission.
-func (s *stats) submitError(kind client.ErrorKind) {
+func (s *stats) submitError(err error) {
+	kind := FailureKind(err)
+	ck := client.Classify(err)
+	if ck == client.KindNone {
+		ck = client.KindOther
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.errors[kind]++
+	s.errors[ck]++
+	s.failed[kind]++
+	var he *client.HTTPError
+	if errors.As(err, &he) {
+		s.byStatus[he.StatusCode]++
+	}
+	s.submitGroups.add(kind, err, "")
+}
+
+// readError counts a failed read by one of the readers.
+func (s *stats) readError(err error, path string) {
+	s.readErrors.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readGroups.add(FailureKind(err), err, path)
+}
+
+// monitorError counts a failed fetch by the verifier (which retries).
+func (s *stats) monitorError(err error, path string) {
+	s.monitorErrors.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.monitorGroups.add(FailureKind(err), err, path)
 }
 
 // failure counts a verification failure and keeps the first examples.
@@ -90,13 +257,17 @@ func (s *stats) failure(kind, format string, args ...any) {
 
 // Snapshot is a point-in-time copy of the hammer's figures.
 type Snapshot struct {
-	At          time.Time
-	Elapsed     time.Duration
-	TargetRate  float64
-	Offered     int64
-	Accepted    int64
-	Duplicates  int64
-	Errors      map[client.ErrorKind]int64
+	At         time.Time
+	Elapsed    time.Duration
+	TargetRate float64
+	Offered    int64
+	Accepted   int64
+	Duplicates int64
+	Errors     map[client.ErrorKind]int64
+	// Failed counts failed submissions by kind (KindRejected...), and
+	// TopReasons are the most frequent kinds, statuses and reasons.
+	Failed      map[string]int64
+	TopReasons  []ErrorGroup
 	Failures    map[string]int64
 	AddChain    Summary
 	Integrate   Summary
@@ -131,12 +302,16 @@ func (s Snapshot) ErrorCount() int64 {
 
 func (s *stats) snapshot(now time.Time) Snapshot {
 	s.mu.Lock()
-	errs, fails := maps.Clone(s.errors), maps.Clone(s.failures)
+	errs, failed, fails := maps.Clone(s.errors), maps.Clone(s.failed), maps.Clone(s.failures)
+	top := s.submitGroups.list()
 	s.mu.Unlock()
+	if len(top) > 3 {
+		top = top[:3]
+	}
 	return Snapshot{
 		At: now, Elapsed: now.Sub(s.start),
 		Offered: s.offered.Load(), Accepted: s.accepted.Load(), Duplicates: s.duplicates.Load(),
-		Errors: errs, Failures: fails,
+		Errors: errs, Failed: failed, TopReasons: top, Failures: fails,
 		AddChain: s.addChain.Summary(), Integrate: s.integrate.Summary(),
 		TreeSize: s.treeSize.Load(), Checkpoints: s.checkpoints.Load(), Verified: s.verified.Load(),
 		Reads: s.reads.Load(), ReadErrors: s.readErrors.Load(), ReadLatency: s.readLatency.Summary(),

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
@@ -45,6 +46,11 @@ type verifier struct {
 	mu      sync.Mutex
 	pending map[uint64]*submitted
 	latest  *checkpoint.Verified
+
+	// unreachable is whether the verifier's last fetch found the log
+	// unreachable (FailureKind KindUnreachable): entries left pending at
+	// the end are then unverified, not failed.
+	unreachable atomic.Bool
 }
 
 func newVerifier(c *client.Client, st *stats, verifyDelay time.Duration) *verifier {
@@ -128,6 +134,15 @@ func (v *verifier) drain(ctx context.Context, interval time.Duration) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.unreachable.Load() {
+		// The log stopped answering: nothing shows it misbehaved, and
+		// nothing shows these entries are in it either.
+		v.st.mu.Lock()
+		v.st.unverifiedUnreachable += int64(len(v.pending))
+		v.st.mu.Unlock()
+		clear(v.pending)
+		return
+	}
 	for idx, s := range v.pending {
 		if s.covered {
 			v.st.failure(FailNotVerified, "leaf %d: covered by a checkpoint, but its inclusion could not be checked before the end", idx)
@@ -159,9 +174,10 @@ func (v *verifier) poll(ctx context.Context, draining bool) {
 func (v *verifier) advance(ctx context.Context) {
 	cp, err := v.c.Checkpoint(ctx)
 	if err != nil {
-		v.countErr(err, "checkpoint")
+		v.countErr(ctx, err, "checkpoint")
 		return
 	}
+	v.unreachable.Store(false)
 	// Integration is timed from when the checkpoint arrived, not from
 	// when its consistency proof was checked.
 	now := v.now()
@@ -173,7 +189,7 @@ func (v *verifier) advance(ctx context.Context) {
 			return
 		}
 		if err := v.c.CheckConsistency(ctx, prev.Checkpoint, cp.Checkpoint); err != nil {
-			if !v.countErr(err, "checkpoint") {
+			if !v.countErr(ctx, err, "checkpoint") {
 				return // could not fetch the proof: try again next poll
 			}
 			// A verified-bad checkpoint is counted once, then followed, so
@@ -194,15 +210,23 @@ func (v *verifier) advance(ctx context.Context) {
 }
 
 // countErr counts a verification failure (returning true) or a fetch
-// failure (returning false, to be retried).
-func (v *verifier) countErr(err error, what string) bool {
+// failure (returning false, to be retried). A fetch cut short because ctx
+// ended (the run or the drain is over) is not the log's failure and is not
+// counted.
+func (v *verifier) countErr(ctx context.Context, err error, what string) bool {
 	var ve *client.VerifyError
 	if errors.As(err, &ve) {
 		v.st.failure(ve.Kind, "%s: %v", what, ve.Err)
 		return true
 	}
-	if client.Classify(err) != client.KindCanceled {
-		v.st.monitorErrors.Add(1)
+	if ctx.Err() == nil && client.Classify(err) != client.KindCanceled {
+		path := what
+		var fe *client.FetchError
+		if errors.As(err, &fe) {
+			path = fe.Path
+		}
+		v.st.monitorError(err, path)
+		v.unreachable.Store(FailureKind(err) == KindUnreachable)
 	}
 	return false
 }
@@ -245,11 +269,12 @@ func (v *verifier) verifyInclusions(ctx context.Context, draining bool) {
 			w := int(min(cp.Size-n*tile.Width, tile.Width))
 			entries, err := v.c.DataTile(ctx, tile.Tile{N: n, W: w})
 			if err != nil {
-				if v.countErr(err, "data tile") {
+				if v.countErr(ctx, err, "data tile") {
 					v.done(subs...) // counted; do not report these again
 				}
 				return
 			}
+			v.unreachable.Store(false)
 			for _, s := range subs {
 				got := entries[int64(s.index)-n*tile.Width]
 				if !v.sameEntry(s, got) {
@@ -273,7 +298,7 @@ func (v *verifier) verifyInclusions(ctx context.Context, draining bool) {
 	}
 	hashes, err := v.c.LeafHashes(ctx, cp.Checkpoint, indexes)
 	if err != nil {
-		if v.countErr(err, "level-0 tiles") {
+		if v.countErr(ctx, err, "level-0 tiles") {
 			for _, c := range toProve {
 				v.done(c.s)
 			}

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/term"
-
-	"github.com/mosaic-ct/mosaic/internal/client"
 )
 
 // snapshot returns the current figures, including the limiter's.
@@ -72,11 +70,11 @@ func rate(cur, prev int64, s, p Snapshot) float64 {
 // ProgressLine is the one-line headless summary of the interval since prev.
 func ProgressLine(s, prev Snapshot) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%6.0fs offered %.1f/s accepted %.1f/s dup %d errors %d",
+	fmt.Fprintf(&b, "%6.0fs offered %.1f/s accepted %.1f/s dup %d failed %d",
 		s.Elapsed.Seconds(), rate(s.Offered, prev.Offered, s, prev), rate(s.Accepted, prev.Accepted, s, prev),
 		s.Duplicates, s.ErrorCount())
-	if n := s.Errors[client.KindPushback]; n > 0 {
-		fmt.Fprintf(&b, " (pushback %d)", n)
+	if kinds := failedKinds(s); kinds != "" {
+		fmt.Fprintf(&b, " (%s; most often %s)", kinds, s.TopReasons[0])
 	}
 	fmt.Fprintf(&b, " add-chain p50 %s p99 %s integrate p50 %s p99 %s tree %d (+%.1f/s) pending %d failures %d",
 		ms(s.AddChain.P50), ms(s.AddChain.P99), ms(s.Integrate.P50), ms(s.Integrate.P99),
@@ -85,6 +83,21 @@ func ProgressLine(s, prev Snapshot) string {
 		fmt.Fprintf(&b, " reads %.1f/s (errors %d)", rate(s.Reads, prev.Reads, s, prev), s.ReadErrors)
 	}
 	return b.String()
+}
+
+// failedKinds lists the non-zero failed-submission kinds: "rejected 3,
+// unreachable 1".
+func failedKinds(s Snapshot) string {
+	var parts []string
+	for _, k := range failureKinds {
+		if n := s.Failed[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	if len(parts) == 0 || len(s.TopReasons) == 0 {
+		return ""
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ms(v float64) string {
@@ -120,12 +133,14 @@ func Screen(title string, s, prev Snapshot) []string {
 			float64(s.Accepted)/max(s.Elapsed.Seconds(), 1e-9)),
 		fmt.Sprintf("submissions  offered %-10d accepted %-10d duplicates %-8d awaiting verification %-8d verified %d",
 			s.Offered, s.Accepted, s.Duplicates, s.Pending, s.Verified),
-		fmt.Sprintf("errors       4xx %d  5xx %d  pushback %d  timeout %d  connection %d  other %d",
-			s.Errors[client.KindClient], s.Errors[client.KindServer], s.Errors[client.KindPushback],
-			s.Errors[client.KindTimeout], s.Errors[client.KindConnection], s.Errors[client.KindOther]),
+		fmt.Sprintf("failed       rejected %d  overloaded %d  server errors %d  unreachable %d  other %d",
+			s.Failed[KindRejected], s.Failed[KindOverloaded], s.Failed[KindServerError], s.Failed[KindUnreachable], s.Failed[KindOther]),
+	}
+	for _, g := range s.TopReasons {
+		lines = append(lines, "             "+g.String())
 	}
 	if s.PausedFor > 0 {
-		lines = append(lines, fmt.Sprintf("             paused by the log (Retry-After) for %s", s.PausedFor.Round(100*time.Millisecond)))
+		lines = append(lines, fmt.Sprintf("             submissions paused for %s (the log's Retry-After, or the log unreachable)", s.PausedFor.Round(100*time.Millisecond)))
 	}
 	lines = append(lines,
 		fmt.Sprintf("add-chain    %s", lat(s.AddChain)),

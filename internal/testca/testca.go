@@ -27,6 +27,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -340,9 +341,11 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 }
 
 // LoadCA reads a CA certificate and its private key from PEM files, as
-// written by WritePEM. The key may be PKCS #8 ("PRIVATE KEY"), SEC 1
-// ("EC PRIVATE KEY") or PKCS #1 ("RSA PRIVATE KEY"), and must match the
-// certificate's public key.
+// written by WritePEM. The key is recognized by its content, not by its PEM
+// block's name: PKCS #8, PKCS #1 (RSA) and SEC 1 (EC) are tried in turn on
+// every block of the file, so that keys under names like "RSA TEST PRIVATE
+// KEY" (TesseraCT's test key) or after an "EC PARAMETERS" block load. The
+// key must match the certificate's public key.
 func LoadCA(certPEMPath, keyPEMPath string) (*CA, error) {
 	der, err := readPEM(certPEMPath, "CERTIFICATE")
 	if err != nil {
@@ -352,11 +355,11 @@ func LoadCA(certPEMPath, keyPEMPath string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: parsing certificate: %w", certPEMPath, err)
 	}
-	block, err := readPEM(keyPEMPath, "PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY")
+	data, err := os.ReadFile(keyPEMPath)
 	if err != nil {
 		return nil, err
 	}
-	key, err := parsePrivateKey(block)
+	key, err := ParsePrivateKeyPEM(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", keyPEMPath, err)
 	}
@@ -385,28 +388,47 @@ func readPEM(path string, types ...string) (*pem.Block, error) {
 	return nil, fmt.Errorf("%s: PEM block has type %q, want one of %q", path, block.Type, types)
 }
 
-// parsePrivateKey decodes a PEM private key block into a signer.
-func parsePrivateKey(block *pem.Block) (crypto.Signer, error) {
-	var key any
-	var err error
-	switch block.Type {
-	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(block.Bytes)
-	case "RSA PRIVATE KEY":
-		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	default:
-		return nil, fmt.Errorf("unsupported PEM block type %q", block.Type)
+// ParsePrivateKeyPEM returns the first private key in PEM data, whatever
+// its blocks are called: each block is parsed as PKCS #8, then PKCS #1,
+// then SEC 1, and the first that parses wins. Trying the parsers on any
+// block is safe: they are the standard library's strict DER parsers, and a
+// block of another kind (a certificate, EC parameters) fails all three.
+// Encrypted PEM blocks are refused with a message saying so.
+func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
+	var types []string
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		types = append(types, block.Type)
+		if block.Headers["Proc-Type"] != "" || block.Type == "ENCRYPTED PRIVATE KEY" {
+			return nil, fmt.Errorf("the private key (PEM block %q) is encrypted; decrypt it first (openssl pkey -in KEY -out PLAIN)", block.Type)
+		}
+		if key, ok := parsePrivateKeyDER(block.Bytes); ok {
+			return key, nil
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", block.Type, err)
+	if len(types) == 0 {
+		return nil, errors.New("no PEM block found")
 	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a signing key", key)
+	return nil, fmt.Errorf("no private key found: PEM blocks %q are none of PKCS #8, PKCS #1 or SEC 1 with a signing key", types)
+}
+
+// parsePrivateKeyDER tries the PKCS #8, PKCS #1 and SEC 1 parsers.
+func parsePrivateKeyDER(der []byte) (crypto.Signer, bool) {
+	if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		s, ok := k.(crypto.Signer)
+		return s, ok
 	}
-	return signer, nil
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, true
+	}
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, true
+	}
+	return nil, false
 }
 
 // publicKeysEqual reports whether a and b are the same public key.

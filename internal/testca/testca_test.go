@@ -6,9 +6,11 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -226,28 +228,73 @@ func TestLoadLegacyKeyFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	rsDER := x509.MarshalPKCS1PrivateKey(rs.Key.(*rsa.PrivateKey))
+	rs8, err := x509.MarshalPKCS8PrivateKey(rs.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecParams := &pem.Block{Type: "EC PARAMETERS", Bytes: []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}}
 	for _, tc := range []struct {
-		ca    *CA
-		block *pem.Block
+		ca     *CA
+		blocks []*pem.Block
 	}{
-		{ec, &pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER}},
-		{rs, &pem.Block{Type: "RSA PRIVATE KEY", Bytes: rsDER}},
+		{ec, []*pem.Block{{Type: "EC PRIVATE KEY", Bytes: ecDER}}},
+		{rs, []*pem.Block{{Type: "RSA PRIVATE KEY", Bytes: rsDER}}},
+		// The key is found by its content, whatever the block is called:
+		// TesseraCT's test CA key is a PKCS #1 key named this way.
+		{rs, []*pem.Block{{Type: "RSA TEST PRIVATE KEY", Bytes: rsDER}}},
+		{rs, []*pem.Block{{Type: "TEST PRIVATE KEY", Bytes: rs8}}},
+		{rs, []*pem.Block{{Type: "PRIVATE KEY", Bytes: rsDER}}}, // PKCS #1 under the PKCS #8 name
+		{ec, []*pem.Block{{Type: "EC TEST PRIVATE KEY", Bytes: ecDER}}},
+		// openssl ecparam -genkey writes the parameters first.
+		{ec, []*pem.Block{ecParams, {Type: "EC PRIVATE KEY", Bytes: ecDER}}},
 	} {
-		certPath := filepath.Join(dir, tc.block.Type+".crt")
-		keyPath := filepath.Join(dir, tc.block.Type+".key")
+		name := tc.blocks[len(tc.blocks)-1].Type + fmt.Sprint(len(tc.blocks))
+		certPath := filepath.Join(dir, name+".crt")
+		keyPath := filepath.Join(dir, name+".key")
 		if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.ca.DER}), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(keyPath, pem.EncodeToMemory(tc.block), 0o600); err != nil {
+		var keyPEM []byte
+		for _, b := range tc.blocks {
+			keyPEM = append(keyPEM, pem.EncodeToMemory(b)...)
+		}
+		if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadCA(certPath, keyPath); err != nil {
-			t.Errorf("%s: %v", tc.block.Type, err)
+		ca, err := LoadCA(certPath, keyPath)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		der, err := ca.IssueLeaf(LeafOptions{})
+		if err != nil {
+			t.Errorf("%s: issuing: %v", name, err)
+			continue
+		}
+		if leaf, _ := x509.ParseCertificate(der); leaf == nil || leaf.CheckSignatureFrom(tc.ca.Cert) != nil {
+			t.Errorf("%s: the leaf does not verify", name)
+		}
+	}
+
+	// Files that hold no usable key are refused with a reason.
+	certOnly := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ec.DER})
+	encrypted := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00"}, Bytes: []byte{1, 2, 3}})
+	garbage := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: []byte("not DER at all")})
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"certificate only", string(certOnly), "no private key found"},
+		{"encrypted", string(encrypted), "encrypted"},
+		{"garbage", string(garbage), "no private key found"},
+		{"not PEM", "hello", "no PEM block"},
+	} {
+		if _, err := ParsePrivateKeyPEM([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: ParsePrivateKeyPEM error %v, want %q", tc.name, err, tc.want)
 		}
 	}
 
 	// A key that does not match the certificate is rejected.
-	if _, err := LoadCA(filepath.Join(dir, "EC PRIVATE KEY.crt"), filepath.Join(dir, "RSA PRIVATE KEY.key")); err == nil {
+	if _, err := LoadCA(filepath.Join(dir, "EC PRIVATE KEY1.crt"), filepath.Join(dir, "RSA PRIVATE KEY1.key")); err == nil {
 		t.Error("LoadCA accepted a mismatched key")
 	}
 	// A certificate file that is not PEM is rejected.
@@ -255,7 +302,7 @@ func TestLoadLegacyKeyFormats(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not pem"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadCA(bad, filepath.Join(dir, "EC PRIVATE KEY.key")); err == nil {
+	if _, err := LoadCA(bad, filepath.Join(dir, "EC PRIVATE KEY1.key")); err == nil {
 		t.Error("LoadCA accepted a non-PEM certificate file")
 	}
 }

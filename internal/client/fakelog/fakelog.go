@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,6 +57,16 @@ type Options struct {
 	// NoDedup logs every submission as a new entry, so that tests can build
 	// large logs from a few certificates.
 	NoDedup bool
+	// Refuse, if set, is called with the number of each submission (from
+	// 1); a non-zero status refuses it with that status and the reason as
+	// the body, as a log refuses a chain it does not accept.
+	Refuse func(n int) (status int, reason string)
+	// CollectPartials deletes a partial tile once its full tile is written,
+	// as TesseraCT's garbage collection does (tlog-tiles allows it).
+	CollectPartials bool
+	// OnlyLatestPartial deletes a partial tile when a wider partial of the
+	// same tile is published, keeping only the current tree's partials.
+	OnlyLatestPartial bool
 }
 
 // Log is an in-memory Static CT log. It is safe for concurrent use.
@@ -74,6 +85,7 @@ type Log struct {
 	built       map[[32]byte]tile.Entry // NoDedup: entries built from a leaf, reused
 	submissions int
 	accepted    int
+	userAgents  map[string]int
 }
 
 // New returns an empty log with a signed checkpoint of size 0.
@@ -194,10 +206,17 @@ func (l *Log) append(chain [][]byte, precert bool) (e tile.Entry, corruptSCT boo
 	l.dataTile = tile.AppendTileLeaf(l.dataTile, &e)
 	for _, ft := range l.edge.Append(e.LeafHash()) {
 		l.objects[ft.Tile.Path()] = ft.Data
+		if l.opts.CollectPartials {
+			l.deletePartials(ft.Tile, tile.Width)
+		}
 	}
 	if n := l.edge.Size(); n%tile.Width == 0 {
-		l.objects[tile.Tile{Data: true, N: n/tile.Width - 1, W: tile.Width}.Path()] = l.dataTile
+		full := tile.Tile{Data: true, N: n/tile.Width - 1, W: tile.Width}
+		l.objects[full.Path()] = l.dataTile
 		l.dataTile = nil
+		if l.opts.CollectPartials {
+			l.deletePartials(full, tile.Width)
+		}
 	}
 	if !l.opts.ManualPublish {
 		if err := l.publish(); err != nil {
@@ -231,9 +250,16 @@ func (l *Log) publish() error {
 	size := l.edge.Size()
 	for _, ft := range l.edge.PartialTiles() {
 		l.objects[ft.Tile.Path()] = ft.Data
+		if l.opts.OnlyLatestPartial {
+			l.deletePartials(ft.Tile, ft.Tile.W)
+		}
 	}
 	if w := int(size % tile.Width); w > 0 {
-		l.objects[tile.Tile{Data: true, N: size / tile.Width, W: w}.Path()] = bytes.Clone(l.dataTile)
+		t := tile.Tile{Data: true, N: size / tile.Width, W: w}
+		l.objects[t.Path()] = bytes.Clone(l.dataTile)
+		if l.opts.OnlyLatestPartial {
+			l.deletePartials(t, w)
+		}
 	}
 	cp := checkpoint.Checkpoint{Origin: l.origin, Size: size, Hash: l.edge.RootHash()}
 	signed, err := l.signer.Sign(cp, uint64(l.now().UnixMilli()))
@@ -242,6 +268,30 @@ func (l *Log) publish() error {
 	}
 	l.objects["checkpoint"] = signed
 	return nil
+}
+
+// deletePartials deletes the partial versions of t narrower than w (l.mu
+// held).
+func (l *Log) deletePartials(t tile.Tile, w int) {
+	for t.W = 1; t.W < w; t.W++ {
+		delete(l.objects, t.Path())
+	}
+}
+
+// DeleteObject deletes a stored object, to simulate a log that lost it or
+// collected it.
+func (l *Log) DeleteObject(path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.objects, path)
+}
+
+// UserAgents returns the User-Agent headers of the requests served so far,
+// with their counts.
+func (l *Log) UserAgents() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.userAgents)
 }
 
 func boolByte(b bool) byte {
@@ -284,6 +334,14 @@ func buildEntry(chain [][]byte, precert bool) (*tile.Entry, error) {
 // ServeHTTP serves the submission API under /ct/v1/ and the monitoring API
 // (checkpoint, tile/..., issuer/...) at the root.
 func (l *Log) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	if l.userAgents == nil {
+		l.userAgents = make(map[string]int)
+	}
+	if len(l.userAgents) < 100 {
+		l.userAgents[r.UserAgent()]++
+	}
+	l.mu.Unlock()
 	switch {
 	case r.Method == http.MethodPost && (r.URL.Path == "/ct/v1/add-chain" || r.URL.Path == "/ct/v1/add-pre-chain"):
 		l.serveAdd(w, r, r.URL.Path == "/ct/v1/add-pre-chain")
@@ -304,6 +362,12 @@ func (l *Log) serveAdd(w http.ResponseWriter, r *http.Request, precert bool) {
 	l.submissions++
 	n := l.submissions
 	l.mu.Unlock()
+	if l.opts.Refuse != nil {
+		if status, reason := l.opts.Refuse(n); status != 0 {
+			http.Error(w, reason, status)
+			return
+		}
+	}
 	if p := l.opts.PushbackEvery; p > 0 && n%p == 0 {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "pool full", http.StatusServiceUnavailable)
