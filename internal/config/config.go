@@ -100,6 +100,11 @@ type Log struct {
 	// dedup) and each dedup lookup (default 5s): when a backend stalls,
 	// submitters get 503 with Retry-After within about this long.
 	RoundTimeout time.Duration `yaml:"round_timeout,omitempty"`
+	// PartialTileGrace is how long after a tile is full its superseded
+	// partial versions are deleted (default 1h); KeepPartialTiles keeps
+	// them instead.
+	PartialTileGrace time.Duration `yaml:"partial_tile_grace,omitempty"`
+	KeepPartialTiles bool          `yaml:"keep_partial_tiles,omitempty"`
 	// MMD is the maximum merge delay advertised in log.v3.json (default 24h).
 	MMD time.Duration `yaml:"mmd,omitempty"`
 	// Description is the human-readable description for log lists.
@@ -192,6 +197,9 @@ func (c *Config) setDefaults() {
 		}
 		if l.RoundTimeout == 0 {
 			l.RoundTimeout = 5 * time.Second
+		}
+		if l.PartialTileGrace == 0 {
+			l.PartialTileGrace = time.Hour
 		}
 		if l.MMD == 0 {
 			l.MMD = 24 * time.Hour
@@ -371,6 +379,9 @@ func (c *Config) Validate() error {
 		}
 		if l.Period < 10*time.Millisecond || l.Period > time.Minute {
 			bad(f+".period", "%v is out of range (10ms to 1m)", l.Period)
+		}
+		if l.PartialTileGrace < time.Second || l.PartialTileGrace > 30*24*time.Hour {
+			bad(f+".partial_tile_grace", "%v is out of range (1s to 720h)", l.PartialTileGrace)
 		}
 		if l.RoundTimeout < 100*time.Millisecond || l.RoundTimeout > 10*time.Minute {
 			bad(f+".round_timeout", "%v is out of range (100ms to 10m)", l.RoundTimeout)

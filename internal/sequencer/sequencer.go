@@ -83,6 +83,10 @@ type Config struct {
 	// IdleCheckpoint is the longest time between two checkpoints when no
 	// entries arrive.
 	IdleCheckpoint time.Duration
+	// PartialTileGrace is how long after a tile is full its superseded
+	// partial versions are deleted (see gc.go); zero keeps them.
+	PartialTileGrace time.Duration
+
 	// Timeout bounds a round's backend work and each dedup lookup, so a
 	// stalled backend costs submitters a 503 after about this long rather
 	// than a hang (default 5s).
@@ -143,6 +147,8 @@ type waiter struct {
 type Sequencer struct {
 	cfg Config
 	log *slog.Logger
+
+	gc *collector // nil when partial tiles are kept
 
 	// release gives up the storage's writer lock (see Close).
 	release   func()
@@ -256,6 +262,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		inflight: make(map[dedup.Key]*waiter),
 		full:     make(chan struct{}, 1),
 		issuers:  make(map[[32]byte]bool),
+	}
+	if cfg.PartialTileGrace > 0 {
+		s.gc = newCollector(cfg.PartialTileGrace)
 	}
 	if err := CheckDedup(ctx, cfg); err != nil {
 		return nil, err
@@ -425,6 +434,9 @@ func (s *Sequencer) load(ctx context.Context) error {
 		return fmt.Errorf("log %s: publishing checkpoint: %w", name, err)
 	}
 	s.lastPublish = time.Now()
+	if s.gc != nil {
+		s.gc.loaded(cp.Size)
+	}
 	return nil
 }
 
@@ -563,6 +575,11 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 // process advanced the lock backend's checkpoint).
 func (s *Sequencer) Run(ctx context.Context) error {
 	defer s.Close()
+	if s.gc != nil {
+		gcCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go s.collect(gcCtx)
+	}
 	ticker := time.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
 	for {
@@ -779,6 +796,9 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		s.lastPublish = time.Time{}
 		s.setRoundErr(fmt.Errorf("writing the latest round's tiles failed: %w", tilesErr))
 		return nil
+	}
+	if s.gc != nil {
+		s.gc.written(p.tiles, time.Now())
 	}
 	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
 		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)

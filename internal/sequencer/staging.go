@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
@@ -170,6 +171,9 @@ func (s *Sequencer) replayStaging(ctx context.Context, size int64, signed []byte
 	objects := bd.objects
 	if err := s.putAll(ctx, objects); err != nil {
 		return fmt.Errorf("rewriting the tiles of %s: %w", key, err)
+	}
+	if s.gc != nil {
+		s.gc.written(objects, time.Now())
 	}
 	s.log.Info("finished an interrupted round from its staging bundle", "log", s.cfg.Name, "tree_size", size, "tiles", len(objects))
 	if err := s.cfg.Storage.Delete(ctx, key); err != nil {

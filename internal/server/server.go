@@ -246,8 +246,14 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Timeout:  lc.RoundTimeout,
-		Logger:   logger,
-		Metrics:  metrics,
+		PartialTileGrace: func() time.Duration {
+			if lc.KeepPartialTiles {
+				return 0
+			}
+			return lc.PartialTileGrace
+		}(),
+		Logger:  logger,
+		Metrics: metrics,
 	}}, nil
 }
 

@@ -92,3 +92,33 @@ func isPartial(key string) bool {
 	}
 	return false
 }
+
+// BatchDeleter is a Backend that deletes many objects at once more cheaply
+// than one by one (S3's multi-object delete).
+type BatchDeleter interface {
+	// DeleteBatch removes the objects at keys; missing ones are not an
+	// error.
+	DeleteBatch(ctx context.Context, keys []string) error
+}
+
+// DeleteBatch removes the objects at keys from b, in one request where b
+// (or a backend it wraps, see Instrumented.Unwrap) is a BatchDeleter, else
+// one Delete at a time. Missing objects are not an error.
+func DeleteBatch(ctx context.Context, b Backend, keys []string) error {
+	for inner := b; ; {
+		if bd, ok := inner.(BatchDeleter); ok {
+			return bd.DeleteBatch(ctx, keys)
+		}
+		u, ok := inner.(interface{ Unwrap() Backend })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

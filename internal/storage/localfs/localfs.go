@@ -171,3 +171,24 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// DeleteBatch implements storage.BatchDeleter: it removes each object, and
+// then each directory the objects were in if that left it empty (so a
+// collected partial tile's ".p" directory goes too).
+func (d *Dir) DeleteBatch(ctx context.Context, keys []string) error {
+	dirs := map[string]bool{}
+	for _, k := range keys {
+		if err := d.Delete(ctx, k); err != nil {
+			return err
+		}
+		if p, err := d.path(k); err == nil {
+			dirs[filepath.Dir(p)] = true
+		}
+	}
+	for dir := range dirs {
+		if dir != d.root {
+			os.Remove(dir) // fails, harmlessly, unless the directory is empty
+		}
+	}
+	return nil
+}

@@ -402,3 +402,27 @@ func TestLockWriter(t *testing.T) {
 	}
 	release2()
 }
+
+func TestDeleteBatch(t *testing.T) {
+	d, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []string{"tile/0/000.p/1", "tile/0/000.p/7", "tile/0/000", "tile/0/001.p/3"} {
+		if err := d.Put(ctx, k, []byte(k), storage.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := storage.DeleteBatch(ctx, d, []string{"tile/0/000.p/1", "tile/0/000.p/7", "tile/0/000.p/9"}); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]bool{"tile/0/000.p/1": false, "tile/0/000.p/7": false, "tile/0/000": true, "tile/0/001.p/3": true} {
+		if _, err := d.Get(ctx, k); (err == nil) != want {
+			t.Errorf("%s: present = %v, want %v", k, err == nil, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.Root(), "tile", "0", "000.p")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the emptied directory tile/0/000.p is still there: %v", err)
+	}
+}

@@ -407,3 +407,30 @@ func CacheControl(key string, opts storage.PutOptions) string {
 		return CacheShort
 	}
 }
+
+// DeleteBatch implements storage.BatchDeleter with S3's multi-object delete
+// (up to 1,000 keys per request). Missing objects are not an error.
+func (s *Store) DeleteBatch(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		chunk := keys[:n]
+		keys = keys[n:]
+		_, err := s.do(ctx, "delete_batch", func(ctx context.Context) error {
+			objs := make(chan minio.ObjectInfo, len(chunk))
+			for _, k := range chunk {
+				objs <- minio.ObjectInfo{Key: s.prefix + k}
+			}
+			close(objs)
+			for rerr := range s.client.RemoveObjects(ctx, s.bucket, objs, minio.RemoveObjectsOptions{}) {
+				if rerr.Err != nil {
+					return rerr.Err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("s3: deleting %d objects in bucket %q at %s: %w", len(chunk), s.bucket, s.endpoint, err)
+		}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -525,5 +526,47 @@ func TestCacheControl(t *testing.T) {
 		if got := CacheControl(key, storage.Options(key)); got != want {
 			t.Errorf("CacheControl(%q) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+// TestDeleteBatch: many objects (more than one request's worth) go in
+// batches; missing keys are fine; other objects and other prefixes stay.
+func TestDeleteBatch(t *testing.T) {
+	srv := testenv.MinIO(t)
+	cfg := config(srv)
+	s := newStore(t, cfg)
+	other := cfg
+	other.Prefix = cfg.Prefix + "-other"
+	o := newStore(t, other)
+	var keys []string
+	for i := range 1100 {
+		keys = append(keys, fmt.Sprintf("tile/0/%03d.p/%d", i/255, i%255+1))
+	}
+	for _, k := range keys[:20] {
+		if err := s.Put(ctx(t), k, []byte("x"), storage.Options(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"tile/0/000", keys[0]} {
+		if err := o.Put(ctx(t), k, []byte("y"), storage.Options(k)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx(t), "tile/0/000", []byte("full"), storage.Options("tile/0/000")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := storage.DeleteBatch(ctx(t), s, keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys[:20] {
+		if _, err := s.Get(ctx(t), k); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("%s survived: %v", k, err)
+		}
+	}
+	if _, err := s.Get(ctx(t), "tile/0/000"); err != nil {
+		t.Fatalf("an object not in the batch was deleted: %v", err)
+	}
+	if _, err := o.Get(ctx(t), keys[0]); err != nil {
+		t.Fatalf("the same key under another prefix was deleted: %v", err)
 	}
 }
