@@ -49,15 +49,19 @@ const (
 const RetryAfter = 5
 
 // MaxRefusing bounds the refusals being answered at once. Each holds a file
-// descriptor and a goroutine for at most refuseTimeout; beyond this many, a
+// descriptor and a goroutine for at most 1.5s (see answer503); beyond this many, a
 // flood is being refused and further connections are closed at once, which
 // costs nothing. Defaults keeps this many descriptors in reserve.
 const MaxRefusing = 64
 
-// refuseTimeout bounds everything a refusal does on a connection (read the
-// request head, write the 503, wait for the client to close), so a client
-// that reads or writes slowly cannot hold a refused connection.
-const refuseTimeout = 2 * time.Second
+// Deadlines of a refusal (see answer503): for the request head to arrive,
+// then for writing the answer and seeing the client close. Together they
+// bound how long a client that reads or writes slowly, or not at all, can
+// hold a refused connection.
+const (
+	refuseHeadTimeout  = time.Second
+	refuseCloseTimeout = 500 * time.Millisecond
+)
 
 // maxDrain bounds what a refusal reads and discards from a connection after
 // answering it (see answer503).
@@ -277,8 +281,8 @@ func response(msg string) []byte {
 		"\r\n" + msg)
 }
 
-// answer503 answers a refused plain-HTTP connection and closes it, all
-// within refuseTimeout whatever the client does.
+// answer503 answers a refused plain-HTTP connection and closes it, within
+// refuseHeadTimeout+refuseCloseTimeout whatever the client does.
 //
 // It reads the request head first: an HTTP client that receives an answer
 // before it has sent its request may take it for a stray response on an
@@ -292,7 +296,7 @@ func response(msg string) []byte {
 // how many run at once.
 func answer503(nc net.Conn, reason string) {
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(refuseTimeout))
+	nc.SetDeadline(time.Now().Add(refuseHeadTimeout))
 	var buf [4096]byte
 	for n := 0; n < len(buf); {
 		m, err := nc.Read(buf[n:])
@@ -301,6 +305,7 @@ func answer503(nc net.Conn, reason string) {
 			break
 		}
 	}
+	nc.SetDeadline(time.Now().Add(refuseCloseTimeout))
 	if _, err := nc.Write(responses[reason]); err != nil {
 		return
 	}
