@@ -18,6 +18,12 @@ import (
 // longest sequencing period plus 5 s by default).
 const DefaultForwardTimeout = 10 * time.Second
 
+// MaxForwardConns bounds the connections a standby opens to the leader.
+// They all come from the standby's address, so the leader's per-client
+// connection cap must allow this many (package server sees to it);
+// submissions beyond wait for a connection, within the forward timeout.
+const MaxForwardConns = 512
+
 // warnInterval is the most often one kind of request-caused warning is
 // logged (see package logagg).
 const warnInterval = 10 * time.Second

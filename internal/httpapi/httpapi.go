@@ -79,6 +79,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			MaxIdleConnsPerHost: 256,
+			MaxConnsPerHost:     MaxForwardConns,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,

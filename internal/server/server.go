@@ -314,8 +314,18 @@ func (s *Server) connLimits() error {
 			"max_connections", s.maxConns, "rlimit_nofile", fl.Soft, "wanted_at_least", need)
 	}
 	s.maxConnsPerClient = lim.MaxConnectionsPerClient
+	// A standby forwards submissions to the leader over up to
+	// httpapi.MaxForwardConns connections, all from its address: the
+	// leader must not count them as one client over its cap.
+	forwardConns := 0
+	if s.cfg.Standby != nil {
+		forwardConns = min(httpapi.MaxForwardConns, s.maxConns)
+	}
 	if s.maxConnsPerClient == 0 {
-		s.maxConnsPerClient = netlimit.DefaultPerClient(s.maxConns)
+		s.maxConnsPerClient = max(netlimit.DefaultPerClient(s.maxConns), forwardConns)
+	} else if s.maxConnsPerClient < forwardConns {
+		return fmt.Errorf("limits.max_connections_per_client: %d is too low for standby mode: a standby forwards submissions to the leader over up to %d connections from one address; set at least %d",
+			s.maxConnsPerClient, forwardConns, forwardConns)
 	} else if s.maxConnsPerClient > s.maxConns {
 		s.logger.Info("limits.max_connections_per_client is above the global cap; using the global cap", "max_connections_per_client", s.maxConnsPerClient, "max_connections", s.maxConns)
 		s.maxConnsPerClient = s.maxConns

@@ -23,6 +23,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/server"
 	"github.com/mosaic-ct/mosaic/internal/testca"
@@ -39,15 +40,16 @@ type testServer struct {
 	out  *testenv.Output
 }
 
-// start creates a dev log, adds extra (YAML) to its config, and serves it
-// until the test ends.
-func start(t *testing.T, extra string) *testServer {
+// devConfig creates a dev log's directory and config, with extra (YAML)
+// added to the config, and opens its listener.
+func devConfig(t *testing.T, extra string) (string, *config.Config, net.Listener) {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath, ln, _, err := devmode.Setup(dir, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
 	f, err := os.OpenFile(cfgPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +62,14 @@ func start(t *testing.T, extra string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, c, ln
+}
+
+// start creates a dev log, adds extra (YAML) to its config, and serves it
+// until the test ends.
+func start(t *testing.T, extra string) *testServer {
+	t.Helper()
+	dir, c, ln := devConfig(t, extra)
 	out := &testenv.Output{}
 	logger := slog.New(slog.NewTextHandler(out, nil))
 	ctx := context.Background()
@@ -296,5 +306,41 @@ func TestClientThatNeverReads(t *testing.T) {
 	}
 	if answers := bytes.Count(got, []byte("HTTP/1.1 200")); answers >= n {
 		t.Errorf("the server wrote all %d answers: its writes never blocked, so the test proves nothing", answers)
+	}
+}
+
+// TestStandbyForwardsFitThePerClientCap: a standby forwards submissions to
+// the leader over up to httpapi.MaxForwardConns connections from its one
+// address, so in standby mode the per-client cap must allow that many: a
+// configured cap below it stops startup naming the field, and the default
+// is raised to it.
+func TestStandbyForwardsFitThePerClientCap(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	_, c, _ := devConfig(t, "postgres: postgres://127.0.0.1/unused\nstandby: {advertise: \"http://127.0.0.1:1\"}\nlimits: {max_connections_per_client: 100}\n")
+	_, err := server.New(context.Background(), c, logger)
+	if err == nil || !strings.Contains(err.Error(), "limits.max_connections_per_client") {
+		t.Fatalf("New with a per-client cap of 100 in standby mode: %v; want an error naming limits.max_connections_per_client", err)
+	}
+
+	dsn := testenv.Postgres(t)
+	_, c, ln := devConfig(t, fmt.Sprintf("postgres: %q\nstandby: {advertise: \"http://127.0.0.1:1\"}\nlimits: {max_connections: 1000}\n", dsn))
+	ctx := context.Background()
+	if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
+		t.Fatal(err)
+	}
+	out := &testenv.Output{}
+	srv, err := server.New(ctx, c, slog.New(slog.NewTextHandler(out, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run with a cancelled context only starts and stops, closing the
+	// databases.
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := srv.Run(stopped, []net.Listener{ln}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("max_connections=1000 max_connections_per_client=%d", httpapi.MaxForwardConns); !strings.Contains(out.String(), want) {
+		t.Errorf("standby with max_connections 1000: want %q in the log\n%s", want, out.String())
 	}
 }
