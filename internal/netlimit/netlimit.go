@@ -49,9 +49,10 @@ const (
 const RetryAfter = 5
 
 // MaxRefusing bounds the refusals being answered at once. Each holds a file
-// descriptor and a goroutine for at most 1.5s (see answer503); beyond this many, a
-// flood is being refused and further connections are closed at once, which
-// costs nothing. Defaults keeps this many descriptors in reserve.
+// descriptor and a goroutine for at most 1.5s (see answer503); beyond this
+// many, a flood is being refused and further connections are closed at
+// once, which costs nothing. Defaults keeps this many descriptors in
+// reserve.
 const MaxRefusing = 64
 
 // Deadlines of a refusal (see answer503): for the request head to arrive,
