@@ -39,6 +39,31 @@ type Config struct {
 	// others serve reads and forward submissions to it, taking over when
 	// its lease expires.
 	Standby *Standby `yaml:"standby,omitempty"`
+	// Limits bounds what clients can hold: connections and timeouts.
+	Limits Limits `yaml:"limits,omitempty"`
+}
+
+// Limits bounds the connections clients hold open and how long they may
+// take, so that no client can starve the log (of file descriptors, among
+// others). Zero values are defaults.
+type Limits struct {
+	// MaxConnections is the most client connections open at once, over
+	// all listeners. The default is derived from the file descriptor limit
+	// (RLIMIT_NOFILE, raised to its hard limit at startup): three quarters
+	// of it, less a reserve for storage and databases, at most 65536.
+	MaxConnections int `yaml:"max_connections,omitempty"`
+	// MaxConnectionsPerClient is the most connections open at once from
+	// one client address (an IPv4 address or an IPv6 /64). The default is
+	// a quarter of MaxConnections, at most 1024.
+	MaxConnectionsPerClient int `yaml:"max_connections_per_client,omitempty"`
+	// WriteTimeout bounds the time from reading a request's headers to
+	// finishing its response, so a client that never reads its response
+	// does not hold the connection. The default is derived from the
+	// longest wait add-chain may legitimately have (see DefaultWriteTimeout).
+	WriteTimeout time.Duration `yaml:"write_timeout,omitempty"`
+	// IdleTimeout is how long an idle keep-alive connection stays open
+	// (default 30s).
+	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty"`
 }
 
 // Standby configures hot standby.
@@ -52,6 +77,9 @@ type Standby struct {
 	// derived from the first listener, which must then name a specific
 	// host; `mosaic serve -advertise` overrides it.
 	Advertise string `yaml:"advertise,omitempty"`
+	// ForwardTimeout bounds each attempt of a standby to forward a
+	// submission to the leader (default: the longest log period plus 5s).
+	ForwardTimeout time.Duration `yaml:"forward_timeout,omitempty"`
 }
 
 // Listener is one HTTP listener: plain HTTP (for a reverse proxy in front),
@@ -227,6 +255,16 @@ func (c *Config) setDefaults() {
 			}
 		}
 	}
+	// Derived from the logs' periods, so after their defaults.
+	if c.Standby != nil && c.Standby.ForwardTimeout == 0 {
+		c.Standby.ForwardTimeout = c.longestPeriod() + forwardMargin
+	}
+	if c.Limits.WriteTimeout == 0 {
+		c.Limits.WriteTimeout = c.DefaultWriteTimeout()
+	}
+	if c.Limits.IdleTimeout == 0 {
+		c.Limits.IdleTimeout = 30 * time.Second
+	}
 }
 
 func (c *Config) resolve(dir string) {
@@ -274,6 +312,7 @@ func (c *Config) Validate() error {
 	if len(c.Logs) == 0 {
 		bad("logs", "at least one log is required")
 	}
+	c.validateLimits(bad)
 	if sb := c.Standby; sb != nil {
 		if sb.Lease < time.Second || sb.Lease > 10*time.Minute {
 			bad("standby.lease", "%v is out of range (1s to 10m)", sb.Lease)
@@ -282,6 +321,9 @@ func (c *Config) Validate() error {
 			if err := ValidateAdvertise(sb.Advertise); err != nil {
 				bad("standby.advertise", "%v", err)
 			}
+		}
+		if p := c.longestPeriod(); sb.ForwardTimeout <= p || sb.ForwardTimeout > 10*time.Minute {
+			bad("standby.forward_timeout", "%v is out of range: a forwarded submission waits for a sequencing round, so it must be longer than the longest log period (%v), and at most 10m", sb.ForwardTimeout, p)
 		}
 	}
 	names := map[string]bool{}
@@ -394,6 +436,82 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// forwardMargin is what the default forward timeout allows beyond a
+// period: the leader's round (storage writes and the commit) and the
+// network, with room for a slow round on S3.
+const forwardMargin = 5 * time.Second
+
+// longestPeriod returns the longest sequencing period of the logs.
+func (c *Config) longestPeriod() time.Duration {
+	var p time.Duration
+	for _, l := range c.Logs {
+		p = max(p, l.Period)
+	}
+	return p
+}
+
+// ForwardTimeout returns how long a standby waits for the leader to answer
+// one forwarded submission: standby.forward_timeout, or, without a standby
+// section, what its default would be.
+func (c *Config) ForwardTimeout() time.Duration {
+	if c.Standby != nil && c.Standby.ForwardTimeout > 0 {
+		return c.Standby.ForwardTimeout
+	}
+	return c.longestPeriod() + forwardMargin
+}
+
+// DefaultWriteTimeout is limits.write_timeout when it is not set: four
+// times the forward timeout, and at least 30s.
+//
+// The longest legitimate wait between reading a request's headers and
+// answering it is add-chain's: on the leader, reading the body, then
+// waiting for the next sequencing round and its commit (a period plus the
+// round's storage writes, which the forward timeout already allows for);
+// on a standby, up to two forward attempts of the forward timeout each
+// (the second when the lease moves). Twice that leaves room for a slow
+// body and a slow round, and 30s for a monitor fetching a large tile over
+// a slow link. The timeout only closes the connection of a client that
+// takes longer: a handler still waiting is not interrupted, and an entry
+// that gets sequenced stays logged.
+func (c *Config) DefaultWriteTimeout() time.Duration {
+	return max(30*time.Second, 4*c.ForwardTimeout())
+}
+
+// minWriteTimeout is the shortest limits.write_timeout that does not cut
+// off add-chain answers in normal operation: a standby's two forward
+// attempts, or a leader's wait for a round (a period, with a second to
+// write the round and commit).
+func (c *Config) minWriteTimeout() time.Duration {
+	if c.Standby != nil {
+		return 2*c.ForwardTimeout() + time.Second
+	}
+	return c.longestPeriod() + time.Second
+}
+
+func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
+	lim := c.Limits
+	if lim.MaxConnections < 0 {
+		bad("limits.max_connections", "must not be negative (leave it out for the default derived from the file descriptor limit)")
+	}
+	if lim.MaxConnectionsPerClient < 0 {
+		bad("limits.max_connections_per_client", "must not be negative (leave it out for the default)")
+	}
+	if lim.MaxConnections > 0 && lim.MaxConnectionsPerClient > lim.MaxConnections {
+		bad("limits.max_connections_per_client", "%d is more than limits.max_connections (%d); set it equal to max_connections to disable the per-client cap",
+			lim.MaxConnectionsPerClient, lim.MaxConnections)
+	}
+	if m := c.minWriteTimeout(); lim.WriteTimeout < m || lim.WriteTimeout > time.Hour {
+		why := "a leader's add-chain waits for a sequencing round (the longest log period plus the round's writes)"
+		if c.Standby != nil {
+			why = "a standby's add-chain may wait for two forward attempts (standby.forward_timeout each)"
+		}
+		bad("limits.write_timeout", "%v is out of range (%v to 1h): %s; the default is %v", lim.WriteTimeout, m, why, c.DefaultWriteTimeout())
+	}
+	if lim.IdleTimeout < time.Second || lim.IdleTimeout > 10*time.Minute {
+		bad("limits.idle_timeout", "%v is out of range (1s to 10m)", lim.IdleTimeout)
+	}
 }
 
 // ValidateAdvertise checks a standby advertise URL: http(s)://host:port with

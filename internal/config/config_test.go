@@ -158,6 +158,44 @@ func TestParseMinimalDefaults(t *testing.T) {
 	}
 }
 
+// TestLimitsDefaults checks the timeouts derived from the logs' periods:
+// a write timeout comfortably above add-chain's longest legitimate wait,
+// and a forward timeout a few seconds above the period.
+func TestLimitsDefaults(t *testing.T) {
+	tests := []struct {
+		name                   string
+		yaml                   string
+		write, idle, forward   time.Duration
+		maxConns, maxPerClient int
+	}{
+		{"defaults", base(), 30 * time.Second, 30 * time.Second, 0, 0, 0},
+		{"standby", "standby: {}\npostgres: postgres://db/x\n" + base(), 30 * time.Second, 30 * time.Second, 5200 * time.Millisecond, 0, 0},
+		{"long period", "standby: {}\npostgres: postgres://db/x\n" + strings.Replace(base(), "    storage:", "    period: 1m\n    storage:", 1),
+			260 * time.Second, 30 * time.Second, 65 * time.Second, 0, 0},
+		{"explicit", "standby: {forward_timeout: 3s}\npostgres: postgres://db/x\nlimits:\n  max_connections: 5000\n  max_connections_per_client: 200\n  write_timeout: 20s\n  idle_timeout: 5s\n" + base(),
+			20 * time.Second, 5 * time.Second, 3 * time.Second, 5000, 200},
+		{"leader-only short write timeout", "limits: {write_timeout: 2s}\n" + base(), 2 * time.Second, 30 * time.Second, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := c.Limits
+			var forward time.Duration
+			if c.Standby != nil {
+				forward = c.Standby.ForwardTimeout
+			}
+			if l.WriteTimeout != tt.write || l.IdleTimeout != tt.idle || forward != tt.forward ||
+				l.MaxConnections != tt.maxConns || l.MaxConnectionsPerClient != tt.maxPerClient {
+				t.Errorf("limits %+v, forward_timeout %v; want write %v, idle %v, forward %v, caps %d/%d",
+					l, forward, tt.write, tt.idle, tt.forward, tt.maxConns, tt.maxPerClient)
+			}
+		})
+	}
+}
+
 func replace(t *testing.T, s, old, new string) string {
 	t.Helper()
 	if !strings.Contains(s, old) {
@@ -294,6 +332,36 @@ func TestValidationErrorsNameTheirField(t *testing.T) {
 		{"standby advertise unspecified host", func(t *testing.T) string {
 			return "standby: {advertise: \"http://0.0.0.0:8080\"}\npostgres: postgres://db/x\n" + base()
 		}, "standby.advertise"},
+		{"standby forward_timeout shorter than the period", func(t *testing.T) string {
+			return "standby: {forward_timeout: 1s}\npostgres: postgres://db/x\n" + replace(t, base(), "    storage:", "    period: 2s\n    storage:")
+		}, "standby.forward_timeout"},
+		{"standby forward_timeout too long", func(t *testing.T) string {
+			return "standby: {forward_timeout: 11m}\npostgres: postgres://db/x\nlimits: {write_timeout: 1h}\n" + base()
+		}, "standby.forward_timeout"},
+		{"negative max_connections", func(t *testing.T) string {
+			return "limits: {max_connections: -1}\n" + base()
+		}, "limits.max_connections"},
+		{"negative max_connections_per_client", func(t *testing.T) string {
+			return "limits: {max_connections_per_client: -5}\n" + base()
+		}, "limits.max_connections_per_client"},
+		{"per-client cap above the global one", func(t *testing.T) string {
+			return "limits: {max_connections: 100, max_connections_per_client: 101}\n" + base()
+		}, "limits.max_connections_per_client"},
+		{"write_timeout shorter than a round", func(t *testing.T) string {
+			return "limits: {write_timeout: 2s}\n" + replace(t, base(), "    storage:", "    period: 5s\n    storage:")
+		}, "limits.write_timeout"},
+		{"write_timeout shorter than two forwards", func(t *testing.T) string {
+			return "standby: {forward_timeout: 10s}\npostgres: postgres://db/x\nlimits: {write_timeout: 15s}\n" + base()
+		}, "limits.write_timeout"},
+		{"write_timeout too long", func(t *testing.T) string {
+			return "limits: {write_timeout: 2h}\n" + base()
+		}, "limits.write_timeout"},
+		{"idle_timeout too short", func(t *testing.T) string {
+			return "limits: {idle_timeout: 500ms}\n" + base()
+		}, "limits.idle_timeout"},
+		{"unknown limits field", func(t *testing.T) string {
+			return "limits: {max_conns: 5}\n" + base()
+		}, "max_conns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,6 +51,8 @@ type role struct {
 	leader    string               // the leader's advertised URL; "" if none is known
 	published *checkpoint.Verified // the latest committed checkpoint seen
 	err       error                // why the log's state could not be read
+
+	changed chan struct{} // closed when the next role replaces this one
 }
 
 // ErrNotLeader is returned by AddChain when this process does not sequence
@@ -58,13 +60,32 @@ type role struct {
 var ErrNotLeader = errors.New("this process is not the log's leader")
 
 // SetSequencer makes this process the log's sequencer.
-func (l *Log) SetSequencer(seq *sequencer.Sequencer) { l.role.Store(&role{seq: seq}) }
+func (l *Log) SetSequencer(seq *sequencer.Sequencer) { l.setRole(&role{seq: seq}) }
 
 // SetStandby makes this process a standby for the log: leader is where the
 // sequencing process can be reached ("" if unknown), published the latest
 // committed checkpoint, and err why the log's state could not be read.
 func (l *Log) SetStandby(leader string, published *checkpoint.Verified, err error) {
-	l.role.Store(&role{leader: leader, published: published, err: err})
+	l.setRole(&role{leader: leader, published: published, err: err})
+}
+
+func (l *Log) setRole(r *role) {
+	r.changed = make(chan struct{})
+	if old := l.role.Swap(r); old != nil {
+		close(old.changed)
+	}
+}
+
+// Changed returns a channel that is closed the next time the log's role is
+// set (SetSequencer or SetStandby, even to the same values: a standby
+// refreshes its role periodically). Take the channel before reading the
+// role, then wait on it, so no change is missed. Before the role is first
+// set it returns nil, which blocks forever.
+func (l *Log) Changed() <-chan struct{} {
+	if r := l.role.Load(); r != nil {
+		return r.changed
+	}
+	return nil
 }
 
 // Sequencer returns the log's sequencer, or nil if this process does not

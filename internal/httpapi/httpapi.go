@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/logagg"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
@@ -46,6 +47,11 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	// forwardClient carries a standby's submissions to the leader.
 	forwardClient *http.Client
+	// warnings rate-limits the warnings requests cause.
+	warnings *logagg.Aggregator
+	// ForwardTimeout bounds each attempt to forward a submission to the
+	// leader (DefaultForwardTimeout if zero).
+	ForwardTimeout time.Duration
 	// HealthMaxAge is how old a log's latest checkpoint may be before /health
 	// reports it unhealthy.
 	HealthMaxAge time.Duration
@@ -67,10 +73,13 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 			Help:    "HTTP request latency by log and endpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"log", "endpoint"}),
-		HealthMaxAge: 30 * time.Second,
+		HealthMaxAge:   30 * time.Second,
+		ForwardTimeout: DefaultForwardTimeout,
+		warnings:       logagg.New(logger, warnInterval),
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			MaxIdleConnsPerHost: 256,
+			MaxConnsPerHost:     MaxForwardConns,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
@@ -174,8 +183,7 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if l.Sequencer() == nil {
-			s.forward(w, r, l, body)
+		if l.Sequencer() == nil && s.forward(w, r, l, body) {
 			return
 		}
 		var req addChainRequest
@@ -229,7 +237,7 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "request cancelled before the entry was sequenced", http.StatusServiceUnavailable)
 	default:
-		s.log.Warn("add-chain failed", "log", l.Name, "err", err)
+		s.warnings.Warn("add-chain", "add-chain failed", "log", l.Name, "err", err)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the log is temporarily unable to sequence entries; retry later", http.StatusServiceUnavailable)
 	}
@@ -247,37 +255,41 @@ const maxForwardedResponse = 1 << 20
 
 // forward relays a submission to the log's leader and its answer back. The
 // leader validates and sequences it; a standby never issues an SCT itself.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) {
+//
+// Each attempt is bounded by ForwardTimeout and abandoned as soon as the
+// lease moves (see relay). If an attempt fails and the lease has moved,
+// the submission goes once more to where the log is sequenced now: to the
+// new leader, or, if this process has become the leader, back to the
+// caller, which handles it here (forward then returns false, having
+// written nothing). So a standby relays a submission at most twice, and a
+// process never relays one that was relayed to it (ForwardedHeader).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) bool {
 	leader := l.Leader()
 	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the log has no leader right now (failover in progress); retry later", http.StatusServiceUnavailable)
-		return
+		return true
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimSuffix(leader, "/")+r.URL.Path, bytes.NewReader(body))
-	if err != nil {
-		s.log.Error("building forwarded request", "log", l.Name, "leader", leader, "err", err)
-		http.Error(w, "internal error forwarding to the leader", http.StatusInternalServerError)
-		return
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ForwardedHeader, "1")
-	if ua := r.UserAgent(); ua != "" {
-		req.Header.Set("User-Agent", ua)
-	}
-	resp, err := s.forwardClient.Do(req)
-	var out []byte
-	if err == nil {
-		out, err = io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
-		resp.Body.Close()
+	resp, out, err := s.relay(r, l, leader, body)
+	if err != nil && r.Context().Err() == nil {
+		if l.Sequencer() != nil {
+			return false
+		}
+		if next := l.Leader(); next != "" && next != leader {
+			leader = next
+			resp, out, err = s.relay(r, l, leader, body)
+			if err != nil && r.Context().Err() == nil && l.Sequencer() != nil {
+				return false
+			}
+		}
 	}
 	if err != nil {
 		if r.Context().Err() == nil {
-			s.log.Warn("forwarding a submission to the leader failed", "log", l.Name, "leader", leader, "err", err)
+			s.warnings.Warn("forward", "forwarding a submission to the leader failed", "log", l.Name, "leader", leader, "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "the log's leader is unreachable (failover in progress?); retry later", http.StatusServiceUnavailable)
-		return
+		http.Error(w, "the log's leader is unreachable or did not answer in time (failover in progress?); retry later", http.StatusServiceUnavailable)
+		return true
 	}
 	for _, h := range []string{"Content-Type", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
@@ -286,6 +298,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(out)
+	return true
 }
 
 func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
@@ -331,7 +344,7 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			return
 		}
 		if err != nil {
-			s.log.Warn("read path storage error", "log", l.Name, "key", key, "err", err)
+			s.warnings.Warn("read-path", "read path storage error", "log", l.Name, "key", key, "err", err)
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, "storage unavailable", http.StatusServiceUnavailable)
 			return

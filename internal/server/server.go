@@ -29,6 +29,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
@@ -288,6 +289,62 @@ type Server struct {
 	b      *backends
 	api    *httpapi.Server
 	reg    prometheus.Registerer
+	// The connection caps (see connLimits).
+	maxConns, maxConnsPerClient int
+}
+
+// File descriptors kept out of the connection caps' defaults for storage
+// and databases: the embedded database and PostgreSQL pool, and per log a
+// sequencing round's concurrent tile writes (two descriptors each on a
+// local directory: the file and the directory's fsync) or S3 connections.
+const (
+	fdReserve       = 256
+	fdReservePerLog = 128
+)
+
+// connLimits sets the connection caps from limits.max_connections and
+// limits.max_connections_per_client, or from defaults derived from the
+// file descriptor limit, which it first raises to the hard limit.
+func (s *Server) connLimits() error {
+	fl, err := netlimit.RaiseFileLimit()
+	switch {
+	case err != nil:
+		s.logger.Warn("could not raise the file descriptor limit", "err", err, "soft", fl.Soft, "hard", fl.Hard)
+	case fl.Soft != 0:
+		s.logger.Info("file descriptor limit (RLIMIT_NOFILE)", "soft", fl.Soft, "hard", fl.Hard, "soft_before", fl.Before)
+	}
+	reserve := fdReserve + fdReservePerLog*len(s.cfg.Logs)
+	lim := s.cfg.Limits
+	s.maxConns = lim.MaxConnections
+	if s.maxConns == 0 {
+		if s.maxConns, _, err = netlimit.Defaults(fl.Soft, reserve); err != nil {
+			return err
+		}
+	} else if need := uint64(s.maxConns + reserve + netlimit.MaxRefusing); fl.Soft != 0 && need > fl.Soft {
+		s.logger.Warn("limits.max_connections leaves too few file descriptors for storage and databases: "+
+			"when clients hold that many connections, sequencing may fail; lower it or raise RLIMIT_NOFILE",
+			"max_connections", s.maxConns, "rlimit_nofile", fl.Soft, "wanted_at_least", need)
+	}
+	s.maxConnsPerClient = lim.MaxConnectionsPerClient
+	// A standby forwards submissions to the leader over up to
+	// httpapi.MaxForwardConns connections, all from its address: the
+	// leader must not count them as one client over its cap.
+	forwardConns := 0
+	if s.cfg.Standby != nil {
+		forwardConns = min(httpapi.MaxForwardConns, s.maxConns)
+	}
+	if s.maxConnsPerClient == 0 {
+		s.maxConnsPerClient = max(netlimit.DefaultPerClient(s.maxConns), forwardConns)
+	} else if s.maxConnsPerClient < forwardConns {
+		return fmt.Errorf("limits.max_connections_per_client: %d is too low for standby mode: a standby forwards submissions to the leader over up to %d connections from one address; set at least %d",
+			s.maxConnsPerClient, forwardConns, forwardConns)
+	} else if s.maxConnsPerClient > s.maxConns {
+		s.logger.Info("limits.max_connections_per_client is above the global cap; using the global cap", "max_connections_per_client", s.maxConnsPerClient, "max_connections", s.maxConns)
+		s.maxConnsPerClient = s.maxConns
+	}
+	s.logger.Info("connection limits", "max_connections", s.maxConns, "max_connections_per_client", s.maxConnsPerClient,
+		"write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout, "forward_timeout", s.cfg.ForwardTimeout())
+	return nil
 }
 
 // New opens every log in the config and rebuilds its state. It fails, naming
@@ -298,6 +355,9 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: c, logger: logger, b: newBackends(), reg: reg}
+	if err := s.connLimits(); err != nil {
+		return nil, err
+	}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
 		if err != nil {
@@ -328,6 +388,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.parts = append(s.parts, p)
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
+	s.api.ForwardTimeout = c.ForwardTimeout()
 	return s, nil
 }
 
@@ -376,7 +437,12 @@ func Listen(c *config.Config) ([]net.Listener, error) {
 // waiting submitters and returns.
 func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer s.b.close()
+	defer s.api.FlushWarnings()
 	handler := s.api.Handler()
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, Registerer: s.reg})
+	if err != nil {
+		return err
+	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
@@ -421,11 +487,20 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+			// See config.DefaultWriteTimeout for why the default
+			// write timeout is what it is.
+			WriteTimeout: s.cfg.Limits.WriteTimeout,
+			IdleTimeout:  s.cfg.Limits.IdleTimeout,
+			ConnState:    limiter.ConnState,
+			ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 		}
 		servers = append(servers, srv)
 		lc := s.cfg.Listen[i]
+		refusal := netlimit.Answer503
+		if lc.TLSCert != "" {
+			refusal = netlimit.CloseOnly
+		}
+		ln := limiter.Wrap(ln, refusal)
 		go func() {
 			var err error
 			if lc.TLSCert != "" {

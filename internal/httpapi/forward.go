@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+)
+
+// DefaultForwardTimeout bounds one forwarded submission when the Server's
+// ForwardTimeout is not set. Package server sets it from the config (the
+// longest sequencing period plus 5 s by default).
+const DefaultForwardTimeout = 10 * time.Second
+
+// MaxForwardConns bounds the connections a standby opens to the leader.
+// They all come from the standby's address, so the leader's per-client
+// connection cap must allow this many (package server sees to it);
+// submissions beyond wait for a connection, within the forward timeout.
+const MaxForwardConns = 512
+
+// warnInterval is the most often one kind of request-caused warning is
+// logged (see package logagg).
+const warnInterval = 10 * time.Second
+
+// Why a forward ended before the leader answered.
+var (
+	errForwardTimeout = errors.New("the leader did not answer within the forward timeout")
+	errLeaseMoved     = errors.New("the leader lease moved while the forward was waiting")
+)
+
+// relay sends one forwarded submission to leader and reads the answer.
+// The attempt is bounded by the forward timeout, and abandoned as soon as
+// the lease moves away from leader, so a frozen leader holds a standby's
+// submitters for at most the timeout, and not at all once the log has a
+// new leader.
+func (s *Server) relay(r *http.Request, l *ctlog.Log, leader string, body []byte) (*http.Response, []byte, error) {
+	timeout := s.ForwardTimeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errForwardTimeout)
+	defer cancel()
+	ctx, moved := context.WithCancelCause(ctx)
+	defer moved(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go watchLease(l, leader, stop, moved)
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(leader, "/")+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the forwarded request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ForwardedHeader, "1")
+	if ua := r.UserAgent(); ua != "" {
+		req.Header.Set("User-Agent", ua)
+	}
+	resp, err := s.forwardClient.Do(req)
+	var out []byte
+	if err == nil {
+		out, err = io.ReadAll(io.LimitReader(resp.Body, maxForwardedResponse))
+		resp.Body.Close()
+	}
+	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errForwardTimeout) {
+			return nil, nil, fmt.Errorf("%w (%v)", cause, timeout)
+		} else if errors.Is(cause, errLeaseMoved) {
+			return nil, nil, cause
+		}
+		return nil, nil, err
+	}
+	return resp, out, nil
+}
+
+// watchLease calls moved when the lease moves away from leader, until stop
+// is closed.
+func watchLease(l *ctlog.Log, leader string, stop <-chan struct{}, moved context.CancelCauseFunc) {
+	for {
+		changed := l.Changed()
+		if leaseMoved(l, leader) {
+			moved(errLeaseMoved)
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-changed:
+		}
+	}
+}
+
+// leaseMoved reports whether the log is no longer led by leader: this
+// process sequences it now, or the standby has seen another leader. A
+// leader that shows as unknown does not count: that is also how a standby
+// shows a lease it failed to read, and a healthy leader must not lose its
+// forwards to a database hiccup on the standby.
+func leaseMoved(l *ctlog.Log, leader string) bool {
+	if l.Sequencer() != nil {
+		return true
+	}
+	next := l.Leader()
+	return next != "" && next != leader
+}
+
+// FlushWarnings logs the pending summaries of rate-limited warnings, for a
+// process that is stopping.
+func (s *Server) FlushWarnings() { s.warnings.Flush() }

@@ -1,0 +1,416 @@
+// Package netlimit bounds the connections a Mosaic process holds open, so
+// that one client (or a crowd of them) cannot use up the file descriptors
+// that storage, the databases and other clients need. A Limiter wraps every
+// listener of the process (package server) and keeps:
+//
+//   - a global cap on open connections, shared by all listeners;
+//   - a cap per client address (an IPv4 address, or an IPv6 /64, since one
+//     IPv6 host usually controls a whole /64);
+//   - a list of idle keep-alive connections (fed by http.Server's ConnState
+//     hook), from which the oldest are closed when the process nears its
+//     global cap, so clients with work to do are served before clients that
+//     merely hold connections open.
+//
+// A connection over a cap is refused: on a plain-HTTP listener with a
+// minimal "503 Service Unavailable" with Retry-After and Connection: close,
+// on a TLS listener by closing it. Every connection counts from Accept until
+// it is closed, whatever its state.
+//
+// The package also raises the soft RLIMIT_NOFILE (RaiseFileLimit) and
+// derives default caps from it (Defaults).
+package netlimit
+
+import (
+	"bytes"
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reasons a connection is refused, as the "reason" label of
+// mosaic_connections_refused_total.
+const (
+	ReasonGlobal    = "global"
+	ReasonPerClient = "per_client"
+)
+
+// RetryAfter is the Retry-After, in seconds, of the 503 answered to a
+// connection over a cap: long enough for idle connections to time out or be
+// shed, short enough that a real submitter is not held up much.
+const RetryAfter = 5
+
+// MaxRefusing bounds the refusals being answered at once. Each holds a file
+// descriptor and a goroutine for at most 1.5s (see answer503); beyond this
+// many, a flood is being refused and further connections are closed at
+// once, which costs nothing. Defaults keeps this many descriptors in
+// reserve.
+const MaxRefusing = 64
+
+// Deadlines of a refusal (see answer503): for the request head to arrive,
+// then for writing the answer and seeing the client close. Together they
+// bound how long a client that reads or writes slowly, or not at all, can
+// hold a refused connection.
+const (
+	refuseHeadTimeout  = time.Second
+	refuseCloseTimeout = 500 * time.Millisecond
+)
+
+// maxDrain bounds what a refusal reads and discards from a connection after
+// answering it (see answer503).
+const maxDrain = 1 << 20
+
+// Config sets a Limiter's caps.
+type Config struct {
+	// Max is the most connections open at once over all listeners.
+	Max int
+	// PerClient is the most connections open at once from one client
+	// address (IPv4 address or IPv6 /64). It is clamped to Max.
+	PerClient int
+	// Registerer, if not nil, receives the Limiter's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Limiter counts and bounds open connections. It is safe for concurrent
+// use; one Limiter is shared by all of a process's listeners.
+type Limiter struct {
+	max, perClient int
+	// shedAt is the number of open connections from which an accepted
+	// connection makes room by closing the oldest idle one.
+	shedAt   int
+	refusing chan struct{} // semaphore of refusals in progress
+
+	open    prometheus.Gauge
+	refused *prometheus.CounterVec
+	shed    prometheus.Counter
+
+	mu      sync.Mutex
+	count   int                // open connections
+	clients map[netip.Addr]int // open connections per client key
+	idle    list.List          // *Conn that are idle, oldest first
+}
+
+// New returns a Limiter with cfg's caps and registers its metrics.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Max < 1 {
+		return nil, fmt.Errorf("the connection cap must be at least 1, not %d", cfg.Max)
+	}
+	if cfg.PerClient < 1 {
+		return nil, fmt.Errorf("the per-client connection cap must be at least 1, not %d", cfg.PerClient)
+	}
+	lim := &Limiter{
+		max:       cfg.Max,
+		perClient: min(cfg.PerClient, cfg.Max),
+		// Shed from seven eighths of the cap: close to it, but early
+		// enough that a burst of new clients finds room before refusals.
+		shedAt:   cfg.Max - cfg.Max/8,
+		refusing: make(chan struct{}, MaxRefusing),
+		clients:  map[netip.Addr]int{},
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_connections_open",
+			Help: "Client connections open now, over all listeners.",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_connections_refused_total",
+			Help: "Client connections refused because a cap was reached, by reason: global (max_connections) or per_client (max_connections_per_client).",
+		}, []string{"reason"}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_connections_idle_shed_total",
+			Help: "Idle keep-alive connections closed to make room for new ones near the global cap.",
+		}),
+	}
+	lim.refused.WithLabelValues(ReasonGlobal)
+	lim.refused.WithLabelValues(ReasonPerClient)
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{lim.open, lim.refused, lim.shed} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering connection metrics: %w", err)
+			}
+		}
+	}
+	return lim, nil
+}
+
+// Max returns the global cap.
+func (lim *Limiter) Max() int { return lim.max }
+
+// PerClient returns the per-client cap.
+func (lim *Limiter) PerClient() int { return lim.perClient }
+
+// Open returns the number of connections open now.
+func (lim *Limiter) Open() int {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	return lim.count
+}
+
+// Refusal says how a listener refuses a connection over a cap.
+type Refusal int
+
+const (
+	// Answer503 answers a minimal HTTP/1.1 503 with Retry-After and
+	// Connection: close, then closes: for plain-HTTP listeners.
+	Answer503 Refusal = iota
+	// CloseOnly closes the connection: for TLS listeners, where an answer
+	// would first need a TLS handshake, the most expensive step of a
+	// connection and exactly the work an overloaded process must not do
+	// for a client it refuses. Clients see a failed connection and retry
+	// with backoff, as they do for any network error.
+	CloseOnly
+)
+
+// Wrap returns a listener that accepts from ln within the Limiter's caps,
+// refusing connections over them as r says. The http.Server serving the
+// returned listener must have ConnState set to lim.ConnState (directly or
+// from its own hook), so idle connections can be told from busy ones.
+func (lim *Limiter) Wrap(ln net.Listener, r Refusal) net.Listener {
+	return &listener{Listener: ln, lim: lim, refusal: r}
+}
+
+type listener struct {
+	net.Listener
+	lim     *Limiter
+	refusal Refusal
+}
+
+// Accept accepts the next connection within the caps. Connections over a
+// cap are refused here and never returned.
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c, reason, shed := l.lim.admit(nc)
+		if shed != nil {
+			shed.closeConn()
+		}
+		if c != nil {
+			return c, nil
+		}
+		l.refuse(nc, reason)
+	}
+}
+
+// admit counts nc in if the caps allow it. Near the global cap it first
+// closes (returns, for the caller to close outside the lock) the oldest idle
+// connection.
+func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
+	key := clientKey(nc.RemoteAddr())
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	// The per-client cap comes first: a client at its cap must not make
+	// other clients' idle connections be shed.
+	if lim.clients[key] >= lim.perClient {
+		return nil, ReasonPerClient, nil
+	}
+	if lim.count >= lim.shedAt {
+		if e := lim.idle.Front(); e != nil {
+			shed = e.Value.(*Conn)
+			lim.releaseLocked(shed)
+			lim.shed.Inc()
+		}
+	}
+	if lim.count >= lim.max {
+		return nil, ReasonGlobal, shed
+	}
+	lim.count++
+	lim.clients[key]++
+	lim.open.Set(float64(lim.count))
+	return &Conn{Conn: nc, lim: lim, key: key}, "", shed
+}
+
+// releaseLocked uncounts c, once. lim.mu is held.
+func (lim *Limiter) releaseLocked(c *Conn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	if c.idleElem != nil {
+		lim.idle.Remove(c.idleElem)
+		c.idleElem = nil
+	}
+	lim.count--
+	if n := lim.clients[c.key] - 1; n > 0 {
+		lim.clients[c.key] = n
+	} else {
+		delete(lim.clients, c.key)
+	}
+	lim.open.Set(float64(lim.count))
+}
+
+func (l *listener) refuse(nc net.Conn, reason string) {
+	l.lim.refused.WithLabelValues(reason).Inc()
+	if l.refusal == CloseOnly {
+		nc.Close()
+		return
+	}
+	select {
+	case l.lim.refusing <- struct{}{}:
+		go func() {
+			defer func() { <-l.lim.refusing }()
+			answer503(nc, reason)
+		}()
+	default:
+		nc.Close()
+	}
+}
+
+var (
+	responses = map[string][]byte{
+		ReasonPerClient: response("too many connections from this client address are open to the log; close idle ones or retry later"),
+		ReasonGlobal:    response("the log's server has too many connections open; retry later"),
+	}
+	endOfHead = []byte("\r\n\r\n")
+)
+
+func response(msg string) []byte {
+	msg += "\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Retry-After: " + strconv.Itoa(RetryAfter) + "\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(msg)) + "\r\n" +
+		"\r\n" + msg)
+}
+
+// answer503 answers a refused plain-HTTP connection and closes it, within
+// refuseHeadTimeout+refuseCloseTimeout whatever the client does.
+//
+// It reads the request head first: an HTTP client that receives an answer
+// before it has sent its request may take it for a stray response on an
+// idle connection and drop it. After answering it half-closes and reads
+// until the client closes (or the deadline), because closing a socket with
+// unread data makes the kernel send a reset, and a reset can destroy the
+// answer before the client reads it.
+//
+// Safe against hostile clients: the deadline bounds time, the buffers and
+// maxDrain bound memory, nothing read is interpreted, and MaxRefusing bounds
+// how many run at once.
+func answer503(nc net.Conn, reason string) {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(refuseHeadTimeout))
+	var buf [4096]byte
+	for n := 0; n < len(buf); {
+		m, err := nc.Read(buf[n:])
+		n += m
+		if err != nil || bytes.Contains(buf[:n], endOfHead) {
+			break
+		}
+	}
+	nc.SetDeadline(time.Now().Add(refuseCloseTimeout))
+	if _, err := nc.Write(responses[reason]); err != nil {
+		return
+	}
+	if cw, ok := nc.(closeWriter); ok {
+		cw.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(nc, maxDrain))
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// ConnState is the http.Server ConnState hook that tells the Limiter which
+// connections are idle. c may be a connection the Limiter returned, or a
+// TLS connection over one.
+func (lim *Limiter) ConnState(nc net.Conn, state http.ConnState) {
+	c := unwrap(nc)
+	if c == nil || c.lim != lim {
+		return
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if c.released {
+		return
+	}
+	switch state {
+	case http.StateIdle:
+		if c.idleElem == nil {
+			c.idleElem = lim.idle.PushBack(c)
+		}
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		if c.idleElem != nil {
+			lim.idle.Remove(c.idleElem)
+			c.idleElem = nil
+		}
+	}
+}
+
+// unwrap finds the Limiter's connection under nc (a *tls.Conn, for one,
+// has NetConn).
+func unwrap(nc net.Conn) *Conn {
+	for nc != nil {
+		switch c := nc.(type) {
+		case *Conn:
+			return c
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// Conn is a connection the Limiter counts until it is closed.
+type Conn struct {
+	net.Conn
+	lim *Limiter
+	key netip.Addr
+
+	// Guarded by lim.mu.
+	released bool
+	idleElem *list.Element
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Close uncounts and closes the connection.
+func (c *Conn) Close() error {
+	c.lim.mu.Lock()
+	c.lim.releaseLocked(c)
+	c.lim.mu.Unlock()
+	return c.closeConn()
+}
+
+func (c *Conn) closeConn() error {
+	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	return c.closeErr
+}
+
+// CloseWrite half-closes the connection if the underlying one can (TCP),
+// which net/http uses to finish a response cleanly before closing.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// clientKey is the address a connection counts against: the IPv4 address,
+// or the /64 of an IPv6 address (IPv4-mapped IPv6 addresses count as IPv4).
+// An address that cannot be parsed counts as the zero key, one client.
+func clientKey(a net.Addr) netip.Addr {
+	var ip netip.Addr
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr()
+	} else if a != nil {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			ip = ap.Addr()
+		}
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		ip = netip.PrefixFrom(ip, 64).Masked().Addr()
+	}
+	return ip
+}

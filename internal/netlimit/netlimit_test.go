@@ -1,0 +1,312 @@
+package netlimit
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// serve runs an http.Server behind lim on a loopback port and returns its
+// address.
+func serve(t *testing.T, lim *Limiter) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
+		ConnState: lim.ConnState,
+	}
+	go srv.Serve(lim.Wrap(ln, Answer503))
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+func newLimiter(t *testing.T, max, perClient int) *Limiter {
+	t.Helper()
+	lim, err := New(Config{Max: max, PerClient: perClient, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+// client is one raw HTTP/1.1 keep-alive connection from a chosen loopback
+// address.
+type client struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, from, addr string) *client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{Conn: c, br: bufio.NewReader(c)}
+}
+
+// get sends one request and reads its response.
+func (c *client) get(t *testing.T) (*http.Response, string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: log.example\r\n\r\n"); err != nil {
+		t.Fatalf("writing request: %v", err)
+	}
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// closedByServer reports whether the server has closed the connection:
+// the next read gets EOF or a reset rather than data or a timeout.
+func (c *client) closedByServer(t *testing.T) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := c.br.ReadByte()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// waitFor polls cond; the deadline only keeps a broken test from hanging.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (lim *Limiter) idleCount() int {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	return lim.idle.Len()
+}
+
+func want503(t *testing.T, c *client, reason string) {
+	t.Helper()
+	resp, body := c.get(t)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !resp.Close || !strings.Contains(body, reason) {
+		t.Fatalf("over the cap: %s Retry-After %q Connection close %v %q; want 503, Retry-After: 5, Connection: close",
+			resp.Status, resp.Header.Get("Retry-After"), resp.Close, body)
+	}
+	if !c.closedByServer(t) {
+		t.Error("the refused connection was not closed")
+	}
+}
+
+// TestPerClientCap: one client address holding its cap of idle keep-alive
+// connections gets 503 with Retry-After for the next one, while another
+// address is still served; closing a connection frees its slot.
+func TestPerClientCap(t *testing.T) {
+	lim := newLimiter(t, 100, 5)
+	addr := serve(t, lim)
+	var held []*client
+	for range 5 {
+		c := dial(t, "127.0.0.1", addr)
+		if resp, _ := c.get(t); resp.StatusCode != 200 {
+			t.Fatalf("connection within the cap: %s", resp.Status)
+		}
+		held = append(held, c)
+	}
+	waitFor(t, "5 idle connections", func() bool { return lim.idleCount() == 5 })
+	want503(t, dial(t, "127.0.0.1", addr), "from this client address")
+	if resp, _ := dial(t, "127.0.0.2", addr).get(t); resp.StatusCode != 200 {
+		t.Errorf("another client address: %s, want 200", resp.Status)
+	}
+	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonPerClient)); got != 1 {
+		t.Errorf("refused{per_client} = %v, want 1", got)
+	}
+	held[0].Close()
+	waitFor(t, "the closed connection to be released", func() bool { return lim.Open() == 5 })
+	if resp, _ := dial(t, "127.0.0.1", addr).get(t); resp.StatusCode != 200 {
+		t.Errorf("after closing one: %s, want 200", resp.Status)
+	}
+}
+
+// TestShedIdleNearGlobalCap: when the process nears its global cap (seven
+// eighths of it: 14 of 16 here) with idle keep-alive connections, a new
+// client is served and the oldest idle connection is closed to make room,
+// so the count stays below the cap while idle connections remain.
+func TestShedIdleNearGlobalCap(t *testing.T) {
+	lim := newLimiter(t, 16, 16)
+	addr := serve(t, lim)
+	var held []*client
+	for range 14 {
+		c := dial(t, "127.0.0.1", addr)
+		if resp, _ := c.get(t); resp.StatusCode != 200 {
+			t.Fatalf("connection within the cap: %s", resp.Status)
+		}
+		held = append(held, c)
+		// Idle in a known order, so "oldest" is held[0].
+		waitFor(t, "the connection to be idle", func() bool { return lim.idleCount() == len(held) })
+	}
+	if got := testutil.ToFloat64(lim.shed); got != 0 {
+		t.Fatalf("idle connections shed below seven eighths of the cap: %v", got)
+	}
+	for i := range 5 {
+		if resp, _ := dial(t, "127.0.0.2", addr).get(t); resp.StatusCode != 200 {
+			t.Fatalf("new client near the global cap: %s, want 200", resp.Status)
+		}
+		if !held[i].closedByServer(t) {
+			t.Errorf("idle connection %d, the oldest, was not the one closed", i)
+		}
+	}
+	if got := testutil.ToFloat64(lim.shed); got != 5 {
+		t.Errorf("idle connections shed = %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonGlobal)); got != 0 {
+		t.Errorf("refused{global} = %v, want 0 (an idle connection could be shed)", got)
+	}
+	if got := testutil.ToFloat64(lim.open); got != float64(lim.Open()) || got > 15 {
+		t.Errorf("mosaic_connections_open = %v, Open() = %d; want equal and at most 15", got, lim.Open())
+	}
+}
+
+// TestGlobalCapRefuses: connections that are not idle (here: opened but
+// with no request yet, as a slow or hostile client holds them) cannot be
+// shed, so a connection over the global cap gets 503.
+func TestGlobalCapRefuses(t *testing.T) {
+	lim := newLimiter(t, 16, 16)
+	addr := serve(t, lim)
+	for range 16 {
+		dial(t, "127.0.0.1", addr)
+	}
+	waitFor(t, "16 open connections", func() bool { return lim.Open() == 16 })
+	want503(t, dial(t, "127.0.0.2", addr), "too many connections open")
+	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonGlobal)); got != 1 {
+		t.Errorf("refused{global} = %v, want 1", got)
+	}
+}
+
+// TestRefusalsAreBounded: a flood of connections over the cap that send
+// nothing and read nothing does not accumulate: every one is closed by the
+// server, and every one is counted.
+func TestRefusalsAreBounded(t *testing.T) {
+	lim := newLimiter(t, 4, 1)
+	addr := serve(t, lim)
+	dial(t, "127.0.0.1", addr)
+	const n = 3 * MaxRefusing
+	var cs []*client
+	for range n {
+		cs = append(cs, dial(t, "127.0.0.1", addr))
+	}
+	for i, c := range cs {
+		// Whatever was written (a 503, or nothing when too many refusals
+		// were in progress), the server closes.
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("refused connection %d still open after 30s", i)
+		}
+	}
+	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonPerClient)); got != n {
+		t.Errorf("refused{per_client} = %v, want %d", got, n)
+	}
+}
+
+// TestTLSListener: behind TLS the Limiter still sees which connections are
+// idle (through tls.Conn.NetConn), and refuses over the cap by closing.
+func TestTLSListener(t *testing.T) {
+	lim := newLimiter(t, 100, 2)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Listener = lim.Wrap(ln, CloseOnly)
+	ts.Config.ConnState = lim.ConnState
+	ts.StartTLS()
+	defer ts.Close()
+	cfg := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	for range 2 {
+		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cl := &client{Conn: c, br: bufio.NewReader(c)}
+		if resp, _ := cl.get(t); resp.StatusCode != 200 {
+			t.Fatalf("TLS connection within the cap: %s", resp.Status)
+		}
+	}
+	waitFor(t, "2 idle TLS connections", func() bool { return lim.idleCount() == 2 })
+	c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+	if err == nil {
+		c.Close()
+		t.Fatal("a TLS connection over the per-client cap completed its handshake")
+	}
+	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonPerClient)); got != 1 {
+		t.Errorf("refused{per_client} = %v, want 1", got)
+	}
+}
+
+func TestClientKey(t *testing.T) {
+	tests := []struct{ addr, want string }{
+		{"127.0.0.1:1234", "127.0.0.1"},
+		{"[::ffff:192.0.2.7]:443", "192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::"},
+		{"[2001:db8:1:2:ffff::1]:443", "2001:db8:1:2::"},
+		{"[fe80::1%eth0]:443", "fe80::"},
+	}
+	for _, tt := range tests {
+		ap := netip.MustParseAddrPort(tt.addr)
+		got := clientKey(net.TCPAddrFromAddrPort(ap))
+		if got.String() != tt.want {
+			t.Errorf("clientKey(%s) = %s, want %s", tt.addr, got, tt.want)
+		}
+	}
+	if a, b := clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1")}); a == b {
+		t.Errorf("different /64s share a key: %s", a)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		limit             uint64
+		reserve           int
+		global, perClient int
+		err               bool
+	}{
+		{1024, 384, 768 - 384 - MaxRefusing, (768 - 384 - MaxRefusing) / 4, false},
+		{20000, 384, 15000 - 384 - MaxRefusing, 1024, false},
+		{1 << 20, 384, 65536, 1024, false},
+		{^uint64(0), 384, 65536, 1024, false},
+		{0, 384, 3072 - 384 - MaxRefusing, 656, false},
+		{512, 384, 0, 0, true},
+	}
+	for _, tt := range tests {
+		g, p, err := Defaults(tt.limit, tt.reserve)
+		if (err != nil) != tt.err || g != tt.global || p != tt.perClient {
+			t.Errorf("Defaults(%d, %d) = %d, %d, %v; want %d, %d, error %v", tt.limit, tt.reserve, g, p, err, tt.global, tt.perClient, tt.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "limits.max_connections") {
+			t.Errorf("the error does not say what to do: %v", err)
+		}
+	}
+}
