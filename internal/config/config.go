@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -56,6 +57,12 @@ type Limits struct {
 	// one client address (an IPv4 address or an IPv6 /64). The default is
 	// a quarter of MaxConnections, at most 1024.
 	MaxConnectionsPerClient int `yaml:"max_connections_per_client,omitempty"`
+	// PerClientExempt are client address ranges (CIDR) the per-client cap
+	// does not apply to: a reverse proxy or load balancer in front of the
+	// log, whose connections carry many clients. Unset means loopback
+	// (127.0.0.0/8 and ::1/128), for a proxy on the same machine; an empty
+	// list exempts nobody.
+	PerClientExempt *[]string `yaml:"per_client_exempt,omitempty"`
 	// WriteTimeout bounds the time from reading a request's headers to
 	// finishing its response, so a client that never reads its response
 	// does not hold the connection. The default is derived from the
@@ -512,6 +519,30 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 	if lim.IdleTimeout < time.Second || lim.IdleTimeout > 10*time.Minute {
 		bad("limits.idle_timeout", "%v is out of range (1s to 10m)", lim.IdleTimeout)
 	}
+	if _, err := c.PerClientExempt(); err != nil {
+		bad("limits.per_client_exempt", "%v", err)
+	}
+}
+
+// PerClientExempt returns limits.per_client_exempt as prefixes: loopback
+// when it is unset.
+func (c *Config) PerClientExempt() ([]netip.Prefix, error) {
+	if c.Limits.PerClientExempt == nil {
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, nil
+	}
+	var out []netip.Prefix
+	for _, s := range *c.Limits.PerClientExempt {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not an address or a CIDR range such as 10.0.0.0/8", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // ValidateAdvertise checks a standby advertise URL: http(s)://host:port with

@@ -75,6 +75,10 @@ type Config struct {
 	// PerClient is the most connections open at once from one client
 	// address (IPv4 address or IPv6 /64). It is clamped to Max.
 	PerClient int
+	// Exempt are the client addresses the per-client cap does not apply
+	// to (a reverse proxy in front of the log carries many clients on its
+	// connections); they still count towards Max.
+	Exempt []netip.Prefix
 	// Registerer, if not nil, receives the Limiter's metrics.
 	Registerer prometheus.Registerer
 }
@@ -83,6 +87,7 @@ type Config struct {
 // use; one Limiter is shared by all of a process's listeners.
 type Limiter struct {
 	max, perClient int
+	exempt         []netip.Prefix
 	// shedAt is the number of open connections from which an accepted
 	// connection makes room by closing the oldest idle one.
 	shedAt   int
@@ -109,6 +114,7 @@ func New(cfg Config) (*Limiter, error) {
 	lim := &Limiter{
 		max:       cfg.Max,
 		perClient: min(cfg.PerClient, cfg.Max),
+		exempt:    cfg.Exempt,
 		// Shed from seven eighths of the cap: close to it, but early
 		// enough that a burst of new clients finds room before refusals.
 		shedAt:   cfg.Max - cfg.Max/8,
@@ -209,7 +215,7 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 	defer lim.mu.Unlock()
 	// The per-client cap comes first: a client at its cap must not make
 	// other clients' idle connections be shed.
-	if lim.clients[key] >= lim.perClient {
+	if lim.clients[key] >= lim.perClient && !lim.isExempt(key) {
 		return nil, ReasonPerClient, nil
 	}
 	if lim.count >= lim.shedAt {
@@ -226,6 +232,15 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 	lim.clients[key]++
 	lim.open.Set(float64(lim.count))
 	return &Conn{Conn: nc, lim: lim, key: key}, "", shed
+}
+
+func (lim *Limiter) isExempt(key netip.Addr) bool {
+	for _, p := range lim.exempt {
+		if p.Contains(key) {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLocked uncounts c, once. lim.mu is held.

@@ -310,3 +310,36 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestExemptClients: an exempt address (a reverse proxy) is not held to
+// the per-client cap, but still counts towards the global one.
+func TestExemptClients(t *testing.T) {
+	lim, err := New(Config{Max: 10, PerClient: 2, Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exempt := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	other := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}
+	for i := range 10 {
+		if c, reason, _ := lim.admit(fakeConn{remote: exempt}); c == nil {
+			t.Fatalf("exempt connection %d refused (%s)", i, reason)
+		}
+	}
+	if c, reason, _ := lim.admit(fakeConn{remote: exempt}); c != nil || reason != ReasonGlobal {
+		t.Fatalf("the 11th connection: %v %q, want a global refusal", c != nil, reason)
+	}
+	lim2, _ := New(Config{Max: 10, PerClient: 2})
+	for range 2 {
+		lim2.admit(fakeConn{remote: other})
+	}
+	if c, reason, _ := lim2.admit(fakeConn{remote: other}); c != nil || reason != ReasonPerClient {
+		t.Fatalf("a third connection from a non-exempt client: %v %q, want a per-client refusal", c != nil, reason)
+	}
+}
+
+type fakeConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (f fakeConn) RemoteAddr() net.Addr { return f.remote }

@@ -439,7 +439,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer s.b.close()
 	defer s.api.FlushWarnings()
 	handler := s.api.Handler()
-	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, Registerer: s.reg})
+	exempt, err := s.cfg.PerClientExempt()
+	if err != nil {
+		return fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, Exempt: exempt, Registerer: s.reg})
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func (c *rawConn) get(t *testing.T, path string) *http.Response {
 // connections are shed so a submitter still gets its SCT.
 func TestOneClientCannotStarveTheLog(t *testing.T) {
 	const perClient, max = 50, 300
-	s := start(t, fmt.Sprintf("limits:\n  max_connections: %d\n  max_connections_per_client: %d\n", max, perClient))
+	s := start(t, fmt.Sprintf("limits:\n  max_connections: %d\n  max_connections_per_client: %d\n  per_client_exempt: []\n", max, perClient))
 
 	var ok, refused int
 	for range 4 * perClient {

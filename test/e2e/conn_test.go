@@ -8,13 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
@@ -38,8 +41,21 @@ func TestConnectionFlood(t *testing.T) {
 		t.Skipf("needs a hard RLIMIT_NOFILE of at least %d for the clients (have %d, %v)", 4*fdLimit, rl.Max, err)
 	}
 	dir := t.TempDir()
+	// Create the dev log, then make its loopback clients subject to the
+	// per-client cap (by default loopback is exempt, for a reverse proxy
+	// on the same machine): the test's clients are all on loopback.
+	startDev(t, dir).stop()
+	cfgPath := filepath.Join(dir, devmode.ConfigFile)
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(raw, "limits:\n  per_client_exempt: []\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, devmode.InfoFile)) // rewritten when the server is up
 	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, fdLimit),
-		mosaicBinary(t), "serve", "-dev", "-data", dir, "-listen", "127.0.0.1:0")
+		mosaicBinary(t), "serve", "-dev", "-data", dir)
 	out := &testenv.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
