@@ -310,7 +310,7 @@ func TestForwardBecomesLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := sequencer.Config{Name: l.Name, LogID: l.LogID, Origin: id.Origin, Signer: id.Signer(), Verify: verify,
-		Storage: store, Lock: db, Dedup: db, Period: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+		Storage: store, Lock: db, Dedup: db, Fence: store.Fence(), Period: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	ctx := context.Background()
 	if err := sequencer.Create(ctx, cfg); err != nil {
 		t.Fatal(err)

@@ -182,6 +182,9 @@ type Sequencer struct {
 // It refuses when any of them already holds state for this log, so an
 // existing log is never reset.
 func Create(ctx context.Context, cfg Config) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
 	release, err := lockWriter(cfg.Storage)
 	if err != nil {
 		return fmt.Errorf("log %s: %w", cfg.Name, err)
@@ -219,6 +222,14 @@ func Create(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// check reports a Config missing a backend.
+func (c *Config) check() error {
+	if c.Storage == nil || c.Lock == nil || c.Dedup == nil || c.Fence == nil {
+		return fmt.Errorf("log %s: the sequencer needs storage, a lock backend, a dedup store and the storage's fence", c.Name)
+	}
+	return nil
+}
+
 // lockWriter takes b's writer lock if b (or a backend it wraps) has one
 // (a local directory does), and returns the function that releases it.
 func lockWriter(b storage.Backend) (release func(), err error) {
@@ -238,6 +249,9 @@ func lockWriter(b storage.Backend) (release func(), err error) {
 // It fails, naming the inconsistency, when the two disagree in a way that
 // could lose or fork entries; it never starts an empty log over lost state.
 func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
