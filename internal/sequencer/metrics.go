@@ -14,6 +14,8 @@ type Metrics struct {
 	RoundDuration  prometheus.Histogram
 	LockDuration   prometheus.Histogram
 	WaitTime       prometheus.Histogram
+	// Deferred counts low-priority submissions refused or evicted.
+	Deferred prometheus.Counter
 	// PartialsDeleted counts superseded partial tiles deleted (see gc.go).
 	PartialsDeleted prometheus.Counter
 }
@@ -45,12 +47,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WaitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "mosaic_add_chain_wait_seconds", Help: "Time a submission waited to be sequenced.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		Deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_deferred_submissions_total", Help: "Low-priority submissions refused or evicted from the pool to keep room for others."}),
 		PartialsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mosaic_partial_tiles_deleted_total", Help: "Superseded partial tiles deleted after their full tile was written."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
-			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime, m.PartialsDeleted)
+			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime, m.Deferred, m.PartialsDeleted)
 	}
 	return m
 }

@@ -80,6 +80,13 @@ type Config struct {
 	// PoolSize bounds the entries waiting for the next round; beyond it Add
 	// returns ErrPoolFull.
 	PoolSize int
+	// LowPriorityShare is the share of PoolSize that low-priority entries
+	// may fill (default 0.5): once the pool holds that many entries of any
+	// priority, a low-priority Add is refused with ErrDeferred; and when the
+	// pool is full, a normal Add evicts the newest pooled low-priority entry
+	// (whose submitters get ErrDeferred) rather than be refused. So a bulk
+	// back-fill never keeps fresh submissions out.
+	LowPriorityShare float64
 	// IdleCheckpoint is the longest time between two checkpoints when no
 	// entries arrive.
 	IdleCheckpoint time.Duration
@@ -111,6 +118,10 @@ func (c *Config) dedupKey(e *tile.Entry) dedup.Key {
 // ErrPoolFull is returned by Add when the log cannot take more entries now.
 var ErrPoolFull = errors.New("the log's pool is full")
 
+// ErrDeferred is returned by Add for a low-priority entry the log has no
+// room for now (see Config.LowPriorityShare). It wraps ErrPoolFull.
+var ErrDeferred = fmt.Errorf("the log is busy and defers low-priority submissions: %w", ErrPoolFull)
+
 // ErrUnavailable is wrapped by Add errors when the entry could not be
 // sequenced because a backend failed; the submitter may retry.
 var ErrUnavailable = errors.New("the log could not sequence the entry")
@@ -126,6 +137,9 @@ type Pending struct {
 	// Issuers are the DER certificates whose fingerprints are in
 	// Entry.ChainFingerprints, to be stored as issuer/<hex>.
 	Issuers [][]byte
+	// LowPriority marks a submission the log defers under load (a bulk
+	// back-fill of old certificates, say): see Config.LowPriorityShare.
+	LowPriority bool
 }
 
 // Result is where and when an entry was logged.
@@ -260,6 +274,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	}
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = 4000
+	}
+	if cfg.LowPriorityShare <= 0 || cfg.LowPriorityShare > 1 {
+		cfg.LowPriorityShare = 0.5
 	}
 	if cfg.Period <= 0 {
 		cfg.Period = 200 * time.Millisecond
@@ -542,6 +559,7 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 			s.cfg.Metrics.Duplicates.Inc()
 			return Result{Index: v.Index, Timestamp: v.Timestamp}, true, nil
 		}
+		var evicted *waiter // answered once the lock is released
 		s.mu.Lock()
 		if w, dup = s.inflight[key]; !dup {
 			if s.fatal != nil {
@@ -552,6 +570,14 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 			if s.stopped {
 				s.mu.Unlock()
 				return Result{}, false, ErrStopped
+			}
+			if p.LowPriority && float64(len(s.pool)) >= s.cfg.LowPriorityShare*float64(s.cfg.PoolSize) {
+				s.mu.Unlock()
+				s.cfg.Metrics.Deferred.Inc()
+				return Result{}, false, ErrDeferred
+			}
+			if len(s.pool) >= s.cfg.PoolSize && !p.LowPriority {
+				evicted = s.evictLowPriority()
 			}
 			if len(s.pool) >= s.cfg.PoolSize {
 				s.mu.Unlock()
@@ -570,6 +596,11 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 			}
 		}
 		s.mu.Unlock()
+		if evicted != nil {
+			evicted.err = ErrDeferred
+			close(evicted.done)
+			s.cfg.Metrics.Deferred.Inc()
+		}
 	}
 	if dup {
 		s.cfg.Metrics.Duplicates.Inc()
@@ -582,6 +613,21 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 	case <-ctx.Done():
 		return Result{}, false, ctx.Err()
 	}
+}
+
+// evictLowPriority removes the newest low-priority entry from the pool and
+// returns it, or returns nil if there is none. s.mu is held. A pooled
+// entry is not yet in any round, so taking it out changes nothing but its
+// answer.
+func (s *Sequencer) evictLowPriority() *waiter {
+	for i := len(s.pool) - 1; i >= 0; i-- {
+		if w := s.pool[i]; w.p.LowPriority {
+			s.pool = append(s.pool[:i], s.pool[i+1:]...)
+			delete(s.inflight, w.key)
+			return w
+		}
+	}
+	return nil
 }
 
 // Run sequences until ctx is cancelled, then sequences what is still pending

@@ -444,3 +444,94 @@ func gzipBytes(data []byte) []byte {
 	zw.Close()
 	return buf.Bytes()
 }
+
+// TestLowPriorityDeferred: low-priority entries fill at most their share of
+// the pool; at a full pool a normal entry evicts the newest low-priority
+// one instead of being refused; only a pool full of normal entries refuses
+// a normal one. Everything admitted and not evicted is then logged.
+func TestLowPriorityDeferred(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(t)
+	cfg.PoolSize, cfg.LowPriorityShare, cfg.Period = 10, 0.5, time.Hour
+	s := mustLoad(t, cfg)
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, 100)
+	add := func(i int, low bool) {
+		p := pending(i)
+		p.LowPriority = low
+		go func() {
+			_, _, err := s.Add(ctx, p)
+			results <- result{i, err}
+		}()
+	}
+	expect := func(i int, want error) {
+		t.Helper()
+		select {
+		case r := <-results:
+			if r.i != i || !errors.Is(r.err, want) {
+				t.Fatalf("answer %d: %v, want entry %d: %v", r.i, r.err, i, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer for entry %d", i)
+		}
+	}
+	waitPool := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			got := len(s.pool)
+			s.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool holds %d, want %d", got, n)
+			}
+		}
+	}
+	for i := range 5 {
+		add(i, true)
+		waitPool(i + 1)
+	}
+	add(5, true)
+	expect(5, ErrDeferred) // half the pool is taken
+	for i := 10; i < 15; i++ {
+		add(i, false)
+		waitPool(i - 4)
+	}
+	// Full: each normal entry now evicts the newest low-priority one.
+	for i, evicted := 15, 4; evicted >= 0; i, evicted = i+1, evicted-1 {
+		add(i, false)
+		expect(evicted, ErrDeferred)
+		waitPool(10)
+	}
+	add(30, false)
+	expect(30, ErrPoolFull) // no low-priority entry left to evict
+	add(31, true)
+	expect(31, ErrDeferred)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	for range 10 {
+		select {
+		case r := <-results:
+			if r.err != nil || r.i < 10 || r.i >= 20 {
+				t.Fatalf("entry %d: %v, want the ten normal entries logged", r.i, r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the pooled entries were not logged")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
