@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -28,9 +27,12 @@ func MosaicBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		// The go command that runs the tests is on PATH (scripts/test.sh
+		// puts /usr/local/go/bin there).
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = fmt.Errorf("building mosaic: no go command on PATH: %w", err)
+			return
 		}
 		binPath = filepath.Join(dir, "mosaic")
 		out, err := exec.Command(goBin, "build", "-o", binPath, "github.com/mosaic-ct/mosaic/cmd/mosaic").CombinedOutput()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/lock"
@@ -53,7 +54,7 @@ var (
 func Open(path string) (*DB, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
-		if errors.Is(err, bbolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("database %s is locked by another process (is another mosaic serve running with it?)", path)
 		}
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
