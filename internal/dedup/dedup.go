@@ -57,6 +57,24 @@ type Value struct {
 type Record struct {
 	Key   Key
 	Value Value
+	// LeafHash, if not zero, is the entry's Merkle leaf hash, also
+	// recorded in the leaf hash index (see HashIndex).
+	LeafHash [32]byte
+}
+
+// HashIndexKeySize is how many bytes of a leaf hash the leaf hash index
+// keeps. Truncation is safe there, unlike for dedup keys, because the index
+// never vouches for anything: a caller looks the index up and then checks
+// the leaf hash at that index in the tree (authenticated tiles) before
+// using it. A collision (2^64 work at 16 bytes) can only make one of the
+// two entries unfindable by hash, never produce a wrong answer.
+const HashIndexKeySize = 16
+
+// HashIndex finds entries by Merkle leaf hash (RFC 6962 get-proof-by-hash).
+type HashIndex interface {
+	// LeafIndex returns the index recorded for leaf hashes that begin like
+	// h. The caller must check the leaf hash at that index.
+	LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (index uint64, ok bool, err error)
 }
 
 // ErrNeedsRebuild is returned (wrapped, with the reason) by Store.Check when

@@ -195,3 +195,38 @@ func TestRebuildDedupRefusesCorruptStorage(t *testing.T) {
 		t.Fatalf("Load after a failed rebuild: err = %v, want a refusal naming 'mosaic cache rebuild'", err)
 	}
 }
+
+// TestHashIndex: with HashIndex, every entry's leaf hash is recorded in
+// the same round as its dedup record, so it can be found by hash as soon
+// as its SCT is issued; a rebuild restores the index too.
+func TestHashIndex(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := e.config(t)
+	cfg.HashIndex = true
+	if err := Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		gz, err := e.store.Get(ctx, tile.Tile{Data: true, N: 0, W: 50}.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range parseGzDataTile(t, gz) {
+			idx, ok, err := e.db.LeafIndex(ctx, cfg.LogID, en.LeafHash())
+			if err != nil || !ok || idx != en.LeafIndex {
+				t.Fatalf("%s: LeafIndex(entry %d) = %d, %v, %v", when, en.LeafIndex, idx, ok, err)
+			}
+		}
+	}
+	addAll(t, mustLoad(t, cfg), pendings(0, 50))
+	check("after sequencing")
+	if err := e.db.Rebuild(ctx, cfg.LogID, func(func([]dedup.Record) error) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RebuildDedup(ctx, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after a rebuild")
+}

@@ -13,7 +13,8 @@ import (
 // rebuildBatch is how many records RebuildDedup puts at once.
 const rebuildBatch = 16 * tile.Width
 
-// RebuildDedup rebuilds a log's dedup cache from its own data tiles, up to
+// RebuildDedup rebuilds a log's dedup cache (and, with Config.HashIndex,
+// its leaf hash index) from its own data tiles, up to
 // the checkpoint committed in the lock backend, and returns the number of
 // entries it recorded. progress, if not nil, is called after each batch.
 //
@@ -83,11 +84,16 @@ func RebuildDedup(ctx context.Context, cfg Config, progress func(done, total int
 				if want := uint64(n*tile.Width) + uint64(i); e.LeafIndex != want {
 					return fmt.Errorf("%s entry %d has leaf_index %d, want %d: storage is corrupt", t.Path(), i, e.LeafIndex, want)
 				}
-				edge.Append(e.LeafHash())
-				batch = append(batch, dedup.Record{
+				h := e.LeafHash()
+				edge.Append(h)
+				r := dedup.Record{
 					Key:   cfg.dedupKey(e),
 					Value: dedup.Value{Index: e.LeafIndex, Timestamp: e.Timestamp},
-				})
+				}
+				if cfg.HashIndex {
+					r.LeafHash = h
+				}
+				batch = append(batch, r)
 			}
 			if len(batch) >= rebuildBatch {
 				if err := flush(); err != nil {

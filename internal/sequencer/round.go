@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"encoding/hex"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -43,8 +45,10 @@ type roundPlan struct {
 	// newIssuers their fingerprints.
 	issuers    []object
 	newIssuers [][32]byte
-	// results are the batch's indexes and timestamp, in batch order.
-	results []Result
+	// results are the batch's indexes and timestamp, and leafHashes their
+	// Merkle leaf hashes, in batch order.
+	results    []Result
+	leafHashes []tlog.Hash
 }
 
 // planRound appends entries (with issuers[i] the DER certificates of
@@ -64,14 +68,16 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 		edge:     t.edge.Clone(),
 		dataTile: bytes.Clone(t.dataTile),
 		size:     t.size,
-		results:  make([]Result, len(entries)),
+		results:    make([]Result, len(entries)),
+		leafHashes: make([]tlog.Hash, len(entries)),
 	}
 	seen := map[[32]byte]bool{}
 	for i, e := range entries {
 		e.Timestamp = timestamp
 		e.LeafIndex = uint64(p.size)
 		p.dataTile = tile.AppendTileLeaf(p.dataTile, e)
-		for _, ft := range p.edge.Append(e.LeafHash()) {
+		p.leafHashes[i] = e.LeafHash()
+		for _, ft := range p.edge.Append(p.leafHashes[i]) {
 			p.tiles = append(p.tiles, object{key: ft.Tile.Path(), data: ft.Data})
 		}
 		p.size++

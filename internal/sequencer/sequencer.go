@@ -90,6 +90,10 @@ type Config struct {
 	// IdleCheckpoint is the longest time between two checkpoints when no
 	// entries arrive.
 	IdleCheckpoint time.Duration
+	// HashIndex records each entry's leaf hash in the dedup store's leaf
+	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash.
+	HashIndex bool
+
 	// PartialTileGrace is how long after a tile is full its superseded
 	// partial versions are deleted (see gc.go); zero keeps them.
 	PartialTileGrace time.Duration
@@ -830,6 +834,9 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		records := make([]dedup.Record, len(batch))
 		for i, w := range batch {
 			records[i] = dedup.Record{Key: w.key, Value: dedup.Value{Index: w.res.Index, Timestamp: w.res.Timestamp}}
+			if s.cfg.HashIndex {
+				records[i].LeafHash = p.leafHashes[i]
+			}
 		}
 		dedupErr = s.cfg.Dedup.Put(ctx, s.cfg.LogID, records)
 	}

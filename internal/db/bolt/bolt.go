@@ -11,6 +11,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -37,6 +38,10 @@ var (
 	// rebuildingBucket marks, by log ID, the logs whose dedup cache is
 	// being rebuilt and so must not be trusted.
 	rebuildingBucket = []byte("dedup-rebuilding")
+	// leafHashBucket holds, per log, the leaf hash index: the first
+	// dedup.HashIndexKeySize bytes of each leaf hash to the entry's index
+	// (8 bytes, big-endian).
+	leafHashBucket = []byte("leaf-hashes")
 )
 
 // DB is an embedded lock backend and dedup store.
@@ -47,6 +52,7 @@ type DB struct {
 var (
 	_ lock.Backend    = (*DB)(nil)
 	_ dedup.Rebuilder = (*DB)(nil)
+	_ dedup.HashIndex = (*DB)(nil)
 )
 
 // Open opens or creates the database file at path (mode 0600). Its buckets
@@ -60,7 +66,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket} {
+		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -149,7 +155,21 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 		if err != nil {
 			return err
 		}
+		var hb *bbolt.Bucket
 		for _, r := range records {
+			if r.LeafHash != ([32]byte{}) {
+				if hb == nil {
+					if hb, err = tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:]); err != nil {
+						return err
+					}
+				}
+				k := r.LeafHash[:dedup.HashIndexKeySize]
+				if hb.Get(k) == nil {
+					if err := hb.Put(k, binary.BigEndian.AppendUint64(nil, r.Value.Index)); err != nil {
+						return err
+					}
+				}
+			}
 			if lb.Get(r.Key[:]) != nil {
 				continue
 			}
@@ -159,6 +179,26 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 		}
 		return nil
 	})
+}
+
+// LeafIndex implements dedup.HashIndex.
+func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64, bool, error) {
+	var idx uint64
+	var ok bool
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		hb := tx.Bucket(leafHashBucket).Bucket(logID[:])
+		if hb == nil {
+			return nil
+		}
+		if v := hb.Get(h[:dedup.HashIndexKeySize]); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("leaf hash index record of log %x is %d bytes, want 8", logID, len(v))
+			}
+			idx, ok = binary.BigEndian.Uint64(v), true
+		}
+		return nil
+	})
+	return idx, ok, err
 }
 
 // Check implements dedup.Store. A log with records under legacy 16-byte
@@ -187,7 +227,7 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
 			return err
 		}
-		for _, name := range [][]byte{dedupBucket, legacyDedupBucket} {
+		for _, name := range [][]byte{dedupBucket, legacyDedupBucket, leafHashBucket} {
 			b := tx.Bucket(name)
 			if b == nil || b.Bucket(logID[:]) == nil {
 				continue

@@ -50,6 +50,7 @@ type DB struct {
 var (
 	_ lock.Backend    = (*DB)(nil)
 	_ dedup.Rebuilder = (*DB)(nil)
+	_ dedup.HashIndex = (*DB)(nil)
 )
 
 // schema is created by Open. Tables are prefixed so that Mosaic can share a
@@ -63,6 +64,9 @@ var (
 //     integer, the full 32-byte dedup key, and the entry's index and
 //     timestamp (as bigint; uint64 values are stored as their two's
 //     complement, so they round-trip exactly).
+//   - mosaic_leaf_hashes: the leaf hash index, one row per logged entry of
+//     a log that keeps it: the log's integer, the first 16 bytes of the
+//     entry's Merkle leaf hash (see dedup.HashIndexKeySize) and its index.
 //   - mosaic_leases: named leases with their holder, the address where
 //     the holder serves, and the expiry by the database's clock.
 var schema = []string{
@@ -81,6 +85,12 @@ var schema = []string{
 		idx bigint NOT NULL,
 		ts bigint NOT NULL,
 		PRIMARY KEY (log, key)
+	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_leaf_hashes (
+		log integer NOT NULL,
+		hash bytea NOT NULL CHECK (length(hash) = 16),
+		idx bigint NOT NULL,
+		PRIMARY KEY (log, hash)
 	)`,
 	`CREATE TABLE IF NOT EXISTS mosaic_leases (
 		name text PRIMARY KEY,
@@ -314,16 +324,57 @@ func (db *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) e
 		idxs = append(idxs, int64(r.Value.Index))
 		tss = append(tss, int64(r.Value.Timestamp))
 	}
+	// The leaf hash index's rows, also in key order (by truncated hash).
+	byHash := slices.Clone(records)
+	slices.SortStableFunc(byHash, func(a, b dedup.Record) int {
+		return bytes.Compare(a.LeafHash[:dedup.HashIndexKeySize], b.LeafHash[:dedup.HashIndexKeySize])
+	})
+	var hashes [][]byte
+	var hashIdxs []int64
+	for _, r := range byHash {
+		if r.LeafHash == ([32]byte{}) {
+			continue
+		}
+		h := r.LeafHash[:dedup.HashIndexKeySize]
+		if n := len(hashes); n > 0 && bytes.Equal(hashes[n-1], h) {
+			continue
+		}
+		hashes = append(hashes, h)
+		hashIdxs = append(hashIdxs, int64(r.Value.Index))
+	}
+	// One statement (a data-modifying CTE), so one round trip.
 	_, err = db.pool.Exec(ctx, `
+		WITH h AS (
+			INSERT INTO mosaic_leaf_hashes (log, hash, idx)
+			SELECT $1, h, i FROM unnest($5::bytea[], $6::int8[]) WITH ORDINALITY AS r(h, i, n)
+			ORDER BY n
+			ON CONFLICT (log, hash) DO NOTHING)
 		INSERT INTO mosaic_dedup_entries (log, key, idx, ts)
 		SELECT $1, k, i, t FROM unnest($2::bytea[], $3::int8[], $4::int8[]) WITH ORDINALITY AS r(k, i, t, n)
 		ORDER BY n
 		ON CONFLICT (log, key) DO NOTHING`,
-		id, keys, idxs, tss)
+		id, keys, idxs, tss, hashes, hashIdxs)
 	if err != nil {
 		return fmt.Errorf("postgres: recording %d dedup entries for log %x in %s: %w", len(records), logID, db.where, err)
 	}
 	return nil
+}
+
+// LeafIndex implements dedup.HashIndex.
+func (db *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64, bool, error) {
+	id, ok, err := db.dedupLog(ctx, db.pool, logID, false)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	var idx int64
+	err = db.pool.QueryRow(ctx, "SELECT idx FROM mosaic_leaf_hashes WHERE log = $1 AND hash = $2", id, h[:dedup.HashIndexKeySize]).Scan(&idx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("postgres: leaf hash lookup in log %x: %w", logID, err)
+	}
+	return uint64(idx), true, nil
 }
 
 // Check implements dedup.Store: a log with rows in the legacy 16-byte-key
@@ -375,6 +426,9 @@ func (db *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM mosaic_dedup_entries WHERE log = $1", id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM mosaic_leaf_hashes WHERE log = $1", id); err != nil {
 			return err
 		}
 		legacy, err := db.legacyTableExists(ctx, tx)

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		{"CheckFresh", testCheckFresh},
 		{"Rebuild", testRebuild},
 		{"RebuildFailed", testRebuildFailed},
+		{"HashIndex", testHashIndex},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,4 +321,65 @@ func testRebuildFailed(t *testing.T, s dedup.Store) {
 	}
 	want(t, s, id, key(2), value(2))
 	wantMissing(t, s, id, key(4))
+}
+
+// testHashIndex: leaf hashes given with records are found by their first
+// HashIndexKeySize bytes, per log; records without one add nothing; of two
+// hashes sharing the indexed prefix the first keeps its index; a rebuild
+// replaces the index with what it puts.
+func testHashIndex(t *testing.T, s dedup.Store) {
+	hi, ok := s.(dedup.HashIndex)
+	if !ok {
+		t.Skip("the store keeps no leaf hash index")
+	}
+	a, b := logID("a"), logID("b")
+	leaf := func(i int) [32]byte { return sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(i))) }
+	var rs []dedup.Record
+	for i := range 100 {
+		r := dedup.Record{Key: key(i), Value: value(i)}
+		if i%2 == 0 {
+			r.LeafHash = leaf(i)
+		}
+		rs = append(rs, r)
+	}
+	mustPut(t, s, a, rs)
+	look := func(id [32]byte, h [32]byte) (uint64, bool) {
+		t.Helper()
+		idx, ok, err := hi.LeafIndex(ctx(t), id, h)
+		if err != nil {
+			t.Fatalf("LeafIndex: %v", err)
+		}
+		return idx, ok
+	}
+	for i := range 100 {
+		idx, ok := look(a, leaf(i))
+		if want := i%2 == 0; ok != want || (ok && idx != uint64(i)) {
+			t.Fatalf("LeafIndex(leaf %d) = %d, %v; want %d, %v", i, idx, ok, i, want)
+		}
+	}
+	if _, ok := look(b, leaf(0)); ok {
+		t.Fatal("another log's leaf hash found")
+	}
+	// A hash sharing the indexed prefix: found, but with the first index
+	// (callers check the leaf at that index).
+	twin := leaf(0)
+	twin[31] ^= 1
+	mustPut(t, s, a, []dedup.Record{{Key: key(1000), Value: value(1000), LeafHash: twin}})
+	if idx, ok := look(a, twin); !ok || idx != 0 {
+		t.Fatalf("LeafIndex(twin) = %d, %v; want the first entry's index 0", idx, ok)
+	}
+	if r, ok := s.(dedup.Rebuilder); ok {
+		err := r.Rebuild(ctx(t), a, func(put func([]dedup.Record) error) error {
+			return put([]dedup.Record{{Key: key(7), Value: value(7), LeafHash: leaf(7)}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := look(a, leaf(0)); ok {
+			t.Fatal("a leaf hash survived the rebuild")
+		}
+		if idx, ok := look(a, leaf(7)); !ok || idx != 7 {
+			t.Fatalf("LeafIndex after the rebuild = %d, %v; want 7", idx, ok)
+		}
+	}
 }
