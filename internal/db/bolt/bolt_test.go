@@ -301,6 +301,11 @@ func TestLegacyDedupRefused(t *testing.T) {
 // BenchmarkPutRounds measures the dedup cache's size on disk: rounds of
 // 1,000 random keys, as a busy log writes them. Reports bytes per entry.
 func BenchmarkPutRounds(b *testing.B) {
+	b.Run("dedup", func(b *testing.B) { putRounds(b, false) })
+	b.Run("dedup+hashindex", func(b *testing.B) { putRounds(b, true) })
+}
+
+func putRounds(b *testing.B, hashIndex bool) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "mosaic.db")
 	db, err := Open(path)
@@ -318,6 +323,9 @@ func BenchmarkPutRounds(b *testing.B) {
 				Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
 				Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
 			}
+			if hashIndex {
+				recs[j].LeafHash = sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(n)))
+			}
 			n++
 		}
 		if err := db.Put(ctx, id, recs); err != nil {
@@ -326,8 +334,12 @@ func BenchmarkPutRounds(b *testing.B) {
 	}
 	var used int64
 	db.db.View(func(tx *bbolt.Tx) error {
-		st := tx.Bucket(dedupBucket).Bucket(id[:]).Stats()
-		used = int64(st.BranchAlloc + st.LeafAlloc)
+		for _, name := range [][]byte{dedupBucket, leafHashBucket} {
+			if lb := tx.Bucket(name).Bucket(id[:]); lb != nil {
+				st := lb.Stats()
+				used += int64(st.BranchAlloc + st.LeafAlloc)
+			}
+		}
 		return nil
 	})
 	fi, _ := os.Stat(path)

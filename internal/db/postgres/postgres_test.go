@@ -227,6 +227,11 @@ func TestLeaseRace(t *testing.T) {
 // indexes and TOAST of every mosaic_dedup* table): rounds of 1,000 random
 // keys, as a busy log writes them. Reports bytes per entry.
 func BenchmarkDedupSize(b *testing.B) {
+	b.Run("dedup", func(b *testing.B) { dedupSize(b, false) })
+	b.Run("dedup+hashindex", func(b *testing.B) { dedupSize(b, true) })
+}
+
+func dedupSize(b *testing.B, hashIndex bool) {
 	ctx := context.Background()
 	db, err := Open(ctx, testenv.Postgres(b))
 	if err != nil {
@@ -243,6 +248,9 @@ func BenchmarkDedupSize(b *testing.B) {
 				Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
 				Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
 			}
+			if hashIndex {
+				recs[j].LeafHash = sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(n)))
+			}
 			n++
 		}
 		if err := db.Put(ctx, id, recs); err != nil {
@@ -254,7 +262,7 @@ func BenchmarkDedupSize(b *testing.B) {
 	}
 	var size int64
 	err = db.pool.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
-		WHERE c.relkind = 'r' AND c.relname LIKE 'mosaic_dedup%' AND c.relnamespace = current_schema()::regnamespace`).Scan(&size)
+		WHERE c.relkind = 'r' AND (c.relname LIKE 'mosaic_dedup%' OR c.relname = 'mosaic_leaf_hashes') AND c.relnamespace = current_schema()::regnamespace`).Scan(&size)
 	if err != nil {
 		b.Fatal(err)
 	}
