@@ -36,25 +36,15 @@ log until the rebuild finishes.
 	}
 	if len(args) == 0 || args[0] != "rebuild" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fs.SetOutput(os.Stdout)
-			fs.Usage()
-			return nil
+			return parseFlags(fs, args[:1])
 		}
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "the only cache command is 'rebuild'")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return flag.ErrHelp
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
 	}
-	if *cfgPath == "" || fs.NArg() > 0 {
-		if fs.NArg() > 0 {
-			fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n\n", fs.Args())
-		}
-		fs.Usage()
-		return flag.ErrHelp
+	if *cfgPath == "" {
+		return usageError(fs, "-config FILE is required")
 	}
 	c, err := config.Load(*cfgPath)
 	if err != nil {

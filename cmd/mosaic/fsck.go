@@ -58,27 +58,18 @@ func runFsck(ctx context.Context, args []string) error {
 			"%d FORK found (whatever else was found).\n\n", exitFork)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flag.ErrHelp
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
-		fs.Usage()
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if _, err := tg.fromDev(); err != nil {
 		return err
 	}
 	if tg.monitoring == "" || (tg.pubkey == "" && *size <= 0) {
-		fmt.Fprintln(fs.Output(), "need -monitoring and -pubkey (or -size for tiles only), or -dev")
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "need -monitoring and -pubkey (or -size for tiles only), or -dev")
 	}
 	comparing := len(checkpoints) > 0 || len(compares) > 0 || *consistencyOnly
 	if comparing && (*size > 0 || tg.pubkey == "") {
-		fmt.Fprintln(fs.Output(), "-checkpoint, -compare and -consistency-only need the log's key and checkpoint (-pubkey, not -size)")
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "-checkpoint, -compare and -consistency-only need the log's key and checkpoint (-pubkey, not -size)")
 	}
 	var pub []byte
 	if tg.pubkey != "" {

@@ -71,13 +71,8 @@ func runHammer(ctx context.Context, args []string) error {
 			hammer.ExitVerification, hammer.ExitRejected, hammer.ExitUnreachable, hammer.ExitOK)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flag.ErrHelp
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
-		fs.Usage()
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -99,9 +94,7 @@ func runHammer(ctx context.Context, args []string) error {
 	}
 	tg.monitoring = orDefault(tg.monitoring, tg.submission)
 	if tg.submission == "" || tg.pubkey == "" || *caCert == "" || *caKey == "" {
-		fmt.Fprintln(fs.Output(), "need -submission, -pubkey, -ca-cert and -ca-key, or -dev")
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "need -submission, -pubkey, -ca-cert and -ca-key, or -dev")
 	}
 	for _, w := range []struct {
 		flag string

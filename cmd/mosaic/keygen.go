@@ -21,9 +21,11 @@ func runKeygen(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: mosaic keygen -o FILE [-prefix URL]\n       mosaic keygen -k FILE [-prefix URL]\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil || (*out == "") == (*show == "") {
-		fs.Usage()
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*out == "") == (*show == "") {
+		return usageError(fs, "give either -o FILE (a new key) or -k FILE (an existing one)")
 	}
 	var k *keys.Keys
 	var err error

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,22 +34,22 @@ func commands() []command {
 	}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: mosaic <command> [flags]\n\ncommands:\n")
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: mosaic <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'mosaic <command> -h' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'mosaic <command> -h' for a command's flags.\n")
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		usage()
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
-		usage()
+		usage(os.Stdout)
 		return
 	}
 	for _, c := range commands() {
@@ -62,6 +63,8 @@ func main() {
 		switch {
 		case err == nil:
 			return
+		case errors.Is(err, errHelpShown):
+			return
 		case errors.Is(err, flag.ErrHelp):
 			os.Exit(2)
 		case errors.As(err, &ee):
@@ -73,6 +76,6 @@ func main() {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "mosaic: unknown command %q\n\n", name)
-	usage()
+	usage(os.Stderr)
 	os.Exit(2)
 }

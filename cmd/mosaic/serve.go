@@ -26,8 +26,8 @@ func runServe(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR]\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -35,8 +35,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if *dev == (*cfgPath != "") {
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "give either -config FILE or -dev")
 	}
 
 	var lns []net.Listener
@@ -111,9 +110,11 @@ func runCreate(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: mosaic create -config FILE [-log NAME]...\n\nCreates a new log: signs its first (empty) checkpoint and stores it in the\nlock backend and storage. Refuses to touch a log that already has state.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil || *cfgPath == "" {
-		fs.Usage()
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *cfgPath == "" {
+		return usageError(fs, "-config FILE is required")
 	}
 	c, err := config.Load(*cfgPath)
 	if err != nil {

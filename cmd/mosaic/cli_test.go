@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-ct/mosaic/internal/testenv"
+)
+
+// TestCLIConventions: every command answers -h with its usage on standard
+// output and exit status 0, and a bad flag or a stray argument with one line
+// naming the problem and its usage, once, on standard error and exit status 2.
+func TestCLIConventions(t *testing.T) {
+	bin := testenv.MosaicBinary(t)
+	key := filepath.Join(t.TempDir(), "k")
+	for _, tt := range []struct {
+		args     []string
+		code     int
+		toStdout bool
+		problem  string
+	}{
+		{[]string{"-h"}, 0, true, ""},
+		{[]string{"bogus"}, 2, false, "unknown command"},
+		{[]string{"serve", "-h"}, 0, true, ""},
+		{[]string{"serve"}, 2, false, "-config FILE or -dev"},
+		{[]string{"serve", "-bogus"}, 2, false, "-bogus"},
+		{[]string{"create", "-h"}, 0, true, ""},
+		{[]string{"create", "-bogus"}, 2, false, "-bogus"},
+		{[]string{"create", "-config", "x.yaml", "stray"}, 2, false, "unexpected arguments"},
+		{[]string{"keygen", "-h"}, 0, true, ""},
+		{[]string{"keygen", "-bogus"}, 2, false, "-bogus"},
+		{[]string{"keygen", "-o", key, "stray"}, 2, false, "unexpected arguments"},
+		{[]string{"cache", "-h"}, 0, true, ""},
+		{[]string{"cache", "rebuild", "stray"}, 2, false, "unexpected arguments"},
+		{[]string{"hammer", "-h"}, 0, true, ""},
+		{[]string{"hammer", "stray"}, 2, false, "unexpected arguments"},
+		{[]string{"fsck", "-h"}, 0, true, ""},
+		{[]string{"fsck", "-bogus"}, 2, false, "-bogus"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, tt.args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d\nstderr: %s", code, tt.code, stderr.String())
+			}
+			out := stderr.String()
+			if tt.toStdout {
+				out = stdout.String()
+				if stderr.Len() > 0 {
+					t.Errorf("-h wrote to standard error: %s", stderr.String())
+				}
+			}
+			if n := strings.Count(out, "usage:"); n != 1 {
+				t.Errorf("usage printed %d times:\n%s", n, out)
+			}
+			if tt.problem != "" && !strings.Contains(strings.SplitN(out, "\n", 2)[0], tt.problem) {
+				t.Errorf("first line does not name the problem %q:\n%s", tt.problem, out)
+			}
+		})
+	}
+}
