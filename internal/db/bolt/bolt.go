@@ -14,6 +14,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -55,9 +57,13 @@ var (
 	_ dedup.HashIndex = (*DB)(nil)
 )
 
-// Open opens or creates the database file at path (mode 0600). Its buckets
-// are created automatically.
+// Open opens or creates the database file at path (mode 0600), and its
+// directory (mode 0700) if missing. Its buckets are created automatically.
 func Open(path string) (*DB, error) {
+	// The directory too, so a first `create` or `serve` needs no mkdir.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the database's directory: %w", err)
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {

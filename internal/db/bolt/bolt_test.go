@@ -218,8 +218,18 @@ func TestFetchReturnsCopy(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Open(filepath.Join(dir, "no", "such", "dir", "mosaic.db")); err == nil {
-		t.Error("Open in a missing directory succeeded")
+	// A missing directory is created.
+	if db, err := Open(filepath.Join(dir, "no", "such", "dir", "mosaic.db")); err != nil {
+		t.Errorf("Open in a missing directory: %v", err)
+	} else {
+		db.Close()
+	}
+	// A path whose parent is a file cannot be.
+	notDir := filepath.Join(dir, "file")
+	os.WriteFile(notDir, nil, 0o600)
+	if db, err := Open(filepath.Join(notDir, "mosaic.db")); err == nil {
+		db.Close()
+		t.Error("Open under a file succeeded")
 	}
 	garbage := filepath.Join(dir, "garbage.db")
 	if err := os.WriteFile(garbage, bytes.Repeat([]byte("not a bolt database "), 1000), 0o600); err != nil {
