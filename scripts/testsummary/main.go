@@ -1,0 +1,133 @@
+// Command testsummary reads `go test -json` events on standard input and
+// prints what a person needs: one line per package (as `go test` does), the
+// full output of every failed test, and at the end every skipped test with
+// the reason it gave, so a skip is never silent. It exits 1 if any test or
+// package failed.
+//
+//	go test -json ./... | go run ./scripts/testsummary
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// event is one test2json record.
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
+}
+
+type key struct{ pkg, test string }
+
+func main() {
+	failed, err := summarize(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(1)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// summarize prints the summary of the events read from r to w and reports
+// whether anything failed.
+func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
+	output := map[key]*strings.Builder{}
+	var skips []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if json.Unmarshal(line, &e) != nil || e.Action == "" {
+			// Not an event (a build error, say): pass it through.
+			fmt.Fprintln(w, string(line))
+			continue
+		}
+		k := key{e.Package, e.Test}
+		switch e.Action {
+		case "output":
+			b := output[k]
+			if b == nil {
+				b = &strings.Builder{}
+				output[k] = b
+			}
+			b.WriteString(e.Output)
+		case "fail":
+			failed = true
+			if e.Test != "" {
+				fmt.Fprintf(w, "--- FAIL: %s (%s)\n%s", e.Test, e.Package, text(output[k]))
+			} else {
+				fmt.Fprintf(w, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
+				if out := text(output[k]); strings.Contains(out, "panic:") || strings.Contains(out, "build failed") || strings.Contains(out, "[setup failed]") {
+					fmt.Fprint(w, out)
+				}
+			}
+		case "pass":
+			if e.Test == "" {
+				fmt.Fprintf(w, "ok  \t%s\t%.3fs\n", e.Package, e.Elapsed)
+			}
+		case "skip":
+			if e.Test == "" {
+				if out := text(output[k]); strings.Contains(out, "no test files") {
+					continue
+				}
+				fmt.Fprintf(w, "?   \t%s\t[no tests run]\n", e.Package)
+				continue
+			}
+			skips = append(skips, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, reason(text(output[k]))))
+		}
+		if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
+			delete(output, k)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return true, err
+	}
+	sort.Strings(skips)
+	if len(skips) == 0 {
+		fmt.Fprintln(w, "== no test was skipped")
+	} else {
+		fmt.Fprintf(w, "== %d skipped:\n", len(skips))
+		for _, s := range skips {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	return failed, nil
+}
+
+func text(b *strings.Builder) string {
+	if b == nil {
+		return ""
+	}
+	return b.String()
+}
+
+// reason is the skip message a test printed: its output without the
+// "=== RUN" and "--- SKIP" lines, on one line.
+func reason(out string) string {
+	var parts []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- SKIP") {
+			continue
+		}
+		parts = append(parts, l)
+	}
+	if len(parts) == 0 {
+		return "(no reason given)"
+	}
+	return strings.Join(parts, " ")
+}
+
+func short(pkg string) string { return strings.TrimPrefix(pkg, "github.com/mosaic-ct/mosaic/") }
