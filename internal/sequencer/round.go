@@ -65,9 +65,9 @@ type roundPlan struct {
 // same tree with a newer time.
 func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]byte, timestamp uint64, stored func([32]byte) bool) *roundPlan {
 	p := &roundPlan{
-		edge:     t.edge.Clone(),
-		dataTile: bytes.Clone(t.dataTile),
-		size:     t.size,
+		edge:       t.edge.Clone(),
+		dataTile:   bytes.Clone(t.dataTile),
+		size:       t.size,
 		results:    make([]Result, len(entries)),
 		leafHashes: make([]tlog.Hash, len(entries)),
 	}
