@@ -144,8 +144,10 @@ func (m *tui) observe(s Snapshot) {
 	m.clampScroll()
 }
 
+// clampScroll keeps the failure log's window within the events: scrolled
+// back at most until the oldest is on the top line.
 func (m *tui) clampScroll() {
-	m.scroll = max(min(m.scroll, len(m.cur.Events)-1), 0)
+	m.scroll = max(min(m.scroll, len(m.cur.Events)-m.logRows()), 0)
 }
 
 // key applies a key press and returns the command it leads to.
@@ -407,8 +409,10 @@ func (m *tui) headerLines(w int) []string {
 
 func (m *tui) footer(w int) string {
 	keys := "+/- write rate  r/R read rate  w/W workers  p pause  PgUp/PgDn log  ? help  q quit"
-	if w < len(keys) {
-		keys = "p pause  ? help  q quit"
+	for _, shorter := range []string{"p pause  ? help  q quit", "? help  q quit"} {
+		if w < len(keys) {
+			keys = shorter
+		}
 	}
 	return m.st.dim.Render(fit(keys, w))
 }
