@@ -470,3 +470,29 @@ func TestEventLog(t *testing.T) {
 		t.Fatalf("collapse after wrap: last %+v, before it %q", last, got[maxEvents-2].Text)
 	}
 }
+
+// BenchmarkTUIFrame measures one sample and redraw of a busy 120×40 screen,
+// the live view's cost per second when no key is pressed.
+func BenchmarkTUIFrame(b *testing.B) {
+	st := newStats(time.Unix(0, 0))
+	for i := range 1000 {
+		st.submitError(refusal(400+i%20, fmt.Sprintf("reason %d", i%50)))
+		st.addChain.Record(time.Duration(i) * time.Millisecond)
+		st.integrate.Record(time.Duration(i) * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &hammer{limiter: NewLimiter(100), readLimiter: NewLimiter(10)}
+	h.pool = newWorkerPool(ctx, func(ctx context.Context) { <-ctx.Done() })
+	h.pool.set(100)
+	m := newTUI(h, "http://log.example/", func() {}, func() Snapshot { return st.snapshot(time.Now()) })
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	for range maxHistory {
+		m.Update(tickMsg(time.Now()))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		m.Update(tickMsg(time.Now()))
+		_ = m.View()
+	}
+}
