@@ -92,7 +92,9 @@ func (tm *tmux) run(args ...string) string {
 func (tm *tmux) screen() string { return tm.run("capture-pane", "-p", "-t", "hammer") }
 
 // keys types keys (tmux key names: "p", "+", "PageUp"...).
-func (tm *tmux) keys(keys ...string) { tm.run(append([]string{"send-keys", "-t", "hammer"}, keys...)...) }
+func (tm *tmux) keys(keys ...string) {
+	tm.run(append([]string{"send-keys", "-t", "hammer"}, keys...)...)
+}
 
 func (tm *tmux) resize(w, h int) {
 	tm.run("resize-window", "-t", "hammer", "-x", strconv.Itoa(w), "-y", strconv.Itoa(h))
