@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
 )
@@ -56,6 +57,9 @@ const (
 	// collapseWindow is how many of the latest events a new one is
 	// compared with to collapse repeats.
 	collapseWindow = 8
+	// maxEventText bounds the bytes of an event's text and path, so that
+	// the failure log stays small whatever the log answers.
+	maxEventText = 300
 )
 
 // Kinds of failed request: what the log's answer, or its silence, means.
@@ -319,6 +323,7 @@ func (l *eventLog) at(i int) *Event { return &l.buf[(l.start+i)%len(l.buf)] }
 // events that it repeats, which then moves to the end.
 func (l *eventLog) add(e Event) {
 	e.Count = 1
+	e.Text, e.Path = truncateUTF8(e.Text, maxEventText), truncateUTF8(e.Path, maxEventText)
 	n := len(l.buf)
 	for i := n - 1; i >= max(n-collapseWindow, 0); i-- {
 		old := l.at(i)
@@ -341,6 +346,19 @@ func (l *eventLog) add(e Event) {
 	}
 	l.buf[l.start] = e
 	l.start = (l.start + 1) % n
+}
+
+// truncateUTF8 cuts s to at most n bytes, on a rune boundary, marking the
+// cut with "…".
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // list returns a copy of the events, oldest first.

@@ -35,8 +35,9 @@ const (
 	// rateStep is the factor a key raises or lowers a rate or the number
 	// of workers by.
 	rateStep = 1.25
-	// minRate is the lowest rate the keys set.
+	// minRate and maxRate bound the rates the keys set.
 	minRate = 0.1
+	maxRate = 1e6
 	// sparkLabel is the room a sparkline leaves for its maximum.
 	sparkLabel = 16
 )
@@ -160,7 +161,7 @@ func (m *tui) key(k string) tea.Cmd {
 		return tea.Quit
 	case "+", "=", "up":
 		if r := h.limiter.Rate(); r > 0 { // 0 is already as fast as possible
-			h.limiter.SetRate(r * rateStep)
+			h.limiter.SetRate(min(r*rateStep, maxRate))
 		}
 	case "-", "_", "down":
 		r := h.limiter.Rate()
@@ -171,7 +172,7 @@ func (m *tui) key(k string) tea.Cmd {
 		h.limiter.SetRate(max(r/rateStep, minRate))
 	case "R":
 		if r := h.readLimiter.Rate(); r > 0 {
-			h.readLimiter.SetRate(r * rateStep)
+			h.readLimiter.SetRate(min(r*rateStep, maxRate))
 		}
 	case "r":
 		r := h.readLimiter.Rate()
@@ -191,13 +192,13 @@ func (m *tui) key(k string) tea.Cmd {
 		} else {
 			h.limiter.Hold()
 		}
-	case "?", "h", "H":
+	case "?":
 		m.help = !m.help
 	case "esc":
 		m.help = false
-	case "pgup", "k":
+	case "pgup":
 		m.scroll += max(m.logRows()-1, 1)
-	case "pgdown", "j":
+	case "pgdown":
 		m.scroll -= max(m.logRows()-1, 1)
 	case "home":
 		m.scroll = len(m.cur.Events)

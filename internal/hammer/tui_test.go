@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -191,6 +192,12 @@ func TestTUIUnlimited(t *testing.T) {
 	}
 	if r := l.h.limiter.Rate(); r != minRate {
 		t.Errorf("rate after many -: %v, want %v", r, minRate)
+	}
+	for range 200 {
+		l.press("+", "R")
+	}
+	if r, rr := l.h.limiter.Rate(), l.h.readLimiter.Rate(); r != maxRate || rr != maxRate {
+		t.Errorf("rates after many + and R: %v, %v, want %v", r, rr, maxRate)
 	}
 }
 
@@ -454,6 +461,11 @@ func TestEventLog(t *testing.T) {
 	l.add(ev("b", 7))
 	if got := l.list(); got[len(got)-1].Text != "b" || got[len(got)-1].Count != 1 || got[0].Text != "b" {
 		t.Fatalf("a repeat beyond the window collapsed: %+v", got)
+	}
+	// Long texts are cut, on a rune boundary.
+	l.add(Event{Source: SourceVerification, Kind: FailSCT, Text: strings.Repeat("é", 1000), Path: strings.Repeat("p", 1000)})
+	if e := l.list()[len(l.list())-1]; len(e.Text) > maxEventText || len(e.Path) > maxEventText || !utf8.ValidString(e.Text) || !strings.HasSuffix(e.Text, "é…") {
+		t.Fatalf("a long event: text %d bytes (%q...), path %d bytes", len(e.Text), e.Text[len(e.Text)-8:], len(e.Path))
 	}
 	// Full: the oldest go.
 	for i := range maxEvents + 10 {

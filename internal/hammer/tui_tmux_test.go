@@ -291,3 +291,31 @@ func TestTUIFailureLogThroughTmux(t *testing.T) {
 		t.Errorf("mosaic hammer exited %d, want %d (rejected); the screen shows:\n%s", code, ExitRejected, tm.screen())
 	}
 }
+
+// TestTUIEndsWithTheRun runs a run bounded by -count in a terminal: the view
+// must close by itself when the submissions are done, and the hammer must
+// print its summary and exit 0 without a key pressed.
+func TestTUIEndsWithTheRun(t *testing.T) {
+	needTmux(t)
+	bin := testenv.MosaicBinary(t)
+	l, err := fakelog.New(fakelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(l)
+	defer srv.Close()
+	dir := t.TempDir()
+	if err := testRoot(t).WritePEM(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	tm := startTmux(t, 100, 30, bin, "hammer", "-submission", srv.URL+"/", "-pubkey", l.PublicKey(), "-origin", l.Origin(),
+		"-ca-cert", filepath.Join(dir, "ca.pem"), "-ca-key", filepath.Join(dir, "ca.key"),
+		"-count", "60", "-rate", "20", "-workers", "2")
+	tm.waitScreen("the live view", func(s string) bool { return strings.Contains(s, "╭─ Writes") })
+	if code := tm.exitStatus(); code != 0 {
+		t.Fatalf("mosaic hammer -count 60 exited %d; the screen shows:\n%s", code, tm.screen())
+	}
+	if s := tm.screen(); !strings.Contains(s, "offered 60") || !strings.Contains(s, "result: OK") || strings.Contains(s, "╭─ Writes") {
+		t.Errorf("after the run the screen shows:\n%s", s)
+	}
+}
