@@ -3,8 +3,9 @@
 # tests against the real binary, and the integration tests that need
 # PostgreSQL and MinIO.
 #
-# With CI=true the services are installed/started first and the tests that
-# need them fail instead of skipping. Without it they are used when present
+# With CI=true the services (and tmux, for the hammer's terminal tests) are
+# installed/started first and the tests that need them fail instead of
+# skipping. Without it they are used when present
 # and skipped (loudly, saying how to get them) when not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,10 @@ echo "== go vet"
 go vet ./...
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL and MinIO are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO and tmux are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
+  bash scripts/tmux.sh
 fi
 
 echo "== go test"

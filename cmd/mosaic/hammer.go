@@ -58,7 +58,9 @@ func runHammer(ctx context.Context, args []string) error {
 			"Load-tests any Static CT log and verifies everything it answers: SCTs,\n"+
 			"checkpoint signatures and consistency, inclusion of every accepted entry,\n"+
 			"and duplicate handling. Failed submissions are counted by kind, HTTP status\n"+
-			"and reason, in the live view, the progress lines and the report.\n\n"+
+			"and reason, in the live view, the progress lines and the report.\n"+
+			"In the live view, keys change the write and read rates and the number of\n"+
+			"workers, pause, and end the run (? lists them).\n\n"+
 			"Exit status (the first that applies):\n"+
 			"  %d  verification failures: the log misbehaved (bad SCT, inconsistent checkpoint,\n"+
 			"     accepted entry missing from the tree...)\n"+

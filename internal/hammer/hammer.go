@@ -107,9 +107,13 @@ type hammer struct {
 	c       *client.Client
 	st      *stats
 	ver     *verifier
-	limiter *Limiter
-	minter  *Minter
-	ring    dupRing
+	limiter *Limiter // paces submissions
+	// readLimiter paces the readers together.
+	readLimiter *Limiter
+	pool        *workerPool
+	size0       int64 // the tree size when the run started
+	minter      *Minter
+	ring        dupRing
 
 	premintMu sync.Mutex
 	preminted []*Cert
@@ -152,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &hammer{cfg: cfg, c: cfg.Client, limiter: NewLimiter(cfg.Rate), minter: minter}
+	h := &hammer{cfg: cfg, c: cfg.Client, limiter: NewLimiter(cfg.Rate), readLimiter: NewLimiter(cfg.ReadRate), minter: minter}
 	h.ring.max = defaultDupRingSize
 	if err := h.premint(ctx); err != nil {
 		return nil, err
@@ -166,6 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("hammer: fetching the log's checkpoint: %w", err)
 	}
 	h.ver.start(cp0)
+	h.size0 = cp0.Size
 	cpu0 := processCPU()
 
 	// submitCtx ends the submission phase; verifyCtx the background
@@ -182,23 +187,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var bg sync.WaitGroup
 	bg.Go(func() { h.ver.run(verifyCtx, cfg.Poll) })
-	if cfg.Readers > 0 {
-		readLimiter := NewLimiter(cfg.ReadRate)
-		for range cfg.Readers {
-			bg.Go(func() { h.reader(submitCtx, readLimiter, cp0.Size) })
-		}
+	for range cfg.Readers {
+		bg.Go(func() { h.reader(submitCtx, h.readLimiter, cp0.Size) })
 	}
+	h.pool = newWorkerPool(submitCtx, func(workerCtx context.Context) { h.worker(ctx, workerCtx, stopSubmitting) })
+	h.pool.set(cfg.Workers)
 	viewDone := make(chan struct{})
 	go func() {
 		defer close(viewDone)
 		h.view(submitCtx, stopSubmitting)
 	}()
 
-	var workers sync.WaitGroup
-	for range cfg.Workers {
-		workers.Go(func() { h.worker(ctx, submitCtx, stopSubmitting) })
-	}
-	workers.Wait()
+	h.pool.wait()
 	submitEnd := time.Now()
 	stopSubmitting()
 	<-viewDone
@@ -260,12 +260,13 @@ func (h *hammer) next() (*Cert, error) {
 	return h.minter.Mint(rand.Float64() < h.cfg.Precert)
 }
 
-// worker submits until the submission phase ends. Requests in flight when
-// it ends are completed (they use ctx, not submitCtx), so that every SCT
-// the log issued is verified.
-func (h *hammer) worker(ctx, submitCtx context.Context, stop func()) {
+// worker submits until workerCtx ends: the submission phase ends, or the
+// live view asks for fewer workers. Requests in flight then are completed
+// (they use ctx, not workerCtx), so that every SCT the log issued is
+// verified.
+func (h *hammer) worker(ctx, workerCtx context.Context, stop func()) {
 	for {
-		if err := h.limiter.Wait(submitCtx); err != nil {
+		if err := h.limiter.Wait(workerCtx); err != nil {
 			return
 		}
 		if h.cfg.Count > 0 {

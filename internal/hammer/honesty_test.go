@@ -54,8 +54,11 @@ func TestRefusalsShown(t *testing.T) {
 			t.Errorf("progress line lacks %q: %s", want, line)
 		}
 	}
-	screen := strings.Join(Screen("http://log/", s, prev), "\n")
-	for _, want := range []string{"rejected 7  overloaded 1", `400 "chain does not end at an accepted root" ×7`, `503 "pool full" ×1`} {
+	l := newLiveTUI(t, 100, 10, 1)
+	*l.snap = s
+	l.m.observe(s)
+	screen := l.screen(120, 40)
+	for _, want := range []string{"failed submissions 8: rejected 7  overloaded 1", `400 "chain does not end at an accepted root" ×7`, `503 "pool full" ×1`} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("screen lacks %q:\n%s", want, screen)
 		}

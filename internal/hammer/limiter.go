@@ -13,7 +13,8 @@ import (
 // slots that nobody was ready to take are not saved up beyond a 20ms
 // catch-up window, so a stall is never followed by a large burst. PauseUntil holds every worker back until a given
 // time, which is how pushback from the log (Retry-After) is honoured by the
-// whole hammer rather than by one worker.
+// whole hammer rather than by one worker. Hold holds them back until
+// Release, which is how a person pauses the run from the live view.
 type Limiter struct {
 	turn chan struct{} // held by the one worker waiting for the next slot
 
@@ -21,7 +22,10 @@ type Limiter struct {
 	rate   float64   // operations per second; 0 means unlimited
 	next   time.Time // earliest start of the next slot
 	paused time.Time // no slot starts before this
-	now    func() time.Time
+	// held, while open, stops every slot from starting; Release closes it.
+	// nil when not held.
+	held chan struct{}
+	now  func() time.Time
 }
 
 // catchUp bounds how far behind schedule the Limiter lets workers catch up
@@ -69,6 +73,44 @@ func (l *Limiter) PausedUntil() time.Time {
 	return l.paused
 }
 
+// Hold stops slots from starting until Release. Operations already started
+// are not affected.
+func (l *Limiter) Hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = make(chan struct{})
+	}
+}
+
+// Release ends a Hold. The pace starts afresh: the slots not taken while
+// held are not made up for.
+func (l *Limiter) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held != nil {
+		close(l.held)
+		l.held = nil
+		if now := l.now(); l.next.Before(now) {
+			l.next = now
+		}
+	}
+}
+
+// Held reports whether the Limiter is held.
+func (l *Limiter) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held != nil
+}
+
+// hold returns the channel that Release closes, or nil if not held.
+func (l *Limiter) hold() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
 // reserve takes the next slot and returns how long to wait for it.
 func (l *Limiter) reserve() time.Duration {
 	l.mu.Lock()
@@ -104,8 +146,18 @@ func (l *Limiter) Wait(ctx context.Context) error {
 	}
 	defer func() { <-l.turn }()
 	for {
+		if held := l.hold(); held != nil {
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		d := l.reserve()
 		if d <= 0 {
+			if l.Held() { // held between the check and the reservation
+				continue
+			}
 			return ctx.Err()
 		}
 		t := time.NewTimer(d)
@@ -115,8 +167,9 @@ func (l *Limiter) Wait(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		// A pause that began while this worker slept applies to it too.
-		if l.PausedUntil().After(l.now()) {
+		// A pause or hold that began while this worker slept applies to
+		// it too.
+		if l.PausedUntil().After(l.now()) || l.Held() {
 			continue
 		}
 		return nil

@@ -2,6 +2,7 @@ package hammer
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -145,4 +146,73 @@ func TestLimiterWait(t *testing.T) {
 	if err := NewLimiter(1).Wait(cctx); err == nil {
 		t.Error("Wait with a canceled context succeeded")
 	}
+}
+
+// TestLimiterHold checks the live view's pause: no slot starts while held,
+// neither for a worker that was waiting nor for a new one; Release lets
+// them go, and a canceled context still ends the wait.
+func TestLimiterHold(t *testing.T) {
+	l := NewLimiter(1000)
+	l.Hold()
+	l.Hold() // twice is once
+	if !l.Held() {
+		t.Fatal("not held after Hold")
+	}
+	var started atomic.Int32
+	done := make(chan struct{})
+	for range 3 {
+		go func() {
+			if l.Wait(context.Background()) == nil {
+				started.Add(1)
+			}
+			done <- struct{}{}
+		}()
+	}
+	// Give the workers time to take every slot they could (many at
+	// 1000/s) if the hold did not stop them.
+	time.Sleep(100 * time.Millisecond)
+	if n := started.Load(); n != 0 {
+		t.Fatalf("%d slots started while held", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	canceled := make(chan error, 1)
+	go func() { canceled <- l.Wait(ctx) }()
+	cancel()
+	if err := <-canceled; err == nil {
+		t.Error("Wait on a canceled context returned nil while held")
+	}
+	l.Release()
+	l.Release() // twice is once
+	for range 3 {
+		<-done
+	}
+	if n := started.Load(); n != 3 {
+		t.Errorf("%d of 3 slots started after Release", n)
+	}
+	if l.Held() {
+		t.Error("held after Release")
+	}
+}
+
+// TestLimiterHoldWhileWaiting holds the limiter while a worker sleeps
+// until its slot: it must not start at the slot.
+func TestLimiterHoldWhileWaiting(t *testing.T) {
+	l := NewLimiter(5) // a slot every 200ms
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{})
+	go func() {
+		l.Wait(context.Background()) // sleeps about 200ms for its slot
+		close(got)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	l.Hold()
+	select {
+	case <-got:
+		t.Fatal("a worker asleep for its slot started although the limiter was held meanwhile")
+	case <-time.After(500 * time.Millisecond):
+	}
+	l.Release()
+	<-got
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mosaic-ct/mosaic/internal/client"
 )
@@ -51,6 +52,14 @@ const (
 	// maxErrorGroups bounds the distinct (kind, status, reason) groups kept
 	// per error table; later ones are lumped into their kind's "other".
 	maxErrorGroups = 20
+	// maxEvents bounds the failure log of the live view.
+	maxEvents = 200
+	// collapseWindow is how many of the latest events a new one is
+	// compared with to collapse repeats.
+	collapseWindow = 8
+	// maxEventText bounds the bytes of an event's text and path, so that
+	// the failure log stays small whatever the log answers.
+	maxEventText = 300
 )
 
 // Kinds of failed request: what the log's answer, or its silence, means.
@@ -141,8 +150,7 @@ type errorGroups struct {
 	m map[groupKey]*ErrorGroup
 }
 
-func (g *errorGroups) add(kind string, err error, path string) {
-	status, reason := client.Describe(err)
+func (g *errorGroups) add(kind string, status int, reason, path string) {
 	k := groupKey{kind, status, reason}
 	if g.m == nil {
 		g.m = make(map[groupKey]*ErrorGroup)
@@ -201,6 +209,7 @@ type stats struct {
 	submitGroups, readGroups, monitorGroups errorGroups
 	failures                                map[string]int64
 	examples                                []string
+	events                                  eventLog
 	// unverifiedUnreachable counts accepted submissions left unverified
 	// because the log could not be reached at the end.
 	unverifiedUnreachable int64
@@ -226,7 +235,9 @@ func (s *stats) submitError(err error) {
 	if errors.As(err, &he) {
 		s.byStatus[he.StatusCode]++
 	}
-	s.submitGroups.add(kind, err, "")
+	status, reason := client.Describe(err)
+	s.submitGroups.add(kind, status, reason, "")
+	s.events.add(Event{At: time.Now(), Source: SourceSubmission, Kind: kind, Status: status, Text: reason})
 }
 
 // readError counts a failed read by one of the readers.
@@ -234,7 +245,10 @@ func (s *stats) readError(err error, path string) {
 	s.readErrors.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.readGroups.add(FailureKind(err), err, path)
+	kind := FailureKind(err)
+	status, reason := client.Describe(err)
+	s.readGroups.add(kind, status, reason, path)
+	s.events.add(Event{At: time.Now(), Source: SourceRead, Kind: kind, Status: status, Text: reason, Path: path})
 }
 
 // monitorError counts a failed fetch by the verifier (which retries).
@@ -242,7 +256,10 @@ func (s *stats) monitorError(err error, path string) {
 	s.monitorErrors.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.monitorGroups.add(FailureKind(err), err, path)
+	kind := FailureKind(err)
+	status, reason := client.Describe(err)
+	s.monitorGroups.add(kind, status, reason, path)
+	s.events.add(Event{At: time.Now(), Source: SourceVerifier, Kind: kind, Status: status, Text: reason, Path: path})
 }
 
 // failure counts a verification failure and keeps the first examples.
@@ -250,9 +267,107 @@ func (s *stats) failure(kind, format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[kind]++
+	text := fmt.Sprintf(format, args...)
 	if len(s.examples) < maxFailureExamples {
-		s.examples = append(s.examples, kind+": "+fmt.Sprintf(format, args...))
+		s.examples = append(s.examples, kind+": "+text)
 	}
+	s.events.add(Event{At: time.Now(), Source: SourceVerification, Kind: kind, Text: text})
+}
+
+// Sources of the events in the live view's failure log.
+const (
+	// SourceVerification is a verification failure: the log misbehaved.
+	SourceVerification = "verification"
+	// SourceSubmission is a submission the log did not accept.
+	SourceSubmission = "submission"
+	// SourceRead is a failed read by one of the readers.
+	SourceRead = "read"
+	// SourceVerifier is a failed fetch by the verifier (retried).
+	SourceVerifier = "verifier"
+)
+
+// Event is a failure, for the live view's failure log. Repeats of an
+// event (same source, kind, status and text) close together are collapsed
+// into one with a count.
+type Event struct {
+	// At is when it last happened.
+	At     time.Time
+	Source string
+	// Kind is the failure kind: KindRejected... for failed requests, the
+	// verification failure's kind for SourceVerification.
+	Kind string
+	// Status is the HTTP status, 0 without one.
+	Status int
+	// Text is the reason (as in ErrorGroup) or the verification failure.
+	// It may hold bytes chosen by the log: the view sanitizes it.
+	Text string
+	// Path is the path a read or fetch failed on.
+	Path  string
+	Count int64
+}
+
+// eventLog keeps the latest maxEvents events, oldest first, in a ring.
+// Not safe for concurrent use (stats.mu guards it).
+type eventLog struct {
+	buf   []Event
+	start int // index in buf of the oldest event
+	// added counts the events that took a new line (not collapsed ones),
+	// so that a view can tell how far new events pushed the old ones.
+	added int64
+}
+
+// at returns the i-th oldest event.
+func (l *eventLog) at(i int) *Event { return &l.buf[(l.start+i)%len(l.buf)] }
+
+// add records e, or collapses it into one of the latest collapseWindow
+// events that it repeats, which then moves to the end.
+func (l *eventLog) add(e Event) {
+	e.Count = 1
+	e.Text, e.Path = truncateUTF8(e.Text, maxEventText), truncateUTF8(e.Path, maxEventText)
+	n := len(l.buf)
+	for i := n - 1; i >= max(n-collapseWindow, 0); i-- {
+		old := l.at(i)
+		if old.Source != e.Source || old.Kind != e.Kind || old.Status != e.Status || old.Text != e.Text {
+			continue
+		}
+		merged := *old
+		merged.Count++
+		merged.At = e.At
+		for j := i; j < n-1; j++ {
+			*l.at(j) = *l.at(j + 1)
+		}
+		*l.at(n - 1) = merged
+		return
+	}
+	l.added++
+	if n < maxEvents {
+		l.buf = append(l.buf, e) // start stays 0 until the ring is full
+		return
+	}
+	l.buf[l.start] = e
+	l.start = (l.start + 1) % n
+}
+
+// truncateUTF8 cuts s to at most n bytes, on a rune boundary, marking the
+// cut with "…".
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// list returns a copy of the events, oldest first.
+func (l *eventLog) list() []Event {
+	out := make([]Event, len(l.buf))
+	for i := range out {
+		out[i] = *l.at(i)
+	}
+	return out
 }
 
 // Snapshot is a point-in-time copy of the hammer's figures.
@@ -280,6 +395,24 @@ type Snapshot struct {
 	ReadLatency Summary
 	CPU         time.Duration
 	PausedFor   time.Duration // remaining pushback pause
+
+	// The live view's figures.
+	//
+	// Held is whether a person paused submissions; Workers is the number
+	// of submitters asked for and WorkersRunning those still running
+	// (more while some finish their last submission); ReadRate is the
+	// readers' target rate. MonitorErrors counts the verifier's failed
+	// fetches. Events are the latest failures, oldest first, and
+	// EventsAdded counts every event that took a new line so far.
+	Held           bool
+	TreeSizeStart  int64
+	Workers        int
+	WorkersRunning int
+	Readers        int
+	ReadRate       float64
+	MonitorErrors  int64
+	Events         []Event
+	EventsAdded    int64
 }
 
 // FailureCount is the total of Failures.
@@ -304,6 +437,7 @@ func (s *stats) snapshot(now time.Time) Snapshot {
 	s.mu.Lock()
 	errs, failed, fails := maps.Clone(s.errors), maps.Clone(s.failed), maps.Clone(s.failures)
 	top := s.submitGroups.list()
+	events, added := s.events.list(), s.events.added
 	s.mu.Unlock()
 	if len(top) > 3 {
 		top = top[:3]
@@ -315,5 +449,6 @@ func (s *stats) snapshot(now time.Time) Snapshot {
 		AddChain: s.addChain.Summary(), Integrate: s.integrate.Summary(),
 		TreeSize: s.treeSize.Load(), Checkpoints: s.checkpoints.Load(), Verified: s.verified.Load(),
 		Reads: s.reads.Load(), ReadErrors: s.readErrors.Load(), ReadLatency: s.readLatency.Summary(),
+		MonitorErrors: s.monitorErrors.Load(), Events: events, EventsAdded: added,
 	}
 }
