@@ -55,11 +55,11 @@ type Step struct {
 	// HammerCPUUSPerSubmission is the hammer's own CPU per submission.
 	HammerCPUUSPerSubmission float64 `json:"hammer_cpu_us_per_submission"`
 	// Result is the hammer's verdict ("ok", or why it exited non-zero).
-	Result string `json:"result,omitempty"`
-	AddChainP50              float64 `json:"add_chain_p50_ms"`
-	AddChainP99              float64 `json:"add_chain_p99_ms"`
-	IntegrateP50             float64 `json:"integrate_p50_ms"`
-	IntegrateP99             float64 `json:"integrate_p99_ms"`
+	Result       string  `json:"result,omitempty"`
+	AddChainP50  float64 `json:"add_chain_p50_ms"`
+	AddChainP99  float64 `json:"add_chain_p99_ms"`
+	IntegrateP50 float64 `json:"integrate_p50_ms"`
+	IntegrateP99 float64 `json:"integrate_p99_ms"`
 	// RSSMaxMB is the largest server RSS sampled during the step.
 	RSSMaxMB float64 `json:"rss_max_mb"`
 	// S3RequestsPer1kEntries is, by operation (put, get, put_conditional,
