@@ -65,7 +65,9 @@ func TestAdmissionPerIssuer(t *testing.T) {
 	a := NewAdmission(AdmissionConfig{OldAge: time.Hour, PerIssuer: 3, PerIssuerLow: 1})
 	x, y := [32]byte{1}, [32]byte{2}
 	fresh := func(issuer [32]byte) *chain.Entry { return &chain.Entry{IssuerID: issuer, NotBefore: now} }
-	old := func(issuer [32]byte) *chain.Entry { return &chain.Entry{IssuerID: issuer, NotBefore: now.Add(-2 * time.Hour)} }
+	old := func(issuer [32]byte) *chain.Entry {
+		return &chain.Entry{IssuerID: issuer, NotBefore: now.Add(-2 * time.Hour)}
+	}
 	var releases []func()
 	for range 3 {
 		_, r, err := a.admit(fresh(x))
