@@ -203,7 +203,8 @@ type Admission struct {
 	// the rate (default: one second's worth, at least 1).
 	OldRateBurst int `yaml:"old_rate_burst,omitempty"`
 	// PerIssuerShare is the largest share of pool_size that one issuer's
-	// submissions (by issuing CA key) may hold waiting at once, counted
+	// submissions (by issuing CA key) may hold waiting at once while the
+	// log is contended (a pool's worth of submissions waiting), counted
 	// separately for normal and low-priority submissions (default 0.5; 0
 	// disables the limit).
 	PerIssuerShare *float64 `yaml:"per_issuer_share,omitempty"`

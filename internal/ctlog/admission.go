@@ -24,8 +24,10 @@ type AdmissionConfig struct {
 	OldRateBurst int
 	// PerIssuer is the most submissions of one issuer (by issuing CA key)
 	// that may wait at once at normal priority, and PerIssuerLow at low
-	// priority (0: no limit).
+	// priority (0: no limit), while at least PoolSize submissions are
+	// waiting in all: the limit applies only when the log is contended.
 	PerIssuer, PerIssuerLow int
+	PoolSize                int
 	// Now returns the current time (time.Now if nil).
 	Now func() time.Time
 }
@@ -45,7 +47,10 @@ type AdmissionConfig struct {
 //     intermediate (a CA's bulk job, or someone replaying its
 //     certificates) cannot take it all. Its normal and low-priority
 //     submissions are counted apart, so an issuer's own back-fill does not
-//     shut out its fresh certificates.
+//     shut out its fresh certificates. The count is of submissions waiting
+//     for their SCT (in the pool or in the round being sequenced), and the
+//     limit applies only while a pool's worth of submissions is waiting in
+//     all: a log with room to spare refuses no one.
 //
 // It is safe for concurrent use; the per-issuer count takes one short
 // mutex, the rate limiter its own.
@@ -55,6 +60,7 @@ type Admission struct {
 
 	mu      sync.Mutex
 	waiting map[issuerClass]int
+	total   int // submissions waiting, every issuer and class
 }
 
 // issuerClass is one issuer's normal or low-priority submissions.
@@ -111,12 +117,13 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 	}
 	k := issuerClass{e.IssuerID, low}
 	a.mu.Lock()
-	if a.waiting[k] >= limit {
+	if a.waiting[k] >= limit && a.total >= a.cfg.PoolSize {
 		a.mu.Unlock()
 		return false, nil, &ThrottleError{Reason: ReasonIssuerShare,
 			Message: "too many submissions from this certificate's issuer are waiting to be logged; retry later"}
 	}
 	a.waiting[k]++
+	a.total++
 	a.mu.Unlock()
 	var once sync.Once
 	return low, func() {
@@ -125,6 +132,7 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 			if a.waiting[k]--; a.waiting[k] <= 0 {
 				delete(a.waiting, k)
 			}
+			a.total--
 			a.mu.Unlock()
 		})
 	}, nil

@@ -62,7 +62,7 @@ func TestAdmissionOldRateLimit(t *testing.T) {
 
 func TestAdmissionPerIssuer(t *testing.T) {
 	now := time.Now()
-	a := NewAdmission(AdmissionConfig{OldAge: time.Hour, PerIssuer: 3, PerIssuerLow: 1})
+	a := NewAdmission(AdmissionConfig{OldAge: time.Hour, PerIssuer: 3, PerIssuerLow: 1, PoolSize: 4})
 	x, y := [32]byte{1}, [32]byte{2}
 	fresh := func(issuer [32]byte) *chain.Entry { return &chain.Entry{IssuerID: issuer, NotBefore: now} }
 	old := func(issuer [32]byte) *chain.Entry {
@@ -75,6 +75,18 @@ func TestAdmissionPerIssuer(t *testing.T) {
 			t.Fatal(err)
 		}
 		releases = append(releases, r)
+	}
+	// Three of x's submissions wait, and the pool (4) is not contended:
+	// x may take a fourth.
+	_, spare, err := a.admit(fresh(x))
+	if err != nil {
+		t.Fatalf("an issuer over its share while the log has room: %v", err)
+	}
+	spare()
+	// With y's submission waiting too the log is contended: x is refused.
+	_, ry, err := a.admit(fresh(y))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var te *ThrottleError
 	if _, _, err := a.admit(fresh(x)); !errors.As(err, &te) || te.Reason != ReasonIssuerShare {
@@ -104,7 +116,7 @@ func TestAdmissionPerIssuer(t *testing.T) {
 	if _, _, err := a.admit(fresh(x)); !errors.As(err, &te) {
 		t.Errorf("a double release freed two places: %v", err)
 	}
-	for _, r := range append(releases[1:], held) {
+	for _, r := range append(releases[1:], held, ry) {
 		r()
 	}
 	a.mu.Lock()

@@ -47,6 +47,7 @@ func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
 		EmbeddedSCTsLowPriority: *a.LowPriority.EmbeddedSCTs,
 		OldRateLimit:            a.OldRateLimit,
 		OldRateBurst:            a.OldRateBurst,
+		PoolSize:                lc.PoolSize,
 	}
 	if share := *a.PerIssuerShare; share > 0 {
 		c.PerIssuer = max(1, int(share*float64(lc.PoolSize)))
