@@ -202,11 +202,11 @@ type Admission struct {
 	// OldRateBurst is how many old submissions may arrive at once above
 	// the rate (default: one second's worth, at least 1).
 	OldRateBurst int `yaml:"old_rate_burst,omitempty"`
-	// PerIssuerShare is the largest share of pool_size that one issuer's
-	// submissions (by issuing CA key) may hold waiting at once while the
-	// log is contended (a pool's worth of submissions waiting), counted
-	// separately for normal and low-priority submissions (default 0.5; 0
-	// disables the limit).
+	// PerIssuerShare is the largest share of the submissions waiting for
+	// their SCTs that one issuer (by issuing CA key) may hold while the log
+	// is contended (a pool's worth waiting) and others are waiting too,
+	// counted separately for normal and low-priority submissions (default
+	// 0.5; 0 disables the limit).
 	PerIssuerShare *float64 `yaml:"per_issuer_share,omitempty"`
 }
 

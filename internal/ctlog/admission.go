@@ -22,12 +22,12 @@ type AdmissionConfig struct {
 	// bursts of OldRateBurst (0: no limit).
 	OldRateLimit float64
 	OldRateBurst int
-	// PerIssuer is the most submissions of one issuer (by issuing CA key)
-	// that may wait at once at normal priority, and PerIssuerLow at low
-	// priority (0: no limit), while at least PoolSize submissions are
-	// waiting in all: the limit applies only when the log is contended.
-	PerIssuer, PerIssuerLow int
-	PoolSize                int
+	// PerIssuerShare is the largest share of the submissions waiting at a
+	// priority that one issuer (by issuing CA key) may hold while the log
+	// is contended: at least PoolSize submissions waiting in all, and
+	// others waiting besides this issuer's (0: no limit).
+	PerIssuerShare float64
+	PoolSize       int
 	// Now returns the current time (time.Now if nil).
 	Now func() time.Time
 }
@@ -39,18 +39,22 @@ type AdmissionConfig struct {
 //
 //   - old submissions (NotBefore older than OldAge), a bulk back-fill's
 //     bread and butter, are low priority and, optionally, rate-limited by a
-//     token bucket, so a back-fill cannot crowd out fresh issuance nor
-//     make the log burn CPU validating what it will defer anyway;
+//     token bucket applied before the dedup lookup and the pool, so a
+//     back-fill cannot crowd out fresh issuance nor make the log spend
+//     database lookups and pool slots on what it would defer anyway;
 //   - certificates that already carry an SCT list are low priority: their
 //     precertificate was logged already, so no issuance waits on them;
-//   - one issuer may hold only a share of the pool, so a single
+//   - one issuer may hold only a share of what is waiting, so a single
 //     intermediate (a CA's bulk job, or someone replaying its
-//     certificates) cannot take it all. Its normal and low-priority
-//     submissions are counted apart, so an issuer's own back-fill does not
-//     shut out its fresh certificates. The count is of submissions waiting
-//     for their SCT (in the pool or in the round being sequenced), and the
-//     limit applies only while a pool's worth of submissions is waiting in
-//     all: a log with room to spare refuses no one.
+//     certificates) cannot take the whole pool. Its normal and
+//     low-priority submissions are counted apart, so an issuer's own
+//     back-fill does not shut out its fresh certificates. The share is of
+//     the submissions waiting for their SCT (in the pool or in the round
+//     being sequenced) rather than of pool_size, so a slow round, which
+//     makes everyone's submissions wait longer, does not single out the
+//     biggest issuer; and it applies only while the log is contended (a
+//     pool's worth waiting in all) and someone else is waiting: a log with
+//     room to spare, or with one submitter, refuses no one for it.
 //
 // It is safe for concurrent use; the per-issuer count takes one short
 // mutex, the rate limiter its own.
@@ -58,9 +62,9 @@ type Admission struct {
 	cfg     AdmissionConfig
 	limiter *rate.Limiter // nil: no limit
 
-	mu      sync.Mutex
-	waiting map[issuerClass]int
-	total   int // submissions waiting, every issuer and class
+	mu         sync.Mutex
+	waiting    map[issuerClass]int
+	classTotal [2]int // submissions waiting, normal [0] and low priority [1]
 }
 
 // issuerClass is one issuer's normal or low-priority submissions.
@@ -108,22 +112,24 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 		return false, nil, &ThrottleError{Reason: ReasonOldRateLimit,
 			Message: "the log takes certificates with an old NotBefore at a limited rate and that rate is exceeded; retry later"}
 	}
-	limit := a.cfg.PerIssuer
-	if low {
-		limit = a.cfg.PerIssuerLow
-	}
-	if limit <= 0 {
+	if a.cfg.PerIssuerShare <= 0 {
 		return low, func() {}, nil
 	}
 	k := issuerClass{e.IssuerID, low}
+	c := 0
+	if low {
+		c = 1
+	}
 	a.mu.Lock()
-	if a.waiting[k] >= limit && a.total >= a.cfg.PoolSize {
+	n, class := a.waiting[k], a.classTotal[c]
+	contended := a.classTotal[0]+a.classTotal[1] >= a.cfg.PoolSize && n < class
+	if contended && float64(n+1) > a.cfg.PerIssuerShare*float64(class+1) {
 		a.mu.Unlock()
 		return false, nil, &ThrottleError{Reason: ReasonIssuerShare,
 			Message: "too many submissions from this certificate's issuer are waiting to be logged; retry later"}
 	}
 	a.waiting[k]++
-	a.total++
+	a.classTotal[c]++
 	a.mu.Unlock()
 	var once sync.Once
 	return low, func() {
@@ -132,7 +138,7 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 			if a.waiting[k]--; a.waiting[k] <= 0 {
 				delete(a.waiting, k)
 			}
-			a.total--
+			a.classTotal[c]--
 			a.mu.Unlock()
 		})
 	}, nil

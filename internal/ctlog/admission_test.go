@@ -62,67 +62,66 @@ func TestAdmissionOldRateLimit(t *testing.T) {
 
 func TestAdmissionPerIssuer(t *testing.T) {
 	now := time.Now()
-	a := NewAdmission(AdmissionConfig{OldAge: time.Hour, PerIssuer: 3, PerIssuerLow: 1, PoolSize: 4})
+	a := NewAdmission(AdmissionConfig{OldAge: time.Hour, PerIssuerShare: 0.5, PoolSize: 6})
 	x, y := [32]byte{1}, [32]byte{2}
 	fresh := func(issuer [32]byte) *chain.Entry { return &chain.Entry{IssuerID: issuer, NotBefore: now} }
 	old := func(issuer [32]byte) *chain.Entry {
 		return &chain.Entry{IssuerID: issuer, NotBefore: now.Add(-2 * time.Hour)}
 	}
-	var releases []func()
-	for range 3 {
-		_, r, err := a.admit(fresh(x))
-		if err != nil {
-			t.Fatal(err)
+	var held []func()
+	admit := func(e *chain.Entry) error {
+		_, r, err := a.admit(e)
+		if err == nil {
+			held = append(held, r)
 		}
-		releases = append(releases, r)
-	}
-	// Three of x's submissions wait, and the pool (4) is not contended:
-	// x may take a fourth.
-	_, spare, err := a.admit(fresh(x))
-	if err != nil {
-		t.Fatalf("an issuer over its share while the log has room: %v", err)
-	}
-	spare()
-	// With y's submission waiting too the log is contended: x is refused.
-	_, ry, err := a.admit(fresh(y))
-	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var te *ThrottleError
-	if _, _, err := a.admit(fresh(x)); !errors.As(err, &te) || te.Reason != ReasonIssuerShare {
-		t.Fatalf("issuer over its share: %v", err)
+	// One issuer alone is never refused for its share, whatever the load:
+	// there is no one to be fair to.
+	for i := range 8 {
+		if err := admit(fresh(x)); err != nil {
+			t.Fatalf("the only issuer, submission %d: %v", i, err)
+		}
 	}
-	// Another issuer, and the same issuer's low-priority class, are
-	// counted apart.
-	if _, r, err := a.admit(fresh(y)); err != nil {
-		t.Errorf("another issuer was refused: %v", err)
-	} else {
+	// y arrives: 9 waiting (contended, pool 6). x holds 8 of 9 normal
+	// submissions, far over half: refused; y is not.
+	if err := admit(fresh(y)); err != nil {
+		t.Fatalf("a second issuer: %v", err)
+	}
+	if err := admit(fresh(x)); !errors.As(err, &te) || te.Reason != ReasonIssuerShare {
+		t.Fatalf("issuer over its share of a contended log: %v", err)
+	}
+	if err := admit(fresh(y)); err != nil {
+		t.Errorf("the issuer under its share was refused: %v", err)
+	}
+	// x's low-priority submissions are counted apart: x's first old one
+	// is alone in its class.
+	if err := admit(old(x)); err != nil {
+		t.Errorf("x's first old submission: %v", err)
+	}
+	// Releasing everything leaves no state behind, and an uncontended log
+	// refuses no one.
+	for _, r := range held {
 		r()
-	}
-	_, rLow, err := a.admit(old(x))
-	if err != nil {
-		t.Errorf("the issuer's first old submission was refused: %v", err)
-	}
-	if _, _, err := a.admit(old(x)); !errors.As(err, &te) {
-		t.Errorf("the issuer's second old submission: %v, want refused (PerIssuerLow 1)", err)
-	}
-	rLow()
-	releases[0]()
-	releases[0]() // releasing twice frees one place only
-	_, held, err := a.admit(fresh(x))
-	if err != nil {
-		t.Fatalf("after a release: %v", err)
-	}
-	if _, _, err := a.admit(fresh(x)); !errors.As(err, &te) {
-		t.Errorf("a double release freed two places: %v", err)
-	}
-	for _, r := range append(releases[1:], held, ry) {
-		r()
+		r() // a second release is a no-op
 	}
 	a.mu.Lock()
-	n := len(a.waiting)
+	n, c0, c1 := len(a.waiting), a.classTotal[0], a.classTotal[1]
 	a.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d issuer classes still counted after every release", n)
+	if n != 0 || c0 != 0 || c1 != 0 {
+		t.Errorf("after every release: %d issuer classes, totals %d/%d", n, c0, c1)
+	}
+	held = nil
+	for range 3 {
+		if err := admit(fresh(x)); err != nil {
+			t.Fatalf("uncontended: %v", err)
+		}
+	}
+	if err := admit(fresh(y)); err != nil {
+		t.Fatalf("uncontended: %v", err)
+	}
+	if err := admit(fresh(x)); err != nil {
+		t.Errorf("x at 4 of 5 waiting, pool 6 not reached: %v", err)
 	}
 }

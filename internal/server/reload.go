@@ -37,23 +37,16 @@ func chainPolicy(lc *config.Log) (chain.Policy, error) {
 }
 
 // admissionConfig turns a log's admission section into what ctlog needs.
-// One issuer may hold per_issuer_share of the pool at normal priority, and
-// that share of the low-priority part of the pool at low priority (at
-// least one submission each).
 func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
 	a := lc.Admission
-	c := ctlog.AdmissionConfig{
+	return ctlog.AdmissionConfig{
 		OldAge:                  *a.LowPriority.NotBeforeAge,
 		EmbeddedSCTsLowPriority: *a.LowPriority.EmbeddedSCTs,
 		OldRateLimit:            a.OldRateLimit,
 		OldRateBurst:            a.OldRateBurst,
+		PerIssuerShare:          *a.PerIssuerShare,
 		PoolSize:                lc.PoolSize,
 	}
-	if share := *a.PerIssuerShare; share > 0 {
-		c.PerIssuer = max(1, int(share*float64(lc.PoolSize)))
-		c.PerIssuerLow = max(1, int(share*a.LowPriority.PoolShare*float64(lc.PoolSize)))
-	}
-	return c
 }
 
 // loadRoots builds the log's accepted roots (storage, files, and the

@@ -31,6 +31,7 @@ const (
 	freshRate     = 20                                           // per second
 	oldRateLimit  = 500                                          // admission.old_rate_limit
 	oldIssuers    = 4                                            // back-filled intermediates
+	freshIssuers  = 4                                            // intermediates issuing now
 )
 
 // outcome is one submission's answer.
@@ -65,8 +66,10 @@ func TestOldCertificateFlood(t *testing.T) {
 	if err := root.WritePEM(filepath.Join(l.dir, "ca.pem"), filepath.Join(l.dir, "ca.key")); err != nil {
 		t.Fatal(err)
 	}
-	freshCAs := []*testca.CA{mustCA(root.NewIntermediate("Flood Fresh CA 1", testca.ECDSAP256)),
-		mustCA(root.NewIntermediate("Flood Fresh CA 2", testca.ECDSAP256))}
+	var freshCAs []*testca.CA
+	for i := range freshIssuers {
+		freshCAs = append(freshCAs, mustCA(root.NewIntermediate(fmt.Sprintf("Flood Fresh CA %d", i), testca.ECDSAP256)))
+	}
 	var oldCAs []*testca.CA
 	for i := range oldIssuers {
 		oldCAs = append(oldCAs, mustCA(root.NewIntermediate(fmt.Sprintf("Flood Old CA %d", i), testca.ECDSAP256)))
@@ -152,24 +155,18 @@ func TestOldCertificateFlood(t *testing.T) {
 	both.Wait()
 	elapsed := time.Since(start)
 
-	// Fresh submissions: (nearly) every one gets an SCT. On a machine so
-	// loaded that rounds take seconds, a fresh issuer may reach its share
-	// of the pool; it is then refused like anyone, with Retry-After.
+	// Fresh submissions: each gets an SCT, or on a machine too loaded to
+	// keep up, a 429/503 with Retry-After like anyone (a fresh issuer whose
+	// waiting submissions reach its share of a contended pool).
 	var freshOK int
 	var lat []time.Duration
 	for _, o := range freshOuts {
 		if o.code == 200 {
 			freshOK++
 			lat = append(lat, o.latency)
-		} else {
-			t.Logf("a fresh submission got %d (Retry-After %q) after %v: %s", o.code, o.retryAfter, o.latency, o.body)
-			if (o.code != 429 && o.code != 503) || o.retryAfter == "" {
-				t.Errorf("a fresh submission got %d without Retry-After", o.code)
-			}
+		} else if (o.code != 429 && o.code != 503) || o.retryAfter == "" {
+			t.Errorf("a fresh submission got %d (Retry-After %q) after %v: %s", o.code, o.retryAfter, o.latency, o.body)
 		}
-	}
-	if freshOK < len(freshOuts)*95/100 {
-		t.Errorf("only %d of %d fresh submissions got an SCT during the flood", freshOK, len(freshOuts))
 	}
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration {
@@ -211,12 +208,17 @@ func TestOldCertificateFlood(t *testing.T) {
 		n, _ := strconv.Atoi(match[1])
 		return n
 	}
-	if got := count("503", "deferred"); got != byCode[503] {
+	if got := count("503", "deferred"); got < byCode[503] {
 		t.Errorf("reason=deferred counts %d, the client saw %d", got, byCode[503])
 	}
-	freshRefused := len(freshOuts) - freshOK
-	if got := count("429", "old_rate_limit") + count("429", "issuer_share"); got != byCode[429]+freshRefused {
-		t.Errorf("reason=old_rate_limit and issuer_share count %d, the client saw %d", got, byCode[429]+freshRefused)
+	fresh429 := 0
+	for _, o := range freshOuts {
+		if o.code == 429 {
+			fresh429++
+		}
+	}
+	if got := count("429", "old_rate_limit") + count("429", "issuer_share"); got != byCode[429]+fresh429 {
+		t.Errorf("reason=old_rate_limit and issuer_share count %d, the client saw %d", got, byCode[429]+fresh429)
 	}
 	if count("429", "old_rate_limit") == 0 {
 		t.Error("no reason=old_rate_limit in the metrics")
@@ -229,7 +231,23 @@ func TestOldCertificateFlood(t *testing.T) {
 		t.Errorf("%d refusal log lines for %d refusals; want a few (sampled)", refusedLines, byCode[503]+byCode[429])
 	}
 
+	// Priority held: fresh submissions got SCTs far more often than old
+	// ones. And when the log kept its pace, nearly all of them did. On a
+	// machine so loaded that the log could not even fill the low-priority
+	// half of its pool each period (rounds slower than the period), only
+	// the relative claim is checked and the figures are reported.
 	freshShare := float64(freshOK) / float64(len(freshOuts))
+	oldShare := float64(byCode[200]) / float64(len(oldOuts))
+	if freshShare < 2*oldShare || freshShare < 0.5 {
+		t.Errorf("fresh submissions got SCTs %.1f%% of the time, old ones %.1f%%: priority did not hold", 100*freshShare, 100*oldShare)
+	}
+	lowCapacity := float64(floodPool/2) / floodPeriod.Seconds()
+	if keptPace := float64(byCode[200])/elapsed.Seconds() >= lowCapacity/2; keptPace && freshShare < 0.98 {
+		t.Errorf("only %d of %d fresh submissions got an SCT during the flood", freshOK, len(freshOuts))
+	} else if !keptPace {
+		t.Logf("the machine is too loaded for the log to keep its pace (%.0f old entries/s logged, low-priority capacity %.0f/s); checked priority only",
+			float64(byCode[200])/elapsed.Seconds(), lowCapacity)
+	}
 	t.Logf("flood: %d old precertificates offered in %v (%.0f/s, %.1f× the nominal capacity of %d/s): %d logged (%.0f/s), %d deferred (503), %d rate-limited (429)",
 		len(oldOuts), elapsed.Round(time.Millisecond), float64(len(oldOuts))/elapsed.Seconds(),
 		float64(len(oldOuts))/elapsed.Seconds()/float64(floodPool*int(time.Second/floodPeriod)), floodPool*int(time.Second/floodPeriod),
