@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -71,6 +72,30 @@ func FetchCCADB(ctx context.Context, client *http.Client, url string) (*CCADBRes
 		return nil, fmt.Errorf("CCADB %s: %w", url, err)
 	}
 	return res, nil
+}
+
+// checkRedirect is the CCADB client's redirect policy. The config insists
+// on an https:// URL (roots fetched in the clear could be altered by anyone
+// on the path), and Go's client would otherwise follow a redirect from
+// https to plain http: so a redirect must stay on https, unless it stays on
+// loopback (a local mirror or a test server, which the config allows over
+// http). At most 5 redirects are followed.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("too many redirects")
+	}
+	if req.URL.Scheme == "https" || isLoopback(req.URL.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("refusing a redirect to %s: roots are fetched over https only", req.URL.Redacted())
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // errTooLarge is returned by countingReader past maxCCADBBytes.

@@ -83,7 +83,8 @@ type Manager struct {
 // New returns a Manager; Load must be called before anything else.
 func New(cfg Config) *Manager {
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+		cfg.Client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment},
+			CheckRedirect: checkRedirect}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

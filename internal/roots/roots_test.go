@@ -428,3 +428,40 @@ func TestStateFormat(t *testing.T) {
 		t.Errorf("another key: %v", err)
 	}
 }
+
+// TestCCADBRedirects: the CCADB client does not follow a redirect from
+// https to plain http (which would let anyone on the path add roots), and
+// follows one that stays on https or on loopback.
+func TestCCADBRedirects(t *testing.T) {
+	req := func(u string) *http.Request {
+		r, err := http.NewRequest("GET", u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	via := []*http.Request{req("https://ccadb.example/report.csv")}
+	for u, ok := range map[string]bool{
+		"https://mirror.example/report.csv": true,
+		"http://mirror.example/report.csv":  false,
+		"http://10.0.0.1/report.csv":        false,
+		"http://127.0.0.1:8080/report.csv":  true,
+		"http://[::1]:8080/report.csv":      true,
+		"ftp://mirror.example/report.csv":   false,
+	} {
+		if err := checkRedirect(req(u), via); (err == nil) != ok {
+			t.Errorf("redirect to %s: %v, want allowed %v", u, err, ok)
+		}
+	}
+	if err := checkRedirect(req("https://a.example/"), make([]*http.Request, 5)); err == nil {
+		t.Error("followed a sixth redirect")
+	}
+	// And end to end: a loopback server redirecting to a plain-http host
+	// elsewhere is refused by the default client.
+	srv := httptest.NewServer(http.RedirectHandler("http://ccadb.invalid/report.csv", http.StatusFound))
+	defer srv.Close()
+	m := New(Config{CCADB: srv.URL})
+	if _, err := FetchCCADB(context.Background(), m.cfg.Client, srv.URL); err == nil || !strings.Contains(err.Error(), "https only") {
+		t.Errorf("fetch through a downgrading redirect: %v", err)
+	}
+}
