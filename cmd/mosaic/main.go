@@ -29,6 +29,7 @@ func commands() []command {
 		{"create", "create a new log's initial state (first tree head)", runCreate},
 		{"keygen", "generate a log key (a 32-byte seed)", runKeygen},
 		{"cache", "rebuild a log's dedup cache from its data tiles (cache rebuild)", runCache},
+		{"roots", "remove a root from a log's accepted set (roots remove)", runRoots},
 		{"hammer", "load-test and verify any Static CT log", runHammer},
 		{"fsck", "verify a whole Static CT log, tile by tile", runFsck},
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
@@ -34,6 +36,12 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// SIGHUP reloads roots and TLS certificates (see server.Reload); it
+	// must not kill the process, so it is caught from the start, and one
+	// that arrives while the logs load is handled once they are up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if *dev == (*cfgPath != "") {
 		return usageError(fs, "give either -config FILE or -dev")
 	}
@@ -98,6 +106,17 @@ func runServe(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "Mosaic dev log is up.\n  submission prefix: %s\n  monitoring prefix: %s\n  log ID:            %s\n  test CA:           %s (key %s)\n  details:           %s/dev.json\n",
 			info.SubmissionPrefix, info.MonitoringPrefix, info.LogID, info.TestCACert, info.TestCAKey, *data)
 	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				logger.Info("SIGHUP received")
+				srv.Reload(ctx)
+			}
+		}
+	}()
 	return srv.Run(ctx, lns)
 }
 

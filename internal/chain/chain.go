@@ -10,9 +10,16 @@
 // the leaf's NotAfter must fall inside the log's temporal shard window.
 //
 // Like every CT log, a Validator deliberately checks less than a TLS client:
-// it observes certificates rather than polices them, so it ignores validity
-// periods (other than the leaf's NotAfter window), Extended Key Usages, name
-// constraints and path length constraints.
+// it observes certificates rather than polices them, so by default it ignores
+// validity periods (other than the leaf's NotAfter window), Extended Key
+// Usages, name constraints and path length constraints. A log's Policy may
+// opt in to a few checks logs commonly make on the leaf: a required Extended
+// Key Usage, no expired certificates, no certificates carrying given
+// extensions (see Policy).
+//
+// The roots can be replaced while the Validator is in use (SetRoots): every
+// Validate call works on one consistent set, loaded once with an atomic
+// pointer, so a swap takes no lock on the submission path.
 //
 // Submissions are dominated by a handful of CAs re-sending the same
 // intermediates, so a Validator caches verified issuer chains, and a typical
@@ -26,12 +33,14 @@ package chain
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/asn1"
 	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +70,17 @@ type Policy struct {
 	// MaxChainLength is the maximum number of certificates in a submitted
 	// chain, leaf included. Zero means DefaultMaxChainLength.
 	MaxChainLength int
+	// RequireEKU, when not empty, makes the leaf carry one of these
+	// Extended Key Usages (or anyExtendedKeyUsage). A leaf without an
+	// Extended Key Usage extension is unrestricted (RFC 5280 §4.2.1.12) and
+	// is accepted.
+	RequireEKU []asn1.ObjectIdentifier
+	// RejectExpired refuses leaves whose NotAfter has passed.
+	RejectExpired bool
+	// RejectExtensions refuses leaves carrying any of these extensions.
+	RejectExtensions []asn1.ObjectIdentifier
+	// Now returns the current time (time.Now if nil), for RejectExpired.
+	Now func() time.Time
 }
 
 // Entry is an accepted submission, ready to be logged: the fields of an RFC
@@ -87,6 +107,21 @@ type Entry struct {
 	// with the accepted root (which the Validator appends when the submitter
 	// left it out): RFC 6962's certificate_chain or precertificate_chain.
 	Chain [][]byte
+
+	// The rest describes the submission for admission control; it is not
+	// logged.
+
+	// IssuerID is the SHA-256 hash of the DER SubjectPublicKeyInfo of the CA
+	// that issued the leaf (the CA above a Precertificate Signing
+	// Certificate; the leaf's own key for a root submitted alone). For a
+	// precert_entry it equals IssuerKeyHash.
+	IssuerID [32]byte
+	// NotBefore is the leaf's NotBefore.
+	NotBefore time.Time
+	// HasSCTList reports whether the leaf is a final certificate carrying
+	// an embedded SCT list (RFC 6962 §3.3): its precertificate was logged
+	// already.
+	HasSCTList bool
 }
 
 // RejectError is the error Validate returns for a chain the log does not
@@ -94,6 +129,11 @@ type Entry struct {
 // an HTTP 400 response body.
 type RejectError struct {
 	Reason string
+	// Policy is true when the chain is valid but the log's policy refuses
+	// it (a required Extended Key Usage, an expired leaf, a refused
+	// extension, a chain longer than the log accepts), false when the
+	// chain itself is invalid or does not lead to a root.
+	Policy bool
 }
 
 // Error returns the rejection reason.
@@ -104,18 +144,39 @@ func reject(format string, args ...any) error {
 	return &RejectError{Reason: fmt.Sprintf(format, args...)}
 }
 
+// rejectPolicy returns a *RejectError for a policy refusal.
+func rejectPolicy(format string, args ...any) error {
+	return &RejectError{Reason: fmt.Sprintf(format, args...), Policy: true}
+}
+
 // Validator checks submitted chains against one log's Policy. It is safe for
-// concurrent use.
+// concurrent use, and its roots can be replaced while it is used (SetRoots).
 type Validator struct {
 	notAfterStart, notAfterLimit time.Time
 	maxChainLength               int
+	requireEKU                   []asn1.ObjectIdentifier
+	rejectExpired                bool
+	rejectExtensions             []asn1.ObjectIdentifier
+	now                          func() time.Time
 
+	// set is the current trust anchors with their verified-issuer cache.
+	// Validate loads it once and uses that set throughout, so a
+	// concurrent SetRoots never mixes two sets in one verdict.
+	set   atomic.Pointer[rootSet]
+	setMu sync.Mutex // serializes SetRoots
+
+	hits, misses atomic.Uint64 // issuer cache lookups, over every set
+}
+
+// rootSet is one set of trust anchors and the issuer chains verified
+// against it.
+type rootSet struct {
 	roots         []*root            // in configuration order, deduplicated
 	byFingerprint map[[32]byte]*root // SHA-256 of the root's DER
 	bySubject     map[string][]*root // raw DER subject
 	byKeyID       map[string][]*root // subject key identifier
 
-	cache issuerCache
+	cache *issuerCache
 }
 
 // root is a configured trust anchor.
@@ -128,9 +189,6 @@ type root struct {
 
 // NewValidator returns a Validator enforcing p.
 func NewValidator(p Policy) (*Validator, error) {
-	if len(p.Roots) == 0 {
-		return nil, errors.New("chain policy has no roots")
-	}
 	if !p.NotAfterStart.IsZero() && !p.NotAfterLimit.IsZero() && !p.NotAfterStart.Before(p.NotAfterLimit) {
 		return nil, fmt.Errorf("chain policy NotAfterStart %s is not before NotAfterLimit %s",
 			formatTime(p.NotAfterStart), formatTime(p.NotAfterLimit))
@@ -139,23 +197,45 @@ func NewValidator(p Policy) (*Validator, error) {
 		return nil, fmt.Errorf("chain policy MaxChainLength %d is negative", p.MaxChainLength)
 	}
 	v := &Validator{
-		notAfterStart:  p.NotAfterStart,
-		notAfterLimit:  p.NotAfterLimit,
-		maxChainLength: p.MaxChainLength,
-		byFingerprint:  make(map[[32]byte]*root),
-		bySubject:      make(map[string][]*root),
-		byKeyID:        make(map[string][]*root),
-		cache:          issuerCache{max: issuerCacheSize, m: make(map[[32]byte]*issuerChain)},
+		notAfterStart:    p.NotAfterStart,
+		notAfterLimit:    p.NotAfterLimit,
+		maxChainLength:   p.MaxChainLength,
+		requireEKU:       slices.Clone(p.RequireEKU),
+		rejectExpired:    p.RejectExpired,
+		rejectExtensions: slices.Clone(p.RejectExtensions),
+		now:              p.Now,
 	}
 	if v.maxChainLength == 0 {
 		v.maxChainLength = DefaultMaxChainLength
 	}
-	for i, c := range p.Roots {
+	if v.now == nil {
+		v.now = time.Now
+	}
+	rs, err := newRootSet(p.Roots)
+	if err != nil {
+		return nil, err
+	}
+	rs.cache = newIssuerCache()
+	v.set.Store(rs)
+	return v, nil
+}
+
+// newRootSet indexes roots, dropping duplicates. It has no cache yet.
+func newRootSet(roots []*x509.Certificate) (*rootSet, error) {
+	if len(roots) == 0 {
+		return nil, errors.New("chain policy has no roots")
+	}
+	rs := &rootSet{
+		byFingerprint: make(map[[32]byte]*root),
+		bySubject:     make(map[string][]*root),
+		byKeyID:       make(map[string][]*root),
+	}
+	for i, c := range roots {
 		if c == nil || len(c.Raw) == 0 {
 			return nil, fmt.Errorf("chain policy root %d is empty", i)
 		}
 		fp := sha256.Sum256(c.Raw)
-		if _, dup := v.byFingerprint[fp]; dup {
+		if _, dup := rs.byFingerprint[fp]; dup {
 			continue
 		}
 		r := &root{cert: c, chain: &issuerChain{
@@ -163,25 +243,65 @@ func NewValidator(p Policy) (*Validator, error) {
 			ders:  [][]byte{c.Raw},
 			psc:   isPrecertSigningCert(c),
 		}}
-		v.roots = append(v.roots, r)
-		v.byFingerprint[fp] = r
-		v.bySubject[string(c.RawSubject)] = append(v.bySubject[string(c.RawSubject)], r)
+		rs.roots = append(rs.roots, r)
+		rs.byFingerprint[fp] = r
+		rs.bySubject[string(c.RawSubject)] = append(rs.bySubject[string(c.RawSubject)], r)
 		if len(c.SubjectKeyId) > 0 {
-			v.byKeyID[string(c.SubjectKeyId)] = append(v.byKeyID[string(c.SubjectKeyId)], r)
+			rs.byKeyID[string(c.SubjectKeyId)] = append(rs.byKeyID[string(c.SubjectKeyId)], r)
 		}
 	}
-	return v, nil
+	return rs, nil
 }
 
-// RootsDER returns the DER encodings of the log's roots in configuration
-// order, without duplicates, for the get-roots endpoint. The byte slices must
-// not be modified.
+// SetRoots atomically replaces the trust anchors. Validate calls that
+// started before it finish with the old set; later ones use the new one.
+//
+// The verified-issuer cache is kept only when no root was removed: a cached
+// chain ends at a root of the old set, which is then still trusted, so the
+// cached verdict still holds. When any root is removed the new set starts
+// with an empty cache, so no cached chain to a removed root is ever accepted
+// again (a Validate already running on the old set may still finish with
+// it: it is ordered before the swap).
+func (v *Validator) SetRoots(roots []*x509.Certificate) error {
+	rs, err := newRootSet(roots)
+	if err != nil {
+		return err
+	}
+	v.setMu.Lock()
+	defer v.setMu.Unlock()
+	old := v.set.Load()
+	rs.cache = old.cache
+	for fp := range old.byFingerprint {
+		if _, ok := rs.byFingerprint[fp]; !ok {
+			rs.cache = newIssuerCache()
+			break
+		}
+	}
+	v.set.Store(rs)
+	return nil
+}
+
+// RootsDER returns the DER encodings of the log's current roots in
+// configuration order, without duplicates, for the get-roots endpoint. The
+// byte slices must not be modified.
 func (v *Validator) RootsDER() [][]byte {
-	ders := make([][]byte, len(v.roots))
-	for i, r := range v.roots {
+	rs := v.set.Load()
+	ders := make([][]byte, len(rs.roots))
+	for i, r := range rs.roots {
 		ders[i] = r.cert.Raw
 	}
 	return ders
+}
+
+// Roots returns the log's current roots in configuration order. The
+// certificates must not be modified.
+func (v *Validator) Roots() []*x509.Certificate {
+	rs := v.set.Load()
+	out := make([]*x509.Certificate, len(rs.roots))
+	for i, r := range rs.roots {
+		out[i] = r.cert
+	}
+	return out
 }
 
 // CacheStats counts issuer-chain cache lookups.
@@ -196,9 +316,10 @@ type CacheStats struct {
 }
 
 // CacheStats returns the issuer-chain cache's counters, for metrics and
-// tests.
+// tests. Hits and Misses count over every root set; Entries is the current
+// set's cache.
 func (v *Validator) CacheStats() CacheStats {
-	return v.cache.stats()
+	return CacheStats{Hits: v.hits.Load(), Misses: v.misses.Load(), Entries: v.set.Load().cache.len()}
 }
 
 // Validate checks a submitted chain: DER certificates, leaf first, as in the
@@ -210,8 +331,9 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	case len(chain) == 0:
 		return nil, reject("chain is empty")
 	case len(chain) > v.maxChainLength:
-		return nil, reject("chain has %d certificates; the log accepts at most %d", len(chain), v.maxChainLength)
+		return nil, rejectPolicy("chain has %d certificates; the log accepts at most %d", len(chain), v.maxChainLength)
 	}
+	rs := v.set.Load()
 
 	leaf, err := parse(chain[0], 0)
 	if err != nil {
@@ -223,25 +345,29 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	if err := v.checkNotAfter(leaf); err != nil {
 		return nil, err
 	}
+	if err := v.checkPolicy(leaf); err != nil {
+		return nil, err
+	}
 
 	var issuers *issuerChain
 	if len(chain) == 1 {
-		if _, ok := v.byFingerprint[sha256.Sum256(chain[0])]; ok {
+		if _, ok := rs.byFingerprint[sha256.Sum256(chain[0])]; ok {
 			// The submission is a root itself: it ends at a configured
 			// root and has no issuers (RFC 6962 §4.1).
 			if precert {
 				return nil, reject("chain[0] is one of the log's roots, not a precertificate")
 			}
-			return &Entry{Certificate: chain[0], Chain: [][]byte{}}, nil
+			return &Entry{Certificate: chain[0], Chain: [][]byte{},
+				IssuerID: sha256.Sum256(leaf.RawSubjectPublicKeyInfo), NotBefore: leaf.NotBefore}, nil
 		}
 		// Finding the root verifies the leaf's signature.
-		r, err := v.findRoot(leaf, 0)
+		r, err := rs.findRoot(leaf, 0)
 		if err != nil {
 			return nil, err
 		}
 		issuers = r.chain
 	} else {
-		if issuers, err = v.issuerChain(chain[1:]); err != nil {
+		if issuers, err = v.issuerChain(rs, chain[1:]); err != nil {
 			return nil, err
 		}
 		// The cache vouches only for the issuers. The leaf's own signature
@@ -261,7 +387,13 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	}
 
 	if !precert {
-		return &Entry{Certificate: chain[0], Chain: issuers.entryChain()}, nil
+		return &Entry{
+			Certificate: chain[0],
+			Chain:       issuers.entryChain(),
+			IssuerID:    sha256.Sum256(issuers.certs[0].RawSubjectPublicKeyInfo),
+			NotBefore:   leaf.NotBefore,
+			HasSCTList:  hasExtension(leaf, asn1.ObjectIdentifier(x509.OIDExtensionCTSCT)),
+		}, nil
 	}
 	var preIssuer *x509.Certificate
 	keyIssuer := issuers.certs[0]
@@ -272,12 +404,15 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	if err != nil {
 		return nil, reject("building precertificate TBSCertificate from chain[0]: %v", err)
 	}
+	ikh := sha256.Sum256(keyIssuer.RawSubjectPublicKeyInfo)
 	return &Entry{
 		IsPrecert:      true,
 		Certificate:    tbs,
 		PreCertificate: chain[0],
-		IssuerKeyHash:  sha256.Sum256(keyIssuer.RawSubjectPublicKeyInfo),
+		IssuerKeyHash:  ikh,
 		Chain:          issuers.entryChain(),
+		IssuerID:       ikh,
+		NotBefore:      leaf.NotBefore,
 	}, nil
 }
 
@@ -337,6 +472,69 @@ func (v *Validator) checkNotAfter(leaf *x509.Certificate) error {
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
+// oidExtKeyUsage and oidAnyExtKeyUsage identify the Extended Key Usage
+// extension and anyExtendedKeyUsage (RFC 5280 §4.2.1.12).
+var (
+	oidExtKeyUsage    = asn1.ObjectIdentifier{2, 5, 29, 37}
+	oidAnyExtKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 37, 0}
+)
+
+// checkPolicy applies the log's optional checks on the leaf: refused
+// extensions, expiry and the required Extended Key Usage.
+func (v *Validator) checkPolicy(leaf *x509.Certificate) error {
+	for _, ext := range leaf.Extensions {
+		for _, id := range v.rejectExtensions {
+			if oidEqual(ext.Id, id) {
+				return rejectPolicy("chain[0] carries extension %v, which the log does not accept", id)
+			}
+		}
+	}
+	if v.rejectExpired {
+		if now := v.now(); now.After(leaf.NotAfter) {
+			return rejectPolicy("chain[0] expired at %s; the log does not accept expired certificates", formatTime(leaf.NotAfter))
+		}
+	}
+	if len(v.requireEKU) == 0 {
+		return nil
+	}
+	for _, ext := range leaf.Extensions {
+		if !oidEqual(ext.Id, oidExtKeyUsage) {
+			continue
+		}
+		var ekus []asn1.ObjectIdentifier
+		if rest, err := asn1.Unmarshal(ext.Value, &ekus); err != nil || len(rest) > 0 {
+			return reject("chain[0]'s Extended Key Usage extension is malformed")
+		}
+		for _, eku := range ekus {
+			if eku.Equal(oidAnyExtKeyUsage) || slices.ContainsFunc(v.requireEKU, eku.Equal) {
+				return nil
+			}
+		}
+		names := make([]string, len(v.requireEKU))
+		for i, id := range v.requireEKU {
+			names[i] = id.String()
+		}
+		return rejectPolicy("chain[0] has none of the Extended Key Usages the log requires (%s)", strings.Join(names, ", "))
+	}
+	// No Extended Key Usage extension: the key may be used for any
+	// purpose (RFC 5280 §4.2.1.12).
+	return nil
+}
+
+// hasExtension reports whether c carries the extension id.
+func hasExtension(c *x509.Certificate, id asn1.ObjectIdentifier) bool {
+	for _, ext := range c.Extensions {
+		if oidEqual(ext.Id, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// oidEqual compares an object identifier parsed by the CT fork of
+// crypto/x509 (its own asn1 package) with one of encoding/asn1.
+func oidEqual[A, B ~[]int](a A, b B) bool { return slices.Equal([]int(a), []int(b)) }
+
 // isPrecertSigningCert reports whether c is a Precertificate Signing
 // Certificate, that is, has the Certificate Transparency Extended Key Usage
 // (RFC 6962 §3.1).
@@ -358,10 +556,10 @@ func isCA(c *x509.Certificate) bool {
 // are the roots whose subject matches c's issuer or whose key identifier
 // matches c's authority key identifier; each is tried in turn, since several
 // roots may share a name (for example across a key rollover).
-func (v *Validator) findRoot(c *x509.Certificate, i int) (*root, error) {
-	candidates := v.bySubject[string(c.RawIssuer)]
+func (rs *rootSet) findRoot(c *x509.Certificate, i int) (*root, error) {
+	candidates := rs.bySubject[string(c.RawIssuer)]
 	if len(c.AuthorityKeyId) > 0 {
-		for _, r := range v.byKeyID[string(c.AuthorityKeyId)] {
+		for _, r := range rs.byKeyID[string(c.AuthorityKeyId)] {
 			if !bytes.Equal(r.cert.RawSubject, c.RawIssuer) {
 				candidates = append(candidates[:len(candidates):len(candidates)], r)
 			}
@@ -402,17 +600,19 @@ func (ic *issuerChain) entryChain() [][]byte {
 }
 
 // issuerChain returns the verified issuer chain for issuers, the submitted
-// chain after the leaf, from the cache or by verifying it.
-func (v *Validator) issuerChain(issuers [][]byte) (*issuerChain, error) {
+// chain after the leaf, from rs's cache or by verifying it against rs.
+func (v *Validator) issuerChain(rs *rootSet, issuers [][]byte) (*issuerChain, error) {
 	key := issuerCacheKey(issuers)
-	if ic := v.cache.get(key); ic != nil {
+	if ic := rs.cache.get(key); ic != nil {
+		v.hits.Add(1)
 		return ic, nil
 	}
-	ic, err := v.verifyIssuers(issuers)
+	v.misses.Add(1)
+	ic, err := rs.verifyIssuers(issuers)
 	if err != nil {
 		return nil, err
 	}
-	v.cache.put(key, ic)
+	rs.cache.put(key, ic)
 	return ic, nil
 }
 
@@ -420,7 +620,7 @@ func (v *Validator) issuerChain(issuers [][]byte) (*issuerChain, error) {
 // each must be a CA signed by the next, and the last must be a configured
 // root or be signed by one, which is then appended. A Precertificate Signing
 // Certificate may only be the leaf's direct issuer.
-func (v *Validator) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
+func (rs *rootSet) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 	ic := &issuerChain{
 		certs: make([]*x509.Certificate, 0, len(issuers)+1),
 		ders:  make([][]byte, 0, len(issuers)+1),
@@ -438,7 +638,7 @@ func (v *Validator) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 	}
 
 	last := len(ic.certs) - 1
-	_, lastIsRoot := v.byFingerprint[sha256.Sum256(ic.ders[last])]
+	_, lastIsRoot := rs.byFingerprint[sha256.Sum256(ic.ders[last])]
 	for i, c := range ic.certs {
 		// Configured roots are trusted as they are (some old roots are v1
 		// certificates without basic constraints); every other issuer must
@@ -456,7 +656,7 @@ func (v *Validator) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 		}
 	}
 	if !lastIsRoot {
-		r, err := v.findRoot(ic.certs[last], last+1)
+		r, err := rs.findRoot(ic.certs[last], last+1)
 		if err != nil {
 			return nil, err
 		}
@@ -486,34 +686,35 @@ func issuerCacheKey(issuers [][]byte) [32]byte {
 	return key
 }
 
-// issuerCache remembers verified issuer chains.
+// issuerCache remembers verified issuer chains, for one set of roots.
 //
-// Caching is safe because a cached verdict is a pure function of its key:
-// whether issuers chain[1:] form a valid path to a root depends only on
-// those exact bytes (the key is a collision-resistant hash of all of them,
-// in order, length-prefixed) and on the Validator's roots, which never
-// change. Nothing about the leaf enters into it, and the leaf's own
-// signature, poison extension and NotAfter are checked on every submission,
-// cache hit or not, so a forged leaf presented with a known-good issuer chain
-// is still rejected. Issuer validity periods are not checked at all, so a
-// cached verdict cannot go stale with time. Only successes are cached.
+// Caching is safe because a cached verdict is a pure function of its key
+// and of the roots: whether issuers chain[1:] form a valid path to a root
+// depends only on those exact bytes (the key is a collision-resistant hash
+// of all of them, in order, length-prefixed) and on the root set the cache
+// belongs to. A cache is used only with its own set, or with a later set
+// that kept every one of its roots (see Validator.SetRoots), so a root's
+// removal also drops every verdict that relied on it. Nothing about the
+// leaf enters into it, and the leaf's own signature, poison extension,
+// NotAfter and policy are checked on every submission, cache hit or not, so
+// a forged leaf presented with a known-good issuer chain is still rejected.
+// Issuer validity periods are not checked at all, so a cached verdict cannot
+// go stale with time. Only successes are cached.
 type issuerCache struct {
-	max          int
-	hits, misses atomic.Uint64
+	max int
 
 	mu sync.RWMutex
 	m  map[[32]byte]*issuerChain
+}
+
+func newIssuerCache() *issuerCache {
+	return &issuerCache{max: issuerCacheSize, m: make(map[[32]byte]*issuerChain)}
 }
 
 func (c *issuerCache) get(key [32]byte) *issuerChain {
 	c.mu.RLock()
 	ic := c.m[key]
 	c.mu.RUnlock()
-	if ic == nil {
-		c.misses.Add(1)
-	} else {
-		c.hits.Add(1)
-	}
 	return ic
 }
 
@@ -530,11 +731,10 @@ func (c *issuerCache) put(key [32]byte, ic *issuerChain) {
 	c.m[key] = ic
 }
 
-func (c *issuerCache) stats() CacheStats {
+func (c *issuerCache) len() int {
 	c.mu.RLock()
-	n := len(c.m)
-	c.mu.RUnlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n}
+	defer c.mu.RUnlock()
+	return len(c.m)
 }
 
 // LoadRoots reads a PEM bundle of root certificates. Text between PEM blocks
@@ -546,6 +746,20 @@ func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading roots: %w", err)
 	}
+	roots, err := ParseRootsPEM(data, pemPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("%s: no certificates found", pemPath)
+	}
+	return roots, nil
+}
+
+// ParseRootsPEM parses a PEM bundle of certificates as LoadRoots does;
+// name identifies the bundle in errors. An input without certificates
+// yields none and no error.
+func ParseRootsPEM(data []byte, name string) ([]*x509.Certificate, error) {
 	var (
 		roots []*x509.Certificate
 		seen  = make(map[[32]byte]bool)
@@ -560,11 +774,11 @@ func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
 		}
 		n++
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("%s: PEM block %d has type %q, want \"CERTIFICATE\"", pemPath, n, block.Type)
+			return nil, fmt.Errorf("%s: PEM block %d has type %q, want \"CERTIFICATE\"", name, n, block.Type)
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if x509.IsFatal(err) {
-			return nil, fmt.Errorf("%s: PEM block %d: parsing certificate: %w", pemPath, n, err)
+			return nil, fmt.Errorf("%s: PEM block %d: parsing certificate: %w", name, n, err)
 		}
 		fp := sha256.Sum256(c.Raw)
 		if seen[fp] {
@@ -574,10 +788,7 @@ func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
 		roots = append(roots, c)
 	}
 	if bytes.Contains(rest, []byte("-----BEGIN")) {
-		return nil, fmt.Errorf("%s: PEM block %d is malformed", pemPath, n+1)
-	}
-	if len(roots) == 0 {
-		return nil, fmt.Errorf("%s: no certificates found", pemPath)
+		return nil, fmt.Errorf("%s: PEM block %d is malformed", name, n+1)
 	}
 	return roots, nil
 }

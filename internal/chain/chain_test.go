@@ -501,7 +501,7 @@ func TestCachedPSCStillChecksEndpoint(t *testing.T) {
 func TestCacheBoundAndIsolation(t *testing.T) {
 	p := newPKI(t)
 	v := p.validator(t, nil)
-	v.cache.max = 2
+	v.set.Load().cache.max = 2
 	l := leaf(t, p.inter, testca.LeafOptions{})
 	chains := [][][]byte{
 		chainOf(l, p.inter.DER),

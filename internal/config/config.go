@@ -110,8 +110,13 @@ type Log struct {
 	// Key is the log's key file: a 32-byte seed (mosaic keygen) or a PEM
 	// ECDSA P-256 private key.
 	Key string `yaml:"key"`
-	// Roots is a PEM file of the root certificates the log accepts.
-	Roots string `yaml:"roots"`
+	// Roots says where the root certificates the log accepts come from: a
+	// PEM file, the CCADB, extra roots (see Roots).
+	Roots Roots `yaml:"roots"`
+	// Policy holds optional acceptance checks (see Policy).
+	Policy Policy `yaml:"policy,omitempty"`
+	// Admission shares the log's capacity under load (see Admission).
+	Admission Admission `yaml:"admission,omitempty"`
 	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf
 	// certificates: [start, limit).
 	NotAfterStart time.Time `yaml:"not_after_start"`
@@ -243,6 +248,7 @@ func (c *Config) setDefaults() {
 			t := true
 			l.ReadPath = &t
 		}
+		l.setAdmissionDefaults()
 		if l.Lock == "" {
 			if c.PostgresFor(l) != "" {
 				l.Lock = "postgres"
@@ -288,7 +294,8 @@ func (c *Config) resolve(dir string) {
 	for i := range c.Logs {
 		l := &c.Logs[i]
 		abs(&l.Key)
-		abs(&l.Roots)
+		abs(&l.Roots.File)
+		abs(&l.Roots.Extra)
 		abs(&l.Storage.Dir)
 		if l.Storage.S3 != nil {
 			abs(&l.Storage.S3.CredentialsFile)
@@ -376,9 +383,7 @@ func (c *Config) Validate() error {
 		if l.Key == "" {
 			bad(f+".key", "required (create one with: mosaic keygen -o FILE)")
 		}
-		if l.Roots == "" {
-			bad(f+".roots", "required: a PEM file of accepted root certificates")
-		}
+		validateAdmission(f, &l, bad)
 		if l.NotAfterStart.IsZero() {
 			bad(f+".not_after_start", "required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 		}

@@ -39,6 +39,9 @@ type Log struct {
 	Description      string
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
+	// Admission shares the log's capacity under load (nil: every valid
+	// submission is normal priority and unlimited).
+	Admission *Admission
 
 	role atomic.Pointer[role]
 }
@@ -151,7 +154,9 @@ type RejectError = chain.RejectError
 
 // AddChain validates a submitted chain, waits until its entry is sequenced
 // and committed, and returns the SCT. Errors are *RejectError for a bad
-// submission, or wrap sequencer.ErrPoolFull / ErrUnavailable / ErrStopped.
+// submission, *ThrottleError for one refused for now by admission control,
+// or wrap sequencer.ErrPoolFull (ErrDeferred for a low-priority entry) /
+// ErrUnavailable / ErrStopped.
 func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*sct.Response, error) {
 	v, err := l.Validator.Validate(chainDER, precert)
 	if err != nil {
@@ -173,6 +178,14 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 	seq := l.Sequencer()
 	if seq == nil {
 		return nil, ErrNotLeader
+	}
+	if l.Admission != nil {
+		low, release, err := l.Admission.admit(v)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		p.LowPriority = low
 	}
 	res, _, err := seq.Add(ctx, p)
 	if err != nil {

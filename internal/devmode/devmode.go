@@ -109,7 +109,7 @@ func Setup(dir, listen string) (cfgPath string, ln net.Listener, created bool, e
 			Name:             logName,
 			SubmissionPrefix: "http://" + addr + "/",
 			Key:              KeyFile,
-			Roots:            RootsFile,
+			Roots:            config.Roots{File: RootsFile},
 			NotAfterStart:    day.AddDate(-1, 0, 0),
 			NotAfterLimit:    day.AddDate(2, 0, 0),
 			Storage:          config.Storage{Dir: "data"},

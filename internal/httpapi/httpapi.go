@@ -10,7 +10,6 @@ package httpapi
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/logagg"
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -66,8 +64,8 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		gatherer: gatherer,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_http_requests_total",
-			Help: "HTTP requests by log, endpoint and status code.",
-		}, []string{"log", "endpoint", "code"}),
+			Help: "HTTP requests by log, endpoint, status code and, for refused submissions, the reason (see Reasons).",
+		}, []string{"log", "endpoint", "code", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mosaic_http_request_duration_seconds",
 			Help:    "HTTP request latency by log and endpoint.",
@@ -122,10 +120,12 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// statusRecorder captures the status code for metrics.
+// statusRecorder captures the status code, and the reason of a refusal,
+// for metrics.
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code   int
+	reason string
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -151,6 +151,7 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 				// A bug must not take the process (and every other log)
 				// down; the submitter gets a 500 and the bug is logged.
 				s.log.Error("handler panic", "log", l.Name, "endpoint", endpoint, "panic", p)
+				rec.reason = ReasonInternal
 				if rec.code == 0 {
 					http.Error(rec, "internal error", http.StatusInternalServerError)
 				}
@@ -159,7 +160,7 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 			if code == 0 {
 				code = http.StatusOK
 			}
-			s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code)).Inc()
+			s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code), rec.reason).Inc()
 			s.latency.WithLabelValues(l.Name, endpoint).Observe(time.Since(start).Seconds())
 		}()
 		h.ServeHTTP(rec, r)
@@ -176,6 +177,7 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
+			setReason(w, ReasonMalformed)
 			if errors.As(err, &mbe) {
 				http.Error(w, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
 				return
@@ -188,16 +190,19 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		}
 		var req addChainRequest
 		if err := json.Unmarshal(body, &req); err != nil {
+			setReason(w, ReasonMalformed)
 			http.Error(w, "request body is not a JSON object with a \"chain\" array of base64 strings: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		if len(req.Chain) == 0 {
+			setReason(w, ReasonMalformed)
 			http.Error(w, "\"chain\" is missing or empty", http.StatusBadRequest)
 			return
 		}
 		chainDER := make([][]byte, len(req.Chain))
 		for i, c := range req.Chain {
 			if chainDER[i], err = base64.StdEncoding.DecodeString(c); err != nil {
+				setReason(w, ReasonMalformed)
 				http.Error(w, fmt.Sprintf("chain[%d] is not valid base64", i), http.StatusBadRequest)
 				return
 			}
@@ -215,32 +220,6 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(out)
 	})
-}
-
-func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *ctlog.Log, err error) {
-	if re, ok := ctlog.IsReject(err); ok {
-		http.Error(w, re.Reason, http.StatusBadRequest)
-		return
-	}
-	switch {
-	case errors.Is(err, ctlog.ErrNotLeader):
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "this process has just stopped sequencing the log (failover); retry", http.StatusServiceUnavailable)
-	case errors.Is(err, sequencer.ErrPoolFull):
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "the log is at capacity; retry later", http.StatusServiceUnavailable)
-	case errors.Is(err, sequencer.ErrStopped):
-		w.Header().Set("Retry-After", "5")
-		http.Error(w, "the log is shutting down; retry later", http.StatusServiceUnavailable)
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		// The client went away; it will not read this.
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "request cancelled before the entry was sequenced", http.StatusServiceUnavailable)
-	default:
-		s.warnings.Warn("add-chain", "add-chain failed", "log", l.Name, "err", err)
-		w.Header().Set("Retry-After", "5")
-		http.Error(w, "the log is temporarily unable to sequence entries; retry later", http.StatusServiceUnavailable)
-	}
 }
 
 // ForwardedHeader marks a submission a standby forwarded to the leader. A
@@ -266,6 +245,7 @@ const maxForwardedResponse = 1 << 20
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) bool {
 	leader := l.Leader()
 	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
+		setReason(w, ReasonNoLeader)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the log has no leader right now (failover in progress); retry later", http.StatusServiceUnavailable)
 		return true
@@ -287,6 +267,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 		if r.Context().Err() == nil {
 			s.warnings.Warn("forward", "forwarding a submission to the leader failed", "log", l.Name, "leader", leader, "err", err)
 		}
+		setReason(w, ReasonNoLeader)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the log's leader is unreachable or did not answer in time (failover in progress?); retry later", http.StatusServiceUnavailable)
 		return true

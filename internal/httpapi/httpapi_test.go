@@ -395,8 +395,8 @@ func TestMetricsCountRequests(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", resp.StatusCode)
 	}
 	for _, want := range []string{
-		`mosaic_http_requests_total{code="200",endpoint="checkpoint",log="test2026h1"} 1`,
-		`mosaic_http_requests_total{code="404",endpoint="tile",log="test2026h1"} 1`,
+		`mosaic_http_requests_total{code="200",endpoint="checkpoint",log="test2026h1",reason=""} 1`,
+		`mosaic_http_requests_total{code="404",endpoint="tile",log="test2026h1",reason=""} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics do not contain %s", want)

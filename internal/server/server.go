@@ -30,6 +30,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/roots"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
@@ -85,6 +86,12 @@ type logParts struct {
 	log    *ctlog.Log
 	seqCfg sequencer.Config
 	pg     *postgres.DB // the log's PostgreSQL database, if it has one
+	// roots keeps the log's accepted roots; loadRoots makes the log's
+	// Validator from them (serve only: create and cache rebuild do not
+	// validate chains).
+	roots   *roots.Manager
+	refresh time.Duration
+	policy  chain.Policy
 }
 
 // openLog opens everything one log needs. reg may be nil (no metrics).
@@ -104,13 +111,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if err != nil {
 		return nil, field("key", err)
 	}
-	roots, err := chain.LoadRoots(lc.Roots)
+	policy, err := chainPolicy(lc)
 	if err != nil {
-		return nil, field("roots", err)
-	}
-	validator, err := chain.NewValidator(chain.Policy{Roots: roots, NotAfterStart: lc.NotAfterStart, NotAfterLimit: lc.NotAfterLimit})
-	if err != nil {
-		return nil, field("roots", err)
+		return nil, field("policy", err)
 	}
 	var logReg prometheus.Registerer
 	if reg != nil {
@@ -222,19 +225,28 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Origin:           id.Origin,
 		Keys:             k,
 		LogID:            k.LogID(),
-		Validator:        validator,
 		Storage:          readStore,
 		NotAfterStart:    lc.NotAfterStart,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
+		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 	}
+	macKey, err := roots.MACKey(k, id.Origin)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	rm := roots.New(roots.Config{
+		Log: lc.Name, Origin: id.Origin,
+		File: lc.Roots.File, Extra: lc.Roots.Extra, CCADB: lc.Roots.CCADB,
+		Storage: store, MACKey: macKey, Logger: logger, Registerer: logReg,
+	})
 	var metrics *sequencer.Metrics
 	if logReg != nil {
 		metrics = sequencer.NewMetrics(logReg)
 	}
-	return &logParts{log: l, pg: pg, seqCfg: sequencer.Config{
+	p := &logParts{log: l, pg: pg, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
 		Origin:   id.Origin,
@@ -255,7 +267,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		}(),
 		Logger:  logger,
 		Metrics: metrics,
-	}}, nil
+	}}
+	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
+	return p, nil
 }
 
 // CreateLogs creates the named logs (all logs when names is empty): each gets
@@ -291,6 +305,9 @@ type Server struct {
 	reg    prometheus.Registerer
 	// The connection caps (see connLimits).
 	maxConns, maxConnsPerClient int
+	// certs serve each TLS listener's certificate (nil for plain HTTP),
+	// by listener index; Reload re-reads them.
+	certs []*CertReloader
 }
 
 // File descriptors kept out of the connection caps' defaults for storage
@@ -358,8 +375,21 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
+	for i, l := range c.Listen {
+		var cr *CertReloader
+		if l.TLSCert != "" {
+			var err error
+			if cr, err = NewCertReloader(l.TLSCert, l.TLSKey); err != nil {
+				return nil, fmt.Errorf("listen[%d]: %w", i, err)
+			}
+		}
+		s.certs = append(s.certs, cr)
+	}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
+		if err == nil {
+			err = p.loadRoots(ctx)
+		}
 		if err != nil {
 			s.b.close()
 			return nil, err
@@ -450,6 +480,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
+	for _, p := range s.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.roots.Run(seqCtx, p.refresh)
+		}()
+	}
 	seqErrs := make(chan error, len(s.logs))
 	if s.cfg.Standby != nil {
 		address, err := s.advertise(lns)
@@ -501,15 +538,17 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		servers = append(servers, srv)
 		lc := s.cfg.Listen[i]
 		refusal := netlimit.Answer503
-		if lc.TLSCert != "" {
+		if s.certs[i] != nil {
 			refusal = netlimit.CloseOnly
 		}
 		ln := limiter.Wrap(ln, refusal)
 		go func() {
 			var err error
-			if lc.TLSCert != "" {
-				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-				err = srv.ServeTLS(ln, lc.TLSCert, lc.TLSKey)
+			if cr := s.certs[i]; cr != nil {
+				// The certificate comes from the reloader, so SIGHUP can
+				// replace it without a restart.
+				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cr.GetCertificate}
+				err = srv.ServeTLS(ln, "", "")
 			} else {
 				err = srv.Serve(ln)
 			}

@@ -1,0 +1,322 @@
+package config
+
+import (
+	"encoding/asn1"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultCCADBURL is the CCADB report of root certificates included in at
+// least one CCADB root store (Apple, Chrome, Microsoft, Mozilla), the list
+// Chrome's CT policy asks production logs to accept and that Sunlight and
+// Cloudflare's Azul fetch. Rows whose "Intended Use Case(s) Served" include
+// Server Authentication (TLS) are used.
+const DefaultCCADBURL = "https://ccadb.my.salesforce-sites.com/ccadb/RootCACertificatesIncludedByRSReportCSV"
+
+// TestingCCADBURL is the CCADB report of roots whose CAs applied for
+// inclusion, which test logs are encouraged to accept as well
+// (`ccadb: testing`).
+const TestingCCADBURL = "https://ccadb.my.salesforce-sites.com/ccadb/RootCACertificatesInclusionReportCSV"
+
+// DefaultRootsRefresh is how often roots are refreshed from their sources
+// when roots.refresh is not set.
+const DefaultRootsRefresh = time.Hour
+
+// Roots says where a log's accepted roots come from. In YAML it is either a
+// string (the PEM file, as in `roots: /etc/mosaic/roots.pem`) or a mapping
+// with these fields. Whatever the sources, the accepted set only grows: it
+// is persisted with the log and roots leave it only by `mosaic roots
+// remove`.
+type Roots struct {
+	// File is a PEM bundle of roots, re-read on SIGHUP and every Refresh.
+	File string `yaml:"file,omitempty"`
+	// CCADB is the URL of a CCADB CSV report of roots ("" for none). In
+	// YAML: true (DefaultCCADBURL), "testing" (TestingCCADBURL), false, or
+	// a URL.
+	CCADB string `yaml:"ccadb,omitempty"`
+	// Extra is a PEM bundle of roots accepted in addition to the CCADB's
+	// (roots a CT log must accept that no root store includes, such as
+	// Chrome's merge delay monitor root).
+	Extra string `yaml:"extra,omitempty"`
+	// Refresh is how often the sources are read again (default 1h).
+	Refresh time.Duration `yaml:"refresh,omitempty"`
+}
+
+// UnmarshalYAML accepts the string form (a PEM file) or the mapping form.
+// Unknown fields are errors, as everywhere in the config.
+func (r *Roots) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*r = Roots{}
+		return n.Decode(&r.File)
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: roots must be a PEM file name or a mapping (file, ccadb, extra, refresh)", n.Line)
+	}
+	var raw struct {
+		File    string        `yaml:"file"`
+		CCADB   yaml.Node     `yaml:"ccadb"`
+		Extra   string        `yaml:"extra"`
+		Refresh time.Duration `yaml:"refresh"`
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i]; k.Value {
+		case "file", "ccadb", "extra", "refresh":
+		default:
+			return fmt.Errorf("line %d: field %s not found in roots (known: file, ccadb, extra, refresh)", k.Line, k.Value)
+		}
+	}
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	*r = Roots{File: raw.File, Extra: raw.Extra, Refresh: raw.Refresh}
+	if raw.CCADB.Kind == 0 {
+		return nil
+	}
+	if raw.CCADB.Tag == "!!bool" {
+		var on bool
+		if err := raw.CCADB.Decode(&on); err != nil {
+			return err
+		}
+		if on {
+			r.CCADB = DefaultCCADBURL
+		}
+		return nil
+	}
+	var s string
+	if err := raw.CCADB.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: roots.ccadb must be true, false, testing or a URL", raw.CCADB.Line)
+	}
+	switch s {
+	case "testing":
+		r.CCADB = TestingCCADBURL
+	case "":
+		return fmt.Errorf("line %d: roots.ccadb must be true, false, testing or a URL", raw.CCADB.Line)
+	default:
+		r.CCADB = s
+	}
+	return nil
+}
+
+// MarshalYAML writes the string form when only File is set.
+func (r Roots) MarshalYAML() (any, error) {
+	if r.CCADB == "" && r.Extra == "" && r.Refresh == 0 {
+		return r.File, nil
+	}
+	type plain Roots
+	return plain(r), nil
+}
+
+// Policy is a log's optional acceptance checks beyond a valid chain to a
+// root and the NotAfter window. The defaults accept what RFC 6962 logs
+// traditionally accept.
+type Policy struct {
+	// RequireEKU, when set, makes the leaf carry one of these Extended Key
+	// Usages (names such as serverAuth, or dotted OIDs); a leaf without the
+	// extension is unrestricted and accepted. Default: any.
+	RequireEKU []string `yaml:"require_eku,omitempty"`
+	// RejectExpired refuses leaves whose NotAfter has passed.
+	RejectExpired bool `yaml:"reject_expired,omitempty"`
+	// RejectExtensions refuses leaves carrying any of these extensions
+	// (dotted OIDs).
+	RejectExtensions []string `yaml:"reject_extensions,omitempty"`
+	// MaxChainLength is the most certificates a submitted chain may have,
+	// leaf included (default 10).
+	MaxChainLength int `yaml:"max_chain_length,omitempty"`
+}
+
+// ekuNames maps the Extended Key Usage names require_eku accepts to their
+// OIDs (RFC 5280 §4.2.1.12).
+var ekuNames = map[string]asn1.ObjectIdentifier{
+	"serverAuth":      {1, 3, 6, 1, 5, 5, 7, 3, 1},
+	"clientAuth":      {1, 3, 6, 1, 5, 5, 7, 3, 2},
+	"codeSigning":     {1, 3, 6, 1, 5, 5, 7, 3, 3},
+	"emailProtection": {1, 3, 6, 1, 5, 5, 7, 3, 4},
+	"timeStamping":    {1, 3, 6, 1, 5, 5, 7, 3, 8},
+	"OCSPSigning":     {1, 3, 6, 1, 5, 5, 7, 3, 9},
+}
+
+// EKUs returns RequireEKU as OIDs.
+func (p Policy) EKUs() ([]asn1.ObjectIdentifier, error) {
+	var out []asn1.ObjectIdentifier
+	for _, s := range p.RequireEKU {
+		if oid, ok := ekuNames[s]; ok {
+			out = append(out, oid)
+			continue
+		}
+		oid, err := ParseOID(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an Extended Key Usage name (serverAuth, clientAuth, codeSigning, emailProtection, timeStamping, OCSPSigning) nor a dotted OID", s)
+		}
+		out = append(out, oid)
+	}
+	return out, nil
+}
+
+// Extensions returns RejectExtensions as OIDs.
+func (p Policy) Extensions() ([]asn1.ObjectIdentifier, error) {
+	var out []asn1.ObjectIdentifier
+	for _, s := range p.RejectExtensions {
+		oid, err := ParseOID(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a dotted OID such as 1.3.6.1.4.1.11129.2.4.2", s)
+		}
+		out = append(out, oid)
+	}
+	return out, nil
+}
+
+// ParseOID parses a dotted object identifier such as 1.3.6.1.5.5.7.3.1.
+func ParseOID(s string) (asn1.ObjectIdentifier, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return nil, errors.New("too few components")
+	}
+	oid := make(asn1.ObjectIdentifier, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || (i == 0 && n > 2) || (i == 1 && n > 39 && oid[0] < 2) || p != strconv.Itoa(n) {
+			return nil, fmt.Errorf("bad component %q", p)
+		}
+		oid[i] = n
+	}
+	return oid, nil
+}
+
+// Admission is how a log shares its capacity under load: which
+// submissions are low priority (deferred first when the pool fills), how
+// fast old certificates are taken, and how much of the pool one issuer may
+// hold.
+type Admission struct {
+	LowPriority LowPriority `yaml:"low_priority,omitempty"`
+	// OldRateLimit bounds, in entries per second, the submissions whose
+	// NotBefore is older than LowPriority.NotBeforeAge (0: no limit);
+	// beyond it they get 429 with a jittered Retry-After.
+	OldRateLimit float64 `yaml:"old_rate_limit,omitempty"`
+	// OldRateBurst is how many old submissions may arrive at once above
+	// the rate (default: one second's worth, at least 1).
+	OldRateBurst int `yaml:"old_rate_burst,omitempty"`
+	// PerIssuerShare is the largest share of the submissions waiting for
+	// their SCTs that one issuer (by issuing CA key) may hold while the log
+	// is contended (a pool's worth waiting) and others are waiting too,
+	// counted separately for normal and low-priority submissions (default
+	// 0.5; 0 disables the limit).
+	PerIssuerShare *float64 `yaml:"per_issuer_share,omitempty"`
+}
+
+// LowPriority says which submissions are low priority: they fill at most
+// PoolShare of the pool and are evicted first when it is full, so that
+// fresh issuance keeps getting SCTs during a bulk back-fill.
+type LowPriority struct {
+	// NotBeforeAge: submissions (certificates and precertificates) whose
+	// NotBefore is older than this are low priority (default 48h; 0s
+	// disables the rule).
+	NotBeforeAge *time.Duration `yaml:"not_before_age,omitempty"`
+	// EmbeddedSCTs: final certificates that already carry an SCT list are
+	// low priority (default true).
+	EmbeddedSCTs *bool `yaml:"embedded_scts,omitempty"`
+	// PoolShare is the share of pool_size low-priority submissions may
+	// fill (default 0.5).
+	PoolShare float64 `yaml:"pool_share,omitempty"`
+}
+
+// setAdmissionDefaults fills the defaults of roots, policy and admission.
+func (l *Log) setAdmissionDefaults() {
+	if l.Roots.Refresh == 0 {
+		l.Roots.Refresh = DefaultRootsRefresh
+	}
+	if l.Policy.MaxChainLength == 0 {
+		l.Policy.MaxChainLength = 10
+	}
+	a := &l.Admission
+	if a.LowPriority.NotBeforeAge == nil {
+		d := 48 * time.Hour
+		a.LowPriority.NotBeforeAge = &d
+	}
+	if a.LowPriority.EmbeddedSCTs == nil {
+		t := true
+		a.LowPriority.EmbeddedSCTs = &t
+	}
+	if a.LowPriority.PoolShare == 0 {
+		a.LowPriority.PoolShare = 0.5
+	}
+	if a.OldRateBurst == 0 && a.OldRateLimit > 0 {
+		a.OldRateBurst = max(1, int(a.OldRateLimit))
+	}
+	if a.PerIssuerShare == nil {
+		s := 0.5
+		a.PerIssuerShare = &s
+	}
+}
+
+// validateAdmission checks roots, policy and admission of log l (f names
+// it in errors).
+func validateAdmission(f string, l *Log, bad func(field, format string, args ...any)) {
+	r := l.Roots
+	if r.File == "" && r.CCADB == "" && r.Extra == "" {
+		bad(f+".roots", "required: a PEM file of accepted root certificates, or a mapping with file, ccadb and/or extra")
+	}
+	if r.CCADB != "" {
+		if err := validateCCADBURL(r.CCADB); err != nil {
+			bad(f+".roots.ccadb", "%v", err)
+		}
+	}
+	if r.Refresh < time.Second || r.Refresh > 7*24*time.Hour {
+		bad(f+".roots.refresh", "%v is out of range (1s to 168h)", r.Refresh)
+	}
+	if _, err := l.Policy.EKUs(); err != nil {
+		bad(f+".policy.require_eku", "%v", err)
+	}
+	if _, err := l.Policy.Extensions(); err != nil {
+		bad(f+".policy.reject_extensions", "%v", err)
+	}
+	if m := l.Policy.MaxChainLength; m < 1 || m > 32 {
+		bad(f+".policy.max_chain_length", "%d is out of range (1 to 32)", m)
+	}
+	a := l.Admission
+	if age := *a.LowPriority.NotBeforeAge; age < 0 || age > 10*365*24*time.Hour {
+		bad(f+".admission.low_priority.not_before_age", "%v is out of range (0s, which disables the rule, to 87600h)", age)
+	}
+	if s := a.LowPriority.PoolShare; s <= 0 || s > 1 {
+		bad(f+".admission.low_priority.pool_share", "%v is out of range (above 0, at most 1)", s)
+	}
+	if a.OldRateLimit < 0 || a.OldRateLimit > 1e6 {
+		bad(f+".admission.old_rate_limit", "%v is out of range (0, no limit, to 1000000 entries per second)", a.OldRateLimit)
+	}
+	if a.OldRateBurst < 0 || a.OldRateBurst > 1e6 {
+		bad(f+".admission.old_rate_burst", "%d is out of range (0, the default, to 1000000)", a.OldRateBurst)
+	}
+	if a.OldRateBurst > 0 && a.OldRateLimit == 0 {
+		bad(f+".admission.old_rate_burst", "set without old_rate_limit")
+	}
+	if s := *a.PerIssuerShare; s < 0 || s > 1 {
+		bad(f+".admission.per_issuer_share", "%v is out of range (0, no limit, to 1)", s)
+	}
+}
+
+// validateCCADBURL checks a CCADB report URL. Roots fetched over plain
+// HTTP could be added by anyone on the path, so http:// is refused except
+// on loopback (a local mirror or a test server).
+func validateCCADBURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not true, false, testing or an https:// URL", s)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if ip := net.ParseIP(u.Hostname()); (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
+			return nil
+		}
+		return fmt.Errorf("%q: roots fetched over plain HTTP could be altered on the way; use https:// (http:// is allowed only on loopback)", s)
+	default:
+		return fmt.Errorf("%q is not an https:// URL", s)
+	}
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/roots"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/storage/s3"
+)
+
+// chainPolicy is a log's chain validation policy, without its roots (see
+// loadRoots).
+func chainPolicy(lc *config.Log) (chain.Policy, error) {
+	ekus, err := lc.Policy.EKUs()
+	if err != nil {
+		return chain.Policy{}, err
+	}
+	exts, err := lc.Policy.Extensions()
+	if err != nil {
+		return chain.Policy{}, err
+	}
+	return chain.Policy{
+		NotAfterStart:    lc.NotAfterStart,
+		NotAfterLimit:    lc.NotAfterLimit,
+		MaxChainLength:   lc.Policy.MaxChainLength,
+		RequireEKU:       ekus,
+		RejectExpired:    lc.Policy.RejectExpired,
+		RejectExtensions: exts,
+	}, nil
+}
+
+// admissionConfig turns a log's admission section into what ctlog needs.
+func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
+	a := lc.Admission
+	return ctlog.AdmissionConfig{
+		OldAge:                  *a.LowPriority.NotBeforeAge,
+		EmbeddedSCTsLowPriority: *a.LowPriority.EmbeddedSCTs,
+		OldRateLimit:            a.OldRateLimit,
+		OldRateBurst:            a.OldRateBurst,
+		PerIssuerShare:          *a.PerIssuerShare,
+		PoolSize:                lc.PoolSize,
+	}
+}
+
+// loadRoots builds the log's accepted roots (storage, files, and the
+// CCADB if nothing else has roots) and its Validator over them.
+func (p *logParts) loadRoots(ctx context.Context) error {
+	certs, err := p.roots.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("log %s: roots: %w", p.log.Name, err)
+	}
+	pol := p.policy
+	pol.Roots = certs
+	v, err := chain.NewValidator(pol)
+	if err != nil {
+		return fmt.Errorf("log %s: roots: %w", p.log.Name, err)
+	}
+	p.log.Validator = v
+	p.roots.SetTarget(v)
+	return nil
+}
+
+// Reload reloads what can change without a restart, as on SIGHUP: each
+// log's roots (its PEM files and the CCADB; the set only grows, or loses
+// roots an operator removed) and each TLS listener's certificate. It logs
+// what it did; a failure keeps what was in use.
+func (s *Server) Reload(ctx context.Context) {
+	start := time.Now()
+	s.logger.Info("reload: reloading roots and TLS certificates")
+	for _, p := range s.parts {
+		res, err := p.roots.Refresh(ctx)
+		if err != nil {
+			// Refresh has logged the failure.
+			continue
+		}
+		s.logger.Info("reload: roots refreshed", "log", p.log.Name, "added", len(res.Added), "removed", len(res.Removed), "roots", res.Total)
+	}
+	for i, cr := range s.certs {
+		if cr == nil {
+			continue
+		}
+		changed, err := cr.Reload()
+		cur := cr.Current()
+		switch {
+		case err != nil:
+			s.logger.Error("reload: TLS certificate not reloaded; still serving the previous one", "listen", i,
+				"address", s.cfg.Listen[i].Address, "err", err, "serving", cur.Subject, "not_after", cur.NotAfter)
+		case changed:
+			s.logger.Info("reload: TLS certificate replaced", "listen", i, "address", s.cfg.Listen[i].Address,
+				"subject", cur.Subject, "not_after", cur.NotAfter, "sha256", cur.SHA256)
+		default:
+			s.logger.Info("reload: TLS certificate unchanged", "listen", i, "address", s.cfg.Listen[i].Address,
+				"subject", cur.Subject, "not_after", cur.NotAfter)
+		}
+	}
+	s.logger.Info("reload: done", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// RemoveRoot removes the root with SHA-256 fingerprint fp from the named
+// log's accepted set (see roots.Remove). It opens only the log's key and
+// storage, so it works while the log is being served; the serving
+// processes drop the root at their next roots refresh (SIGHUP, or every
+// roots.refresh).
+func RemoveRoot(ctx context.Context, c *config.Config, name string, fp roots.Fingerprint) (*roots.Record, error) {
+	logs, err := selectLogs(c, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	lc := logs[0]
+	sub, err := config.ParsePrefix(lc.SubmissionPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: submission_prefix: %w", lc.Name, err)
+	}
+	k, err := keys.Load(lc.Key)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: key: %w", lc.Name, err)
+	}
+	origin := config.Origin(sub)
+	macKey, err := roots.MACKey(k, origin)
+	if err != nil {
+		return nil, err
+	}
+	var st storage.Backend
+	if sc := lc.Storage.S3; sc != nil {
+		st, err = s3.New(ctx, s3.Config{
+			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
+			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
+			AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
+		})
+	} else {
+		st, err = localfs.New(lc.Storage.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log %s: storage: %w", lc.Name, err)
+	}
+	r, err := roots.Remove(ctx, st, macKey, lc.Name, origin, fp, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	return r, nil
+}
