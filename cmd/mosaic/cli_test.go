@@ -36,6 +36,8 @@ func TestCLIConventions(t *testing.T) {
 		{[]string{"keygen", "-o", key, "stray"}, 2, false, "unexpected arguments"},
 		{[]string{"cache", "-h"}, 0, true, ""},
 		{[]string{"cache", "rebuild", "stray"}, 2, false, "unexpected arguments"},
+		{[]string{"roots", "-h"}, 0, true, ""},
+		{[]string{"roots", "remove", "-config", "x.yaml"}, 2, false, "required"},
 		{[]string{"hammer", "-h"}, 0, true, ""},
 		{[]string{"hammer", "stray"}, 2, false, "unexpected arguments"},
 		{[]string{"fsck", "-h"}, 0, true, ""},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/roots"
@@ -36,22 +35,15 @@ Get a root's fingerprint with:
 	}
 	if len(args) == 0 || args[0] != "remove" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fs.SetOutput(os.Stdout)
-			fs.Usage()
-			return nil
+			return parseFlags(fs, args[:1])
 		}
-		fs.Usage()
-		return flag.ErrHelp
+		return usageError(fs, "the only roots command is 'remove'")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return flag.ErrHelp
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
 	}
-	if *cfgPath == "" || *name == "" || *fingerprint == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
+	if *cfgPath == "" || *name == "" || *fingerprint == "" {
+		return usageError(fs, "-config, -log and -fingerprint are required")
 	}
 	fp, err := roots.ParseFingerprint(*fingerprint)
 	if err != nil {
