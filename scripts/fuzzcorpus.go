@@ -42,7 +42,7 @@ func main() {
 		log.Fatal(err)
 	}
 	m := newMinter(h)
-	for _, gen := range []func(*navigliData, *minter){genTile, genChain} {
+	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI} {
 		gen(real, m)
 	}
 }
@@ -178,6 +178,41 @@ func genChain(d *navigliData, m *minter) {
 		log.Fatal(err)
 	}
 	write("chain", "FuzzValidate", "regress-unanchored-issuer", m.leaf(h.Intermediate, false), h.Intermediate.DER, other.DER, uint8(2), false)
+}
+
+// addChainBody is an add-chain request body with ders base64-encoded.
+func addChainBody(ders ...[]byte) []byte {
+	var req struct {
+		Chain []string `json:"chain"`
+	}
+	req.Chain = []string{}
+	for _, d := range ders {
+		req.Chain = append(req.Chain, base64.StdEncoding.EncodeToString(d))
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return b
+}
+
+func genHTTPAPI(d *navigliData, m *minter) {
+	h := m.h
+	for i, c := range d.precerts {
+		write("httpapi", "FuzzAddChain", fmt.Sprintf("navigli-precert-%d", i), addChainBody(c), i%2 == 0)
+	}
+	write("httpapi", "FuzzAddChain", "fixed-cert", addChainBody(m.leaf(h.Intermediate, false), h.Intermediate.DER), false)
+	write("httpapi", "FuzzAddChain", "fixed-psc-precert", addChainBody(m.leaf(h.PrecertSigner, true), h.PrecertSigner.DER, h.Intermediate.DER, h.Root.DER), true)
+	// 400 bodies used to quote encoding/json ("cannot unmarshal number
+	// into Go struct field addChainRequest.chain of type string") and
+	// asn1 struct dumps.
+	write("httpapi", "FuzzAddChain", "regress-json-type-error", []byte(`{"chain": [1]}`), false)
+	write("httpapi", "FuzzAddChain", "regress-json-not-an-object", []byte(`42`), false)
+	write("httpapi", "FuzzAddChain", "regress-json-syntax-error", []byte(`{"chain": ["AAAA"`), true)
+	write("httpapi", "FuzzAddChain", "regress-asn1-struct-dump", addChainBody([]byte{0x30, 0x03, 0x02, 0x01, 0x01}), false)
+	for _, p := range []string{"tile/data/003.p/10", "tile/0/003.p/10", "tile/0/000", "tile/names/000"} {
+		write("httpapi", "FuzzReadPath", strings.NewReplacer("/", "-").Replace(p), p, true)
+	}
 }
 
 // Keep imports used by generators added below.

@@ -168,10 +168,10 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				http.Error(w, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				http.Error(w, fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes), http.StatusRequestEntityTooLarge)
 				return
 			}
-			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+			http.Error(w, "The request body could not be read to the end.", http.StatusBadRequest)
 			return
 		}
 		if l.Sequencer() == nil {
@@ -180,17 +180,24 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		}
 		var req addChainRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "request body is not a JSON object with a \"chain\" array of base64 strings: "+err.Error(), http.StatusBadRequest)
+			// Not err.Error(): encoding/json's messages name Go types
+			// ("cannot unmarshal number into Go value of type []string").
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) {
+				http.Error(w, fmt.Sprintf("The request body is not valid JSON (syntax error at byte %d).", syntax.Offset), http.StatusBadRequest)
+				return
+			}
+			http.Error(w, "The request body must be a JSON object whose \"chain\" is an array of base64-encoded certificates.", http.StatusBadRequest)
 			return
 		}
 		if len(req.Chain) == 0 {
-			http.Error(w, "\"chain\" is missing or empty", http.StatusBadRequest)
+			http.Error(w, "The request has no certificates: \"chain\" is missing or empty.", http.StatusBadRequest)
 			return
 		}
 		chainDER := make([][]byte, len(req.Chain))
 		for i, c := range req.Chain {
 			if chainDER[i], err = base64.StdEncoding.DecodeString(c); err != nil {
-				http.Error(w, fmt.Sprintf("chain[%d] is not valid base64", i), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("The certificate at chain[%d] is not valid base64.", i), http.StatusBadRequest)
 				return
 			}
 		}
