@@ -11,13 +11,15 @@
 // It writes files named "seed-*" (real and minted inputs) and "regress-*"
 // (inputs for bugs found while writing the targets, which it can mint);
 // crashers a fuzzing run saves under Go's hash names are left alone.
-// Rerunning rewrites the minted inputs with new serial numbers and keys,
-// which is harmless.
+// Inputs holding freshly minted certificates are written only when missing
+// (delete one to mint it again); everything else is deterministic, so
+// rerunning changes nothing unless the code or the test data changed.
 package main
 
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -27,6 +29,11 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testca/fixedca"
 	"github.com/mosaic-ct/mosaic/internal/tile"
@@ -42,7 +49,7 @@ func main() {
 		log.Fatal(err)
 	}
 	m := newMinter(h)
-	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI} {
+	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT} {
 		gen(real, m)
 	}
 }
@@ -52,6 +59,10 @@ type navigliData struct {
 	partialData []byte // tile/data/003.p/10, uncompressed
 	partialHash []byte // tile/0/003.p/10
 	fullHash    []byte // tile/0/000
+	// leafHashes are the level-0 hashes of the whole tree, from the
+	// hash tiles; treeSize is their number.
+	leafHashes []tlog.Hash
+	treeSize   int64
 	// leaves are single TileLeafs.
 	leaves   [][]byte
 	entries  []*tile.Entry
@@ -72,6 +83,13 @@ func loadNavigli() *navigliData {
 		partialHash: read("tile/0/003.p/10"),
 		fullHash:    read("tile/0/000"),
 	}
+	for _, name := range []string{"000", "001", "002", "003"} {
+		b := read("tile/0/" + name)
+		for i := 0; i < len(b); i += 32 {
+			d.leafHashes = append(d.leafHashes, tlog.Hash(b[i:i+32]))
+		}
+	}
+	d.treeSize = int64(len(d.leafHashes))
 	// The navigli2025h2 tiles hold only precert_entries; take the first
 	// two of each full tile.
 	for _, name := range []string{"000", "001", "002"} {
@@ -90,6 +108,35 @@ func loadNavigli() *navigliData {
 	return d
 }
 
+// treeHash returns the Merkle tree hash of the leaf hashes.
+func (d *navigliData) treeHash() tlog.Hash {
+	var stored []tlog.Hash
+	for i, h := range d.leafHashes {
+		hs, err := tlog.StoredHashesForRecordHash(int64(i), h, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+			out := make([]tlog.Hash, len(idx))
+			for j, x := range idx {
+				out[j] = stored[x]
+			}
+			return out, nil
+		}))
+		if err != nil {
+			log.Fatal(err)
+		}
+		stored = append(stored, hs...)
+	}
+	root, err := tlog.TreeHash(d.treeSize, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for j, x := range idx {
+			out[j] = stored[x]
+		}
+		return out, nil
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return root
+}
+
 // minter mints chains under the fixed test CA.
 type minter struct {
 	h *fixedca.Hierarchy
@@ -103,6 +150,20 @@ func (m *minter) leaf(ca *testca.CA, precert bool) []byte {
 		log.Fatal(err)
 	}
 	return der
+}
+
+// writeMinted is write for inputs holding freshly minted certificates
+// (random keys and serial numbers): it leaves an existing file alone, so
+// rerunning the generator does not churn the committed corpus.
+func writeMinted(pkg, target, name string, values ...any) {
+	p := filepath.Join("internal", pkg, "testdata", "fuzz", target, name)
+	if !strings.HasPrefix(name, "regress-") {
+		p = filepath.Join(filepath.Dir(p), "seed-"+name)
+	}
+	if _, err := os.Stat(p); err == nil {
+		return
+	}
+	write(pkg, target, name, values...)
 }
 
 // write writes one corpus file in the "go test fuzz v1" format.
@@ -119,6 +180,8 @@ func write(pkg, target, name string, values ...any) {
 			fmt.Fprintf(&b, "bool(%t)\n", v)
 		case uint8:
 			fmt.Fprintf(&b, "byte(%d)\n", v)
+		case int64:
+			fmt.Fprintf(&b, "int64(%d)\n", v)
 		case uint64:
 			fmt.Fprintf(&b, "uint64(%d)\n", v)
 		default:
@@ -160,24 +223,24 @@ func genChain(d *navigliData, m *minter) {
 		// add-pre-chain and, misfiled, to add-chain.
 		write("chain", "FuzzValidate", fmt.Sprintf("navigli-precert-%d", i), c, none, none, uint8(0), i%2 == 0)
 	}
-	write("chain", "FuzzValidate", "fixed-cert", m.leaf(h.Intermediate, false), h.Intermediate.DER, h.Root.DER, uint8(2), false)
-	write("chain", "FuzzValidate", "fixed-precert", m.leaf(h.Intermediate, true), h.Intermediate.DER, none, uint8(1), true)
-	write("chain", "FuzzValidate", "fixed-psc-precert", m.leaf(h.PrecertSigner, true), h.PrecertSigner.DER, h.Intermediate.DER, uint8(2), true)
-	write("chain", "FuzzValidate", "fixed-root-leaf", m.leaf(h.Root, false), none, none, uint8(0), false)
+	writeMinted("chain", "FuzzValidate", "fixed-cert", m.leaf(h.Intermediate, false), h.Intermediate.DER, h.Root.DER, uint8(2), false)
+	writeMinted("chain", "FuzzValidate", "fixed-precert", m.leaf(h.Intermediate, true), h.Intermediate.DER, none, uint8(1), true)
+	writeMinted("chain", "FuzzValidate", "fixed-psc-precert", m.leaf(h.PrecertSigner, true), h.PrecertSigner.DER, h.Intermediate.DER, uint8(2), true)
+	writeMinted("chain", "FuzzValidate", "fixed-root-leaf", m.leaf(h.Root, false), none, none, uint8(0), false)
 
 	// Rejection reasons used to quote library errors: an asn1 struct dump
 	// for DER that is not a certificate, "asn1: syntax error: trailing
 	// data", x509's "ECDSA verification failure".
 	write("chain", "FuzzValidate", "regress-asn1-struct-dump", []byte{0x30, 0x03, 0x02, 0x01, 0x01}, none, none, uint8(0), false)
-	write("chain", "FuzzValidate", "regress-trailing-data", append(m.leaf(h.Intermediate, false), 0), h.Intermediate.DER, none, uint8(1), false)
-	write("chain", "FuzzValidate", "regress-bad-signature", m.leaf(h.PrecertSigner, false), h.Intermediate.DER, none, uint8(1), false)
+	writeMinted("chain", "FuzzValidate", "regress-trailing-data", append(m.leaf(h.Intermediate, false), 0), h.Intermediate.DER, none, uint8(1), false)
+	writeMinted("chain", "FuzzValidate", "regress-bad-signature", m.leaf(h.PrecertSigner, false), h.Intermediate.DER, none, uint8(1), false)
 	// Issuers used to be verified bottom up, with keys not yet known to
 	// chain to a root: here the made-up chain[2] would verify chain[1].
 	other, err := testca.NewRoot("Mosaic Unknown Root", testca.ECDSAP256)
 	if err != nil {
 		log.Fatal(err)
 	}
-	write("chain", "FuzzValidate", "regress-unanchored-issuer", m.leaf(h.Intermediate, false), h.Intermediate.DER, other.DER, uint8(2), false)
+	writeMinted("chain", "FuzzValidate", "regress-unanchored-issuer", m.leaf(h.Intermediate, false), h.Intermediate.DER, other.DER, uint8(2), false)
 }
 
 // addChainBody is an add-chain request body with ders base64-encoded.
@@ -201,8 +264,8 @@ func genHTTPAPI(d *navigliData, m *minter) {
 	for i, c := range d.precerts {
 		write("httpapi", "FuzzAddChain", fmt.Sprintf("navigli-precert-%d", i), addChainBody(c), i%2 == 0)
 	}
-	write("httpapi", "FuzzAddChain", "fixed-cert", addChainBody(m.leaf(h.Intermediate, false), h.Intermediate.DER), false)
-	write("httpapi", "FuzzAddChain", "fixed-psc-precert", addChainBody(m.leaf(h.PrecertSigner, true), h.PrecertSigner.DER, h.Intermediate.DER, h.Root.DER), true)
+	writeMinted("httpapi", "FuzzAddChain", "fixed-cert", addChainBody(m.leaf(h.Intermediate, false), h.Intermediate.DER), false)
+	writeMinted("httpapi", "FuzzAddChain", "fixed-psc-precert", addChainBody(m.leaf(h.PrecertSigner, true), h.PrecertSigner.DER, h.Intermediate.DER, h.Root.DER), true)
 	// 400 bodies used to quote encoding/json ("cannot unmarshal number
 	// into Go struct field addChainRequest.chain of type string") and
 	// asn1 struct dumps.
@@ -212,6 +275,54 @@ func genHTTPAPI(d *navigliData, m *minter) {
 	write("httpapi", "FuzzAddChain", "regress-asn1-struct-dump", addChainBody([]byte{0x30, 0x03, 0x02, 0x01, 0x01}), false)
 	for _, p := range []string{"tile/data/003.p/10", "tile/0/003.p/10", "tile/0/000", "tile/names/000"} {
 		write("httpapi", "FuzzReadPath", strings.NewReplacer("/", "-").Replace(p), p, true)
+	}
+}
+
+// fuzzKeys returns the keys FuzzVerify in packages checkpoint and sct sign
+// their seeds with (the same derivation as there).
+func fuzzKeys(label string) *keys.Keys {
+	seed := sha256.Sum256([]byte(label))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		log.Fatal(err)
+	}
+	return k
+}
+
+func genCheckpoint(d *navigliData, _ *minter) {
+	// The body of a checkpoint for the real tree of the four full
+	// navigli2025h2 level-0 tiles (1,024 entries), under a made-up origin.
+	root := d.treeHash()
+	body := checkpoint.Checkpoint{Origin: "navigli.example/2025h2", Size: d.treeSize, Hash: root}.Marshal()
+	write("checkpoint", "FuzzParse", "navigli-tree", body)
+
+	k := fuzzKeys("checkpoint fuzz key")
+	const origin = "ct.example.org/fuzz"
+	s := checkpoint.NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519)
+	signed, err := s.Sign(checkpoint.Checkpoint{Origin: origin, Size: 1, Hash: tlog.Hash(sha256.Sum256([]byte("one")))}, 1767225600001)
+	if err != nil {
+		log.Fatal(err)
+	}
+	write("checkpoint", "FuzzVerify", "signed-size-1", signed, true)
+}
+
+func genSCT(d *navigliData, _ *minter) {
+	k := fuzzKeys("sct fuzz key")
+	logID := k.LogID()
+	e := tile.Entry{
+		IsPrecert: true, Certificate: []byte("tbs certificate"),
+		IssuerKeyHash: sha256.Sum256([]byte("issuer key")), PreCertificate: []byte("precertificate"),
+		Timestamp: 1767225600001, LeafIndex: 42,
+	}
+	r, err := sct.Sign(k.ECDSA, logID, &e)
+	if err != nil {
+		log.Fatal(err)
+	}
+	write("sct", "FuzzVerify", "signed-42", r.SCTVersion, r.ID, r.Timestamp, r.Extensions, r.Signature)
+	// The real entries' extensions, with the signature of another index.
+	for i, re := range d.entries {
+		write("sct", "FuzzVerify", fmt.Sprintf("navigli-extensions-%d", i), r.SCTVersion, r.ID, re.Timestamp,
+			base64.StdEncoding.EncodeToString(tile.Extensions(re.LeafIndex)), r.Signature)
 	}
 }
 
