@@ -21,6 +21,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -49,7 +50,7 @@ func main() {
 		log.Fatal(err)
 	}
 	m := newMinter(h)
-	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT} {
+	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT, genSequencer} {
 		gen(real, m)
 	}
 }
@@ -324,6 +325,29 @@ func genSCT(d *navigliData, _ *minter) {
 		write("sct", "FuzzVerify", fmt.Sprintf("navigli-extensions-%d", i), r.SCTVersion, r.ID, re.Timestamp,
 			base64.StdEncoding.EncodeToString(tile.Extensions(re.LeafIndex)), r.Signature)
 	}
+}
+
+func genSequencer(d *navigliData, _ *minter) {
+	// A staging bundle's contents after the magic line, without the
+	// checksum (FuzzDecodeBundle seals it), holding the real partial hash
+	// tile and gzipped data tile: a count, then length-prefixed keys and
+	// data, every length a uvarint (see internal/sequencer/staging.go).
+	var zdata bytes.Buffer
+	zw := gzip.NewWriter(&zdata)
+	zw.Write(d.partialData)
+	zw.Close()
+	var b []byte
+	b = binary.AppendUvarint(b, 2)
+	for _, o := range []struct {
+		key  string
+		data []byte
+	}{{"tile/0/003.p/10", d.partialHash}, {"tile/data/003.p/10", zdata.Bytes()}} {
+		b = binary.AppendUvarint(b, uint64(len(o.key)))
+		b = append(b, o.key...)
+		b = binary.AppendUvarint(b, uint64(len(o.data)))
+		b = append(b, o.data...)
+	}
+	write("sequencer", "FuzzDecodeBundle", "navigli-tiles", b, true)
 }
 
 // Keep imports used by generators added below.
