@@ -50,7 +50,7 @@ func main() {
 		log.Fatal(err)
 	}
 	m := newMinter(h)
-	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT, genSequencer} {
+	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT, genSequencer, genConfig} {
 		gen(real, m)
 	}
 }
@@ -348,6 +348,20 @@ func genSequencer(d *navigliData, _ *minter) {
 		b = append(b, o.data...)
 	}
 	write("sequencer", "FuzzDecodeBundle", "navigli-tiles", b, true)
+}
+
+func genConfig(*navigliData, *minter) {
+	examples, err := filepath.Glob("docs/examples/*.yaml")
+	if err != nil || len(examples) == 0 {
+		log.Fatalf("no docs/examples/*.yaml (%v)", err)
+	}
+	for _, p := range examples {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		write("config", "FuzzParse", "docs-"+strings.TrimSuffix(filepath.Base(p), ".yaml"), b)
+	}
 }
 
 // Keep imports used by generators added below.
