@@ -20,9 +20,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log"
 	"os"
@@ -50,7 +52,7 @@ func main() {
 		log.Fatal(err)
 	}
 	m := newMinter(h)
-	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT, genSequencer, genConfig} {
+	for _, gen := range []func(*navigliData, *minter){genTile, genChain, genHTTPAPI, genCheckpoint, genSCT, genSequencer, genConfig, genKeys, genS3} {
 		gen(real, m)
 	}
 }
@@ -362,6 +364,36 @@ func genConfig(*navigliData, *minter) {
 		}
 		write("config", "FuzzParse", "docs-"+strings.TrimSuffix(filepath.Base(p), ".yaml"), b)
 	}
+}
+
+func genKeys(*navigliData, *minter) {
+	k := fuzzKeys("keys fuzz corpus")
+	seed := sha256.Sum256([]byte("keys fuzz corpus"))
+	write("keys", "FuzzParse", "seed-file", seed[:])
+	sec1, err := x509.MarshalECPrivateKey(k.ECDSA)
+	if err != nil {
+		log.Fatal(err)
+	}
+	p8, err := x509.MarshalPKCS8PrivateKey(k.ECDSA)
+	if err != nil {
+		log.Fatal(err)
+	}
+	params := pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}})
+	write("keys", "FuzzParse", "openssl-ecparam-genkey", append(params, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1})...))
+	write("keys", "FuzzParse", "pkcs8", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}))
+	// Errors used to quote crypto/x509 ("x509: failed to parse private
+	// key (use ParseECPrivateKey instead for this key format)").
+	write("keys", "FuzzParse", "regress-sec1-in-pkcs8-block", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: sec1}))
+}
+
+func genS3(*navigliData, *minter) {
+	write("storage/s3", "FuzzParseCredentials", "aws-shared-credentials",
+		[]byte("[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"))
+	write("storage/s3", "FuzzParseCredentials", "mosaic-format",
+		[]byte("# Mosaic S3 credentials\naccess_key_id = mosaic\nsecret_access_key = mosaic-secret\n"))
+	// A duplicated key was silently overwritten by the later line.
+	write("storage/s3", "FuzzParseCredentials", "regress-key-set-twice",
+		[]byte("access_key_id = a\nsecret_access_key = b\nsecret_access_key = c\n"))
 }
 
 // Keep imports used by generators added below.

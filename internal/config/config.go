@@ -132,7 +132,8 @@ type S3 struct {
 	// PathStyle selects path-style addressing (MinIO, Ceph RGW).
 	PathStyle bool `yaml:"path_style,omitempty"`
 	// CredentialsFile holds "access_key_id = ..." and
-	// "secret_access_key = ..." lines.
+	// "secret_access_key = ..." lines; it must have mode 0600 (or
+	// stricter), like the key file.
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 	// ReadCacheMB bounds the in-memory cache of immutable objects (full
 	// tiles, issuers) the read path keeps (default 256).
