@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Mosaic's whole test suite: formatting, vet, unit tests, end-to-end
-# tests against the real binary, and the integration tests that need
-# PostgreSQL and MinIO.
+# tests against the real binary, the integration tests that need
+# PostgreSQL and MinIO, and a short run of every fuzz target.
 #
 # With CI=true the services are installed/started first and the tests that
 # need them fail instead of skipping. Without it they are used when present
@@ -27,3 +27,10 @@ fi
 
 echo "== go test"
 go test -count=1 -timeout 30m ./...
+
+# Every fuzz target briefly (FUZZTIME each, 2s by default: about a minute
+# for all of them on 2 cores once built). `go test` above already ran each
+# target's committed corpus; this explores beyond it. docs/FUZZING.md says
+# how to fuzz one target for hours.
+echo "== fuzz (FUZZTIME=${FUZZTIME:-2s} per target)"
+FUZZTIME="${FUZZTIME:-2s}" bash scripts/fuzz.sh
