@@ -216,6 +216,23 @@ func genTile(d *navigliData, _ *minter) {
 	for _, p := range []string{"tile/data/003.p/10", "tile/0/003.p/10", "tile/1/000.p/4", "tile/data/x001/x234/067"} {
 		write("tile", "FuzzParsePath", strings.NewReplacer("/", "-").Replace(p), p)
 	}
+
+	// A real TileLeaf given a second, unknown extension: it used to parse,
+	// dropping the extension, so its recomputed leaf hash was not the
+	// logged one.
+	leaf := d.leaves[0]
+	extAt := 8 + 2 + 32 // timestamp, entry_type, issuer_key_hash
+	extAt += 3 + (int(leaf[extAt])<<16 | int(leaf[extAt+1])<<8 | int(leaf[extAt+2]))
+	if !bytes.Equal(leaf[extAt:extAt+2], []byte{0, 8}) {
+		log.Fatalf("unexpected TileLeaf layout at %d: %x", extAt, leaf[extAt:extAt+2])
+	}
+	extra := append(bytes.Clone(leaf[:extAt]), 0, 12, 9, 0, 1, 0xff)
+	extra = append(extra, leaf[extAt+2:]...)
+	write("tile", "FuzzParseDataTile", "regress-extra-extension", extra)
+	// Extension type 9 twice (duplicates of unknown types were accepted).
+	write("tile", "FuzzParseExtensions", "regress-duplicate-unknown-type", append([]byte{9, 0, 0, 9, 0, 0}, tile.Extensions(1)...))
+	// A leaf index beyond 40 bits was silently truncated to another one.
+	write("tile", "FuzzTileLeafRoundTrip", "regress-index-beyond-40-bits", uint64(1), false, []byte("cert"), []byte{}, []byte{}, uint8(0), uint64(1<<40))
 }
 
 func genChain(d *navigliData, m *minter) {

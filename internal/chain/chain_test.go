@@ -236,7 +236,10 @@ func TestValidate(t *testing.T) {
 		{name: "trailing data", chain: chainOf(append(bytes.Clone(ecLeaf), 0), p.inter.DER), wantErr: "The certificate at chain[0] is followed by trailing data (1 bytes)."},
 		{name: "truncated leaf", chain: chainOf(ecLeaf[:len(ecLeaf)-1], p.inter.DER), wantErr: "The certificate at chain[0] is not DER: it is cut short or is not ASN.1 at all."},
 		{name: "not a SEQUENCE", chain: chainOf([]byte{0x02, 0x01, 0x01}, p.inter.DER), wantErr: "The certificate at chain[0] is not DER-encoded X.509: it does not start with an ASN.1 SEQUENCE."},
-		{name: "intermediate as root signed by unknown root", chain: chainOf(ecLeaf, p.inter.DER, p.otherInter.DER), wantErr: "The certificate at chain[2] does not chain to any of the log's roots"},
+		// The top of the chain is anchored to a root before any issuer
+		// signature is checked, so a made-up issuer's key (otherInter's
+		// here, which did not sign inter) is never used to verify.
+		{name: "unanchored issuer checked against the roots first", chain: chainOf(ecLeaf, p.inter.DER, p.otherInter.DER), wantErr: "The certificate at chain[2] does not chain to any of the log's roots"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
