@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"gopkg.in/yaml.v3"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/httpapi"
@@ -27,7 +28,7 @@ var goInternals = []string{"config.", "time.Duration", "time.Time", "!!", "not f
 // Properties:
 //   - Parse never panics.
 //   - Its errors say what is wrong in the operator's terms: outside the
-//     quoted values they echo, no Go type name or YAML tag.
+//     quoted values and log names they echo, no Go type name or YAML tag.
 //   - A config Parse accepts validates again unchanged (defaults are
 //     applied once and are themselves valid), and can be served: its
 //     prefixes parse, and the HTTP handlers of all its logs can be built
@@ -50,7 +51,15 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
-			rest := quoted.ReplaceAllString(err.Error(), `"…"`)
+			// Field labels echo each log's name: "logs[0] (2026h1).key".
+			rest := err.Error()
+			var raw Config
+			if yaml.Unmarshal(data, &raw) == nil {
+				for _, l := range raw.Logs {
+					rest = strings.ReplaceAll(rest, "("+l.Name+")", "(…)")
+				}
+			}
+			rest = quoted.ReplaceAllString(rest, `"…"`)
 			for _, bad := range goInternals {
 				if strings.Contains(rest, bad) {
 					t.Fatalf("error shows Go internals (%q): %v", bad, err)
