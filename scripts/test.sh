@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Mosaic's whole test suite: formatting, vet, unit tests, end-to-end
-# tests against the real binary, and the integration tests that need
-# PostgreSQL and MinIO.
+# tests against the real binary, the integration tests that need
+# PostgreSQL and MinIO, and a short run of every fuzz target.
 #
 # With CI=true the services (and tmux, for the hammer's terminal tests) are
 # installed/started first and the tests that need them fail instead of
@@ -12,13 +12,16 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
 echo "== gofmt"
-unformatted=$(gofmt -l cmd internal test bench 2>/dev/null || true)
+unformatted=$(gofmt -l cmd internal test bench scripts 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 
 echo "== go vet"
 go vet ./...
+
+echo "== staticcheck"
+bash scripts/staticcheck.sh
 
 if [ "${CI:-}" = "true" ]; then
   echo "== services (CI=true: PostgreSQL, MinIO and tmux are required)"
@@ -28,4 +31,20 @@ if [ "${CI:-}" = "true" ]; then
 fi
 
 echo "== go test"
-go test -count=1 -timeout 30m ./...
+# -json through testsummary: the usual per-package lines, the output of
+# failed tests, and at the end every skipped test with its reason.
+go build -o /tmp/mosaic-testsummary ./scripts/testsummary
+set +e
+go test -json -count=1 -timeout 30m ./... | /tmp/mosaic-testsummary
+status=${PIPESTATUS[0]}${PIPESTATUS[1]}
+set -e
+if [ "$status" != "00" ]; then
+  echo "go test failed"; exit 1
+fi
+
+# Every fuzz target briefly (FUZZTIME each, 2s by default: about a minute
+# for all of them on 2 cores once built). `go test` above already ran each
+# target's committed corpus; this explores beyond it. docs/FUZZING.md says
+# how to fuzz one target for hours.
+echo "== fuzz (FUZZTIME=${FUZZTIME:-2s} per target)"
+FUZZTIME="${FUZZTIME:-2s}" bash scripts/fuzz.sh

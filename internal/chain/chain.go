@@ -46,6 +46,8 @@ import (
 	"time"
 
 	"github.com/google/certificate-transparency-go/x509"
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
 
 // DefaultMaxChainLength is the maximum number of certificates in a submitted
@@ -125,8 +127,11 @@ type Entry struct {
 }
 
 // RejectError is the error Validate returns for a chain the log does not
-// accept. Its Reason is a one-line human-readable explanation suitable for
-// an HTTP 400 response body.
+// accept. Its Reason, the body of the HTTP 400 response, is one plain English
+// sentence ending with a period. It names certificates by their position in
+// the submitted chain ("chain[1]") and never quotes library error text (an
+// asn1 or x509 message, possibly with a Go struct dump) or anything taken
+// from the submitted certificates, such as their names.
 type RejectError struct {
 	Reason string
 	// Policy is true when the chain is valid but the log's policy refuses
@@ -329,9 +334,9 @@ func (v *Validator) CacheStats() CacheStats {
 func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	switch {
 	case len(chain) == 0:
-		return nil, reject("chain is empty")
+		return nil, reject("The chain is empty.")
 	case len(chain) > v.maxChainLength:
-		return nil, rejectPolicy("chain has %d certificates; the log accepts at most %d", len(chain), v.maxChainLength)
+		return nil, rejectPolicy("The chain has %d certificates, but the log accepts at most %d.", len(chain), v.maxChainLength)
 	}
 	rs := v.set.Load()
 
@@ -355,7 +360,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 			// The submission is a root itself: it ends at a configured
 			// root and has no issuers (RFC 6962 §4.1).
 			if precert {
-				return nil, reject("chain[0] is one of the log's roots, not a precertificate")
+				return nil, reject("The certificate at chain[0] is one of the log's roots, not a precertificate.")
 			}
 			return &Entry{Certificate: chain[0], Chain: [][]byte{},
 				IssuerID: sha256.Sum256(leaf.RawSubjectPublicKeyInfo), NotBefore: leaf.NotBefore}, nil
@@ -373,16 +378,16 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		// The cache vouches only for the issuers. The leaf's own signature
 		// is checked on every submission.
 		if err := leaf.CheckSignatureFrom(issuers.certs[0]); err != nil {
-			return nil, reject("chain[1] did not sign chain[0]: %v", err)
+			return nil, notSigned(1, 0, err)
 		}
 	}
 
 	if issuers.psc {
 		if !precert {
-			return nil, reject("chain[1] is a precertificate signing certificate, which only add-pre-chain accepts")
+			return nil, reject("The certificate at chain[1] is a precertificate signing certificate, which only add-pre-chain accepts.")
 		}
 		if len(issuers.certs) < 2 {
-			return nil, reject("chain[1] is a precertificate signing certificate but is not followed by the CA that certified it")
+			return nil, reject("The precertificate signing certificate at chain[1] is not followed by the CA that certified it.")
 		}
 	}
 
@@ -402,7 +407,9 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	}
 	tbs, err := x509.BuildPrecertTBS(leaf.RawTBSCertificate, preIssuer)
 	if err != nil {
-		return nil, reject("building precertificate TBSCertificate from chain[0]: %v", err)
+		// BuildPrecertTBS re-parses the TBSCertificate and, with a
+		// precertificate signing certificate, its Authority Key Identifier.
+		return nil, reject("The precertificate at chain[0] cannot be logged: its TBSCertificate or Authority Key Identifier is malformed.")
 	}
 	ikh := sha256.Sum256(keyIssuer.RawSubjectPublicKeyInfo)
 	return &Entry{
@@ -420,13 +427,49 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 // crypto/x509 reports for certificates with minor encoding problems.
 func parse(der []byte, i int) (*x509.Certificate, error) {
 	cert, err := x509.ParseCertificate(der)
-	if x509.IsFatal(err) {
-		return nil, reject("chain[%d] is not a valid certificate: %v", i, err)
-	}
-	if cert == nil {
-		return nil, reject("chain[%d] is not a valid certificate", i)
+	if x509.IsFatal(err) || cert == nil {
+		return nil, notCertificate(der, i)
 	}
 	return cert, nil
+}
+
+// notCertificate explains why der, chain[i], did not parse. The parser's own
+// error text is not used: it is Go-internal (an asn1 error may carry a
+// struct dump) and means nothing to a submitter, who needs to know whether
+// the bytes are not DER at all, cut short, followed by junk, or DER that is
+// not a certificate.
+func notCertificate(der []byte, i int) error {
+	s := cryptobyte.String(der)
+	var elem cryptobyte.String
+	var tag cbasn1.Tag
+	switch {
+	case len(der) == 0:
+		return reject("The certificate at chain[%d] is empty.", i)
+	case !s.ReadAnyASN1Element(&elem, &tag):
+		return reject("The certificate at chain[%d] is not DER: it is cut short or is not ASN.1 at all.", i)
+	case tag != cbasn1.SEQUENCE:
+		return reject("The certificate at chain[%d] is not DER-encoded X.509: it does not start with an ASN.1 SEQUENCE.", i)
+	case !s.Empty():
+		return reject("The certificate at chain[%d] is followed by trailing data (%d bytes).", i, len(s))
+	}
+	return reject("The certificate at chain[%d] is not a valid DER-encoded X.509 certificate.", i)
+}
+
+// notSigned is the rejection for chain[child] whose signature does not
+// verify with the key of chain[parent], saying why in words rather than
+// quoting crypto/x509's error.
+func notSigned(parent, child int, err error) error {
+	why := "the signature does not verify"
+	var insecure x509.InsecureAlgorithmError
+	switch {
+	case errors.As(err, &x509.ConstraintViolationError{}):
+		why = "the issuer's basic constraints or key usage do not allow it to sign certificates"
+	case errors.Is(err, x509.ErrUnsupportedAlgorithm):
+		why = "the signature or key algorithm is not supported"
+	case errors.As(err, &insecure):
+		why = "the signature uses an insecure algorithm"
+	}
+	return reject("The certificate at chain[%d] did not sign the one at chain[%d]: %s.", parent, child, why)
 }
 
 // checkPoison enforces that the leaf is a precertificate (carries the RFC
@@ -435,7 +478,7 @@ func parse(der []byte, i int) (*x509.Certificate, error) {
 func checkPoison(leaf *x509.Certificate, precert bool) error {
 	if !precert {
 		if leaf.IsPrecertificate() {
-			return reject("add-chain does not accept precertificates; use add-pre-chain")
+			return reject("The certificate at chain[0] is a precertificate, which add-chain does not accept; use add-pre-chain.")
 		}
 		return nil
 	}
@@ -444,14 +487,14 @@ func checkPoison(leaf *x509.Certificate, precert bool) error {
 			continue
 		}
 		if !ext.Critical {
-			return reject("chain[0]'s CT poison extension is not critical")
+			return reject("The CT poison extension of the precertificate at chain[0] is not marked critical.")
 		}
 		if !bytes.Equal(ext.Value, asn1Null) {
-			return reject("chain[0]'s CT poison extension value is %x, not ASN.1 NULL", ext.Value)
+			return reject("The CT poison extension of the precertificate at chain[0] has a value other than ASN.1 NULL.")
 		}
 		return nil
 	}
-	return reject("add-pre-chain requires a precertificate (with the CT poison extension %v); use add-chain", x509.OIDExtensionCTPoison)
+	return reject("The certificate at chain[0] is not a precertificate (it has no CT poison extension %v), which add-pre-chain requires; use add-chain.", x509.OIDExtensionCTPoison)
 }
 
 // asn1Null is the DER encoding of ASN.1 NULL, the poison extension's value.
@@ -460,11 +503,11 @@ var asn1Null = []byte{0x05, 0x00}
 // checkNotAfter enforces the log's temporal shard window on the leaf.
 func (v *Validator) checkNotAfter(leaf *x509.Certificate) error {
 	if !v.notAfterStart.IsZero() && leaf.NotAfter.Before(v.notAfterStart) {
-		return reject("leaf NotAfter %s is before the log's not_after_start %s",
+		return reject("The leaf's NotAfter %s is before the log's not_after_start %s.",
 			formatTime(leaf.NotAfter), formatTime(v.notAfterStart))
 	}
 	if !v.notAfterLimit.IsZero() && !leaf.NotAfter.Before(v.notAfterLimit) {
-		return reject("leaf NotAfter %s is not before the log's not_after_limit %s",
+		return reject("The leaf's NotAfter %s is not before the log's not_after_limit %s.",
 			formatTime(leaf.NotAfter), formatTime(v.notAfterLimit))
 	}
 	return nil
@@ -565,18 +608,15 @@ func (rs *rootSet) findRoot(c *x509.Certificate, i int) (*root, error) {
 			}
 		}
 	}
-	var lastErr error
 	for _, r := range candidates {
-		err := c.CheckSignatureFrom(r.cert)
-		if err == nil {
+		if c.CheckSignatureFrom(r.cert) == nil {
 			return r, nil
 		}
-		lastErr = err
 	}
-	if lastErr != nil {
-		return nil, reject("chain[%d] (issuer %q) was not signed by any of the log's roots: %v", i, c.Issuer.String(), lastErr)
+	if len(candidates) > 0 {
+		return nil, reject("The certificate at chain[%d] names one of the log's roots as its issuer, but that root's signature on it does not verify.", i)
 	}
-	return nil, reject("chain[%d] (issuer %q) does not chain to any of the log's roots", i, c.Issuer.String())
+	return nil, reject("The certificate at chain[%d] does not chain to any of the log's roots: no root has the name of its issuer.", i)
 }
 
 // issuerChain is a verified chain of issuers: the certificates above a leaf,
@@ -620,6 +660,12 @@ func (v *Validator) issuerChain(rs *rootSet, issuers [][]byte) (*issuerChain, er
 // each must be a CA signed by the next, and the last must be a configured
 // root or be signed by one, which is then appended. A Precertificate Signing
 // Certificate may only be the leaf's direct issuer.
+//
+// Signatures are checked from the root down, so that every signature
+// verified uses a key already known to chain to a root. A submitter can put
+// any key in an issuer it made up, including one that is slow to verify
+// with (a huge RSA modulus or DSA group); checked bottom up, such a key
+// would cost a verification before the chain was found to lead nowhere.
 func (rs *rootSet) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 	ic := &issuerChain{
 		certs: make([]*x509.Certificate, 0, len(issuers)+1),
@@ -644,15 +690,10 @@ func (rs *rootSet) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 		// certificates without basic constraints); every other issuer must
 		// be a CA.
 		if !(i == last && lastIsRoot) && !isCA(c) {
-			return nil, reject("chain[%d] (%q) is not a CA certificate", i+1, c.Subject.String())
+			return nil, reject("The certificate at chain[%d] is not a CA certificate, so it cannot issue chain[%d].", i+1, i)
 		}
 		if i > 0 && isPrecertSigningCert(c) {
-			return nil, reject("chain[%d] is a precertificate signing certificate, which is only allowed as chain[1]", i+1)
-		}
-	}
-	for i := 0; i < last; i++ {
-		if err := ic.certs[i].CheckSignatureFrom(ic.certs[i+1]); err != nil {
-			return nil, reject("chain[%d] did not sign chain[%d]: %v", i+2, i+1, err)
+			return nil, reject("The certificate at chain[%d] is a precertificate signing certificate, which is only allowed at chain[1].", i+1)
 		}
 	}
 	if !lastIsRoot {
@@ -661,10 +702,15 @@ func (rs *rootSet) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 			return nil, err
 		}
 		if r.chain.psc {
-			return nil, reject("chain[%d]'s issuer is a precertificate signing certificate, which is only allowed as chain[1]", last+1)
+			return nil, reject("The certificate at chain[%d] was issued by a root that is a precertificate signing certificate, which is only allowed at chain[1].", last+1)
 		}
 		ic.certs = append(ic.certs, r.cert)
 		ic.ders = append(ic.ders, r.cert.Raw)
+	}
+	for i := last - 1; i >= 0; i-- {
+		if err := ic.certs[i].CheckSignatureFrom(ic.certs[i+1]); err != nil {
+			return nil, notSigned(i+2, i+1, err)
+		}
 	}
 	ic.psc = isPrecertSigningCert(ic.certs[0])
 	return ic, nil

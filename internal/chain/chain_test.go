@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/certificate-transparency-go/x509"
 
+	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
@@ -175,22 +176,22 @@ func TestValidate(t *testing.T) {
 		{
 			name:    "unknown root",
 			chain:   chainOf(leaf(t, p.otherInter, testca.LeafOptions{}), p.otherInter.DER, p.other.DER),
-			wantErr: "chain[2] (issuer \"CN=Other Root,O=Mosaic Test CA\") does not chain to any of the log's roots",
+			wantErr: "The certificate at chain[2] does not chain to any of the log's roots: no root has the name of its issuer.",
 		},
 		{
 			name:    "unknown root, root omitted",
 			chain:   chainOf(leaf(t, p.otherInter, testca.LeafOptions{}), p.otherInter.DER),
 			wantErr: "does not chain to any of the log's roots",
 		},
-		{name: "unknown root, single cert", chain: chainOf(leaf(t, p.other, testca.LeafOptions{})), wantErr: "chain[0] (issuer"},
-		{name: "leaf signed by same-named intermediate", chain: chainOf(forged, p.inter.DER), wantErr: "chain[1] did not sign chain[0]: "},
-		{name: "intermediate not signed by root", chain: chainOf(ecLeaf, p.inter.DER, p.rsaRoot.DER), wantErr: "chain[2] did not sign chain[1]: "},
+		{name: "unknown root, single cert", chain: chainOf(leaf(t, p.other, testca.LeafOptions{})), wantErr: "The certificate at chain[0] does not chain to any of the log's roots"},
+		{name: "leaf signed by same-named intermediate", chain: chainOf(forged, p.inter.DER), wantErr: "The certificate at chain[1] did not sign the one at chain[0]: the signature does not verify."},
+		{name: "intermediate not signed by root", chain: chainOf(ecLeaf, p.inter.DER, p.rsaRoot.DER), wantErr: "The certificate at chain[2] did not sign the one at chain[1]: the signature does not verify."},
 		{name: "leaf in window", policy: window, chain: chainOf(leaf(t, p.inter, inWindow), p.inter.DER), wantChain: chainOf(p.inter.DER, p.root.DER)},
 		{
 			name:    "leaf NotAfter before start",
 			policy:  window,
 			chain:   chainOf(leaf(t, p.inter, testca.LeafOptions{NotBefore: start.AddDate(-1, 0, 0), NotAfter: start.Add(-time.Second)}), p.inter.DER),
-			wantErr: "leaf NotAfter 2024-12-31T23:59:59Z is before the log's not_after_start 2025-01-01T00:00:00Z",
+			wantErr: "The leaf's NotAfter 2024-12-31T23:59:59Z is before the log's not_after_start 2025-01-01T00:00:00Z.",
 		},
 		{
 			name:   "leaf NotAfter at start",
@@ -201,7 +202,7 @@ func TestValidate(t *testing.T) {
 			name:    "leaf NotAfter at limit",
 			policy:  window,
 			chain:   chainOf(leaf(t, p.inter, testca.LeafOptions{NotAfter: limit}), p.inter.DER),
-			wantErr: "leaf NotAfter 2026-01-01T00:00:00Z is not before the log's not_after_limit 2026-01-01T00:00:00Z",
+			wantErr: "The leaf's NotAfter 2026-01-01T00:00:00Z is not before the log's not_after_limit 2026-01-01T00:00:00Z.",
 		},
 		{
 			name:    "leaf NotAfter after limit",
@@ -209,30 +210,36 @@ func TestValidate(t *testing.T) {
 			chain:   chainOf(leaf(t, p.inter, testca.LeafOptions{NotAfter: limit.AddDate(1, 0, 0)}), p.inter.DER),
 			wantErr: "is not before the log's not_after_limit",
 		},
-		{name: "precert on add-chain", chain: chainOf(precert, p.inter.DER), wantErr: "add-chain does not accept precertificates; use add-pre-chain"},
-		{name: "certificate on add-pre-chain", chain: chainOf(ecLeaf, p.inter.DER), precert: true, wantErr: "add-pre-chain requires a precertificate"},
-		{name: "non-critical poison", chain: chainOf(softPoison, p.inter.DER), precert: true, wantErr: "poison extension is not critical"},
+		{name: "precert on add-chain", chain: chainOf(precert, p.inter.DER), wantErr: "The certificate at chain[0] is a precertificate, which add-chain does not accept; use add-pre-chain."},
+		{name: "certificate on add-pre-chain", chain: chainOf(ecLeaf, p.inter.DER), precert: true, wantErr: "which add-pre-chain requires; use add-chain."},
+		{name: "non-critical poison", chain: chainOf(softPoison, p.inter.DER), precert: true, wantErr: "The CT poison extension of the precertificate at chain[0] is not marked critical."},
 		{name: "precert", chain: chainOf(precert, p.inter.DER), precert: true, wantChain: chainOf(p.inter.DER, p.root.DER)},
-		{name: "PSC on add-chain", chain: chainOf(pscLeaf, p.psc.DER, p.inter.DER, p.root.DER), wantErr: "chain[1] is a precertificate signing certificate, which only add-pre-chain accepts"},
+		{name: "PSC on add-chain", chain: chainOf(pscLeaf, p.psc.DER, p.inter.DER, p.root.DER), wantErr: "The certificate at chain[1] is a precertificate signing certificate, which only add-pre-chain accepts."},
 		{
 			name:    "PSC as chain[2]",
 			chain:   chainOf(leaf(t, p.inter, testca.LeafOptions{Precert: true}), p.inter.DER, p.psc.DER),
 			precert: true,
-			wantErr: "chain[2] is a precertificate signing certificate, which is only allowed as chain[1]",
+			wantErr: "The certificate at chain[2] is a precertificate signing certificate, which is only allowed at chain[1].",
 		},
-		{name: "non-CA intermediate", chain: chainOf(leaf(t, p.notCA, testca.LeafOptions{}), p.notCA.DER, p.root.DER), wantErr: "chain[1] (\"CN=not-a-ca.example\") is not a CA certificate"},
-		{name: "empty chain", chain: nil, wantErr: "chain is empty"},
+		{name: "non-CA intermediate", chain: chainOf(leaf(t, p.notCA, testca.LeafOptions{}), p.notCA.DER, p.root.DER), wantErr: "The certificate at chain[1] is not a CA certificate, so it cannot issue chain[0]."},
+		{name: "empty chain", chain: nil, wantErr: "The chain is empty."},
 		{
 			name:    "too long",
 			policy:  func(pol *Policy) { pol.MaxChainLength = 2 },
 			chain:   chainOf(ecLeaf, p.inter.DER, p.root.DER),
-			wantErr: "chain has 3 certificates; the log accepts at most 2",
+			wantErr: "The chain has 3 certificates, but the log accepts at most 2.",
 		},
 		{name: "default limit", chain: chainOf(ecLeaf, p.inter.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER, p.root.DER), wantErr: "at most 10"},
-		{name: "garbage leaf", chain: chainOf([]byte("garbage"), p.inter.DER), wantErr: "chain[0] is not a valid certificate: "},
-		{name: "garbage issuer", chain: chainOf(ecLeaf, p.inter.DER, []byte{0x30, 0x03, 0x02, 0x01, 0x01}), wantErr: "chain[2] is not a valid certificate: "},
-		{name: "empty issuer", chain: chainOf(ecLeaf, []byte{}), wantErr: "chain[1] is not a valid certificate"},
-		{name: "trailing data", chain: chainOf(append(bytes.Clone(ecLeaf), 0), p.inter.DER), wantErr: "chain[0] is not a valid certificate"},
+		{name: "garbage leaf", chain: chainOf([]byte("garbage"), p.inter.DER), wantErr: "The certificate at chain[0] is not DER: it is cut short or is not ASN.1 at all."},
+		{name: "garbage issuer", chain: chainOf(ecLeaf, p.inter.DER, []byte{0x30, 0x03, 0x02, 0x01, 0x01}), wantErr: "The certificate at chain[2] is not a valid DER-encoded X.509 certificate."},
+		{name: "empty issuer", chain: chainOf(ecLeaf, []byte{}), wantErr: "The certificate at chain[1] is empty."},
+		{name: "trailing data", chain: chainOf(append(bytes.Clone(ecLeaf), 0), p.inter.DER), wantErr: "The certificate at chain[0] is followed by trailing data (1 bytes)."},
+		{name: "truncated leaf", chain: chainOf(ecLeaf[:len(ecLeaf)-1], p.inter.DER), wantErr: "The certificate at chain[0] is not DER: it is cut short or is not ASN.1 at all."},
+		{name: "not a SEQUENCE", chain: chainOf([]byte{0x02, 0x01, 0x01}, p.inter.DER), wantErr: "The certificate at chain[0] is not DER-encoded X.509: it does not start with an ASN.1 SEQUENCE."},
+		// The top of the chain is anchored to a root before any issuer
+		// signature is checked, so a made-up issuer's key (otherInter's
+		// here, which did not sign inter) is never used to verify.
+		{name: "unanchored issuer checked against the roots first", chain: chainOf(ecLeaf, p.inter.DER, p.otherInter.DER), wantErr: "The certificate at chain[2] does not chain to any of the log's roots"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,8 +253,8 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(re.Reason, tc.wantErr) {
 					t.Fatalf("Validate rejected with %q, want it to contain %q", re.Reason, tc.wantErr)
 				}
-				if strings.Contains(re.Reason, "\n") {
-					t.Errorf("reason %q is not one line", re.Reason)
+				if err := sentence.Check(re.Reason); err != nil {
+					t.Errorf("reason is not one plain sentence: %v", err)
 				}
 				return
 			}
@@ -469,7 +476,7 @@ func TestCacheDoesNotSkipLeafSignature(t *testing.T) {
 	}
 	before := v.CacheStats()
 	_, err := v.Validate(chainOf(forged, p.inter.DER), false)
-	if err == nil || !strings.Contains(err.Error(), "chain[1] did not sign chain[0]") {
+	if err == nil || !strings.Contains(err.Error(), "The certificate at chain[1] did not sign the one at chain[0]") {
 		t.Fatalf("forged leaf with cached issuers: err = %v, want signature rejection", err)
 	}
 	if after := v.CacheStats(); after.Hits != before.Hits+1 {

@@ -114,9 +114,7 @@ func splitNote(t *testing.T, signed []byte) (text string, sigs []string) {
 		t.Fatalf("no signature block in %q", signed)
 	}
 	text = string(signed[:i+1])
-	for _, l := range strings.Split(strings.TrimSuffix(string(signed[i+2:]), "\n"), "\n") {
-		sigs = append(sigs, l)
-	}
+	sigs = append(sigs, strings.Split(strings.TrimSuffix(string(signed[i+2:]), "\n"), "\n")...)
 	return text, sigs
 }
 

@@ -8,11 +8,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -178,7 +181,8 @@ type S3 struct {
 	// PathStyle selects path-style addressing (MinIO, Ceph RGW).
 	PathStyle bool `yaml:"path_style,omitempty"`
 	// CredentialsFile holds "access_key_id = ..." and
-	// "secret_access_key = ..." lines.
+	// "secret_access_key = ..." lines; it must have mode 0600 (or
+	// stricter), like the key file.
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 	// ReadCacheMB bounds the in-memory cache of immutable objects (full
 	// tiles, issuers) the read path keeps (default 256).
@@ -211,13 +215,93 @@ func Parse(data []byte) (*Config, error) {
 	dec.KnownFields(true)
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("parsing config: %w", err)
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("parsing config: the file holds no settings")
+		}
+		return nil, fmt.Errorf("parsing config: %w", yamlError(err))
+	}
+	// A second document ("---") would be ignored silently, and with it
+	// whatever the operator put there. Empty ones are harmless.
+	for {
+		var more yaml.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		empty := len(more.Content) == 0 || more.Content[0].Tag == "!!null"
+		if err != nil || !empty {
+			return nil, errors.New("parsing config: the file holds more than one YAML document (a \"---\" line); put everything in one")
+		}
 	}
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// yamlTypeErrors match the messages in a yaml.TypeError, which name Go
+// types ("field foo not found in type config.Log", "cannot unmarshal !!str
+// `soon` into time.Duration").
+var (
+	yamlUnknownField = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type \S+$`)
+	yamlFieldTwice   = regexp.MustCompile(`(?s)^line (\d+): field (.*) already set in type \S+$`)
+	yamlWrongType    = regexp.MustCompile(`(?s)^line (\d+): cannot unmarshal (.*) into (\S+)$`)
+)
+
+// yamlError rewrites a YAML decoding error in the operator's terms: what
+// was expected where, without Go type names or YAML tags.
+func yamlError(err error) error {
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%q is not a time in RFC 3339 form, such as 2026-01-01T00:00:00Z", pe.Value)
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = e
+		if m := yamlUnknownField.FindStringSubmatch(e); m != nil {
+			msgs[i] = fmt.Sprintf("line %s: unknown field %q", m[1], m[2])
+		} else if m := yamlFieldTwice.FindStringSubmatch(e); m != nil {
+			msgs[i] = fmt.Sprintf("line %s: field %q is set twice", m[1], m[2])
+		} else if m := yamlWrongType.FindStringSubmatch(e); m != nil {
+			// m[2] is a YAML tag, followed for a scalar by its value
+			// (shortened) in backquotes.
+			got := map[string]string{"!!seq": "a list", "!!map": "a mapping", "!!null": "an empty value"}[m[2]]
+			if got == "" {
+				got = fmt.Sprintf("the value tagged %q", m[2])
+				if j := strings.Index(m[2], " `"); j >= 0 && strings.HasSuffix(m[2], "`") {
+					got = fmt.Sprintf("%q", m[2][j+2:len(m[2])-1])
+				}
+			}
+			msgs[i] = fmt.Sprintf("line %s: %s is not %s", m[1], got, yamlWant(m[3]))
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlWant describes in words the value a Go type (as yaml.v3 names it)
+// holds.
+func yamlWant(goType string) string {
+	switch {
+	case goType == "time.Duration":
+		return "a duration, such as 200ms or 1m"
+	case goType == "time.Time":
+		return "a time in RFC 3339 form, such as 2026-01-01T00:00:00Z"
+	case goType == "bool" || goType == "*bool":
+		return "true or false"
+	case goType == "int":
+		return "a whole number"
+	case goType == "string":
+		return "a single value (text)"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	default:
+		return "a mapping of fields"
+	}
 }
 
 func (c *Config) setDefaults() {
@@ -317,7 +401,11 @@ func (c *Config) Validate() error {
 	for i, l := range c.Listen {
 		f := fmt.Sprintf("listen[%d]", i)
 		if _, _, err := net.SplitHostPort(l.Address); err != nil {
-			bad(f+".address", "%q is not host:port (%v)", l.Address, err)
+			why := err.Error()
+			if ae, ok := err.(*net.AddrError); ok {
+				why = ae.Err // without the address, which is quoted already
+			}
+			bad(f+".address", "%q is not host:port (%s)", l.Address, why)
 		}
 		if (l.TLSCert == "") != (l.TLSKey == "") {
 			bad(f, "tls_cert and tls_key must be set together")
@@ -585,11 +673,45 @@ func ParsePrefix(s string) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("%q must not have a query, fragment or user info", s)
 	}
+	// The path becomes part of the HTTP routes and of the checkpoint
+	// origin, so it must mean one thing: no percent-escapes (an escaped
+	// "/" would silently become a path separator), no empty, "." or ".."
+	// segments (clients and the router clean those away, and
+	// http.ServeMux refuses such a route with a panic), no braces (route
+	// wildcards to http.ServeMux).
+	for _, r := range u.Path {
+		if !urlPathRune(r) {
+			return nil, fmt.Errorf("%q has %q in its path; use letters, digits and -._~!$&'()*+,;=:@ only", s, string(r))
+		}
+	}
+	if strings.Contains(u.RawPath, "%") {
+		return nil, fmt.Errorf("%q has a percent-escape in its path; write the characters themselves", s)
+	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
 	u.RawPath = ""
+	clean := path.Clean(u.Path)
+	if clean != "/" {
+		clean += "/"
+	}
+	if clean != u.Path {
+		return nil, fmt.Errorf("%q has empty, \".\" or \"..\" path segments; write the path as %q", s, clean)
+	}
 	return u, nil
+}
+
+// urlPathRune reports whether r may appear in a prefix path: an RFC 3986
+// pchar (unreserved, sub-delims, ':' and '@'), a '/', or a printable
+// non-ASCII letter (an IRI path).
+func urlPathRune(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	case r >= utf8.RuneSelf:
+		return r != utf8.RuneError && unicode.IsPrint(r) && !unicode.IsSpace(r)
+	}
+	return strings.ContainsRune("-._~!$&'()*+,;=:@/", r)
 }
 
 // Origin returns the checkpoint origin for a submission prefix: the URL

@@ -558,6 +558,10 @@ func TestParsePrefix(t *testing.T) {
 	for _, bad := range []string{
 		"", "ftp://ct.example.org/", "ct.example.org/a/", "https:///a/", "https://ct.example.org/?q", "https://ct.example.org/#f",
 		"https://u@ct.example.org/", "://x", "https://ct.example.org/%zz/",
+		// Paths the HTTP router cannot serve (found by FuzzParse: "."
+		// made http.ServeMux panic at startup).
+		"https://ct.example.org/./", "https://ct.example.org/a/../b/", "https://ct.example.org//a/", "https://ct.example.org/a//", "https://ct.example.org//",
+		"https://ct.example.org/{log}/", "https://ct.example.org/a%20b/", "https://ct.example.org/a%2Fb/", "https://ct.example.org/%00/",
 	} {
 		if u, err := ParsePrefix(bad); err == nil {
 			t.Errorf("ParsePrefix(%q) = %v, want error", bad, u)
@@ -606,5 +610,46 @@ func TestDocumentedExamples(t *testing.T) {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+// TestParseErrorsInOperatorTerms checks that YAML decoding errors say what
+// was expected where, in words: yaml.v3's own messages name Go types
+// ("cannot unmarshal !!str `soon` into time.Duration", "field x not found
+// in type config.Log").
+func TestParseErrorsInOperatorTerms(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"", "the file holds no settings"},
+		{"# comments only\n", "the file holds no settings"},
+		{"listen: 5\n", `line 1: "5" is not a list`},
+		{"listn: []\n", `line 1: unknown field "listn"`},
+		{"logs:\n  - period: soon\n", `line 2: "soon" is not a duration, such as 200ms or 1m`},
+		{"logs:\n  - pool_size: many\n", `line 2: "many" is not a whole number`},
+		{"logs:\n  - read_path: maybe\n", `line 2: "maybe" is not true or false`},
+		{"logs:\n  - name: [1]\n", "line 2: a list is not a single value (text)"},
+		{"logs:\n  - not_after_start: [1]\n", "line 2: a list is not a time in RFC 3339 form"},
+		{"logs:\n  - not_after_start: yesterday\n", `"yesterday" is not a time in RFC 3339 form, such as 2026-01-01T00:00:00Z`},
+		{"logs: {a: 1}\n", "line 1: a mapping is not a list"},
+		{"hello\n", `line 1: "hello" is not a mapping of fields`},
+		{"logs:\n  - storage: x\n", `line 2: "x" is not a mapping of fields`},
+		{"!custom x\n", `line 1: "x" is not a mapping of fields`},
+		{base() + "---\nlogs: []\n", "more than one YAML document"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.yaml, err, tt.want)
+			continue
+		}
+		rest := quoted.ReplaceAllString(err.Error(), `"…"`)
+		for _, bad := range goInternals {
+			if strings.Contains(rest, bad) {
+				t.Errorf("Parse(%q): error shows Go internals (%q): %v", tt.yaml, bad, err)
+			}
+		}
+	}
+	// A trailing empty document is harmless.
+	if _, err := Parse([]byte(base() + "---\n")); err != nil {
+		t.Errorf("config with a trailing empty document: %v", err)
 	}
 }

@@ -179,10 +179,10 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			var mbe *http.MaxBytesError
 			setReason(w, ReasonMalformed)
 			if errors.As(err, &mbe) {
-				http.Error(w, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				http.Error(w, fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes), http.StatusRequestEntityTooLarge)
 				return
 			}
-			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+			http.Error(w, "The request body could not be read to the end.", http.StatusBadRequest)
 			return
 		}
 		if l.Sequencer() == nil && s.forward(w, r, l, body) {
@@ -191,19 +191,26 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		var req addChainRequest
 		if err := json.Unmarshal(body, &req); err != nil {
 			setReason(w, ReasonMalformed)
-			http.Error(w, "request body is not a JSON object with a \"chain\" array of base64 strings: "+err.Error(), http.StatusBadRequest)
+			// Not err.Error(): encoding/json's messages name Go types
+			// ("cannot unmarshal number into Go value of type []string").
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) {
+				http.Error(w, fmt.Sprintf("The request body is not valid JSON (syntax error at byte %d).", syntax.Offset), http.StatusBadRequest)
+				return
+			}
+			http.Error(w, "The request body must be a JSON object whose \"chain\" is an array of base64-encoded certificates.", http.StatusBadRequest)
 			return
 		}
 		if len(req.Chain) == 0 {
 			setReason(w, ReasonMalformed)
-			http.Error(w, "\"chain\" is missing or empty", http.StatusBadRequest)
+			http.Error(w, "The request has no certificates: \"chain\" is missing or empty.", http.StatusBadRequest)
 			return
 		}
 		chainDER := make([][]byte, len(req.Chain))
 		for i, c := range req.Chain {
 			if chainDER[i], err = base64.StdEncoding.DecodeString(c); err != nil {
 				setReason(w, ReasonMalformed)
-				http.Error(w, fmt.Sprintf("chain[%d] is not valid base64", i), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("The certificate at chain[%d] is not valid base64.", i), http.StatusBadRequest)
 				return
 			}
 		}

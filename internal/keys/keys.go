@@ -13,11 +13,13 @@ package keys
 
 import (
 	"crypto"
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/binary"
@@ -26,6 +28,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
+
+	"github.com/mosaic-ct/mosaic/internal/secretfile"
 )
 
 // SeedSize is the size of a seed file.
@@ -136,19 +141,9 @@ func FromECDSA(k *ecdsa.PrivateKey) (*Keys, error) {
 // anyone sign SCTs and tree heads in the log's name, which would force the log
 // to be distrusted.
 func Load(path string) (*Keys, error) {
-	info, err := os.Stat(path)
+	data, err := secretfile.Read("key file", path)
 	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("key file %s is not a regular file", path)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("key file %s is readable by other users (mode %04o); run: chmod 600 %s", path, perm, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
+		return nil, err
 	}
 	k, err := Parse(data)
 	if err != nil {
@@ -158,32 +153,78 @@ func Load(path string) (*Keys, error) {
 }
 
 // Parse parses the contents of a key file (see Load).
+//
+// In a PEM file the first block other than "EC PARAMETERS" (which `openssl
+// ecparam -genkey` writes before the key) is the key; text between blocks
+// and later blocks are ignored, except a second private key, which is an
+// error rather than silently ignored: the log would sign with whichever
+// came first.
+//
+// Errors describe the problem in words and never include key material or
+// the underlying parser's message.
 func Parse(data []byte) (*Keys, error) {
 	if len(data) == SeedSize {
 		return FromSeed(data)
 	}
-	block, _ := pem.Decode(data)
-	if block == nil {
+	var key *pem.Block
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		switch {
+		case block.Type == "EC PARAMETERS":
+		case key == nil:
+			key = block
+		case strings.HasSuffix(block.Type, "PRIVATE KEY"):
+			return nil, errors.New("the PEM file holds more than one private key; keep only the log's")
+		}
+	}
+	if key == nil {
 		return nil, fmt.Errorf("neither a %d-byte seed nor a PEM private key", SeedSize)
 	}
-	var key any
+	var parsed any
 	var err error
-	switch block.Type {
+	switch key.Type {
 	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(block.Bytes)
+		if parsed, err = x509.ParseECPrivateKey(key.Bytes); err != nil {
+			return nil, errors.New("the \"EC PRIVATE KEY\" PEM block is not a valid SEC 1 EC private key")
+		}
 	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		if parsed, err = x509.ParsePKCS8PrivateKey(key.Bytes); err != nil {
+			return nil, errors.New("the \"PRIVATE KEY\" PEM block is not a valid PKCS #8 private key")
+		}
 	default:
-		return nil, fmt.Errorf("PEM block is %q, want \"EC PRIVATE KEY\" or \"PRIVATE KEY\"", block.Type)
+		return nil, fmt.Errorf("the PEM block is %s, want \"EC PRIVATE KEY\" or \"PRIVATE KEY\"", describeBlockType(key.Type))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("parsing private key: %w", err)
+	switch k := parsed.(type) {
+	case *ecdsa.PrivateKey:
+		return FromECDSA(k)
+	case *rsa.PrivateKey:
+		return nil, errors.New("the private key is an RSA key, want ECDSA P-256")
+	case ed25519.PrivateKey:
+		return nil, errors.New("the private key is an Ed25519 key, want ECDSA P-256")
+	case *ecdh.PrivateKey:
+		return nil, errors.New("the private key is an X25519 key, want ECDSA P-256")
+	default:
+		return nil, errors.New("the private key is not an ECDSA P-256 key")
 	}
-	ec, ok := key.(*ecdsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("private key is %T, want ECDSA P-256", key)
+}
+
+// describeBlockType quotes a PEM block type for a message, if it looks
+// like one: a type is chosen by whoever wrote the file, and a garbled one
+// is better not echoed.
+func describeBlockType(t string) string {
+	if len(t) == 0 || len(t) > 40 {
+		return "of an unexpected type"
 	}
-	return FromECDSA(ec)
+	for _, c := range t {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != ' ' && c != '#' {
+			return "of an unexpected type"
+		}
+	}
+	return fmt.Sprintf("%q", t)
 }
 
 // WriteSeed writes a new seed to path with mode 0600, refusing to overwrite

@@ -594,3 +594,60 @@ func TestErrorsDoNotLeakKeyMaterial(t *testing.T) {
 		checkNoLeak(t, err.Error(), printable)
 	}
 }
+
+// TestParsePEMLayouts covers the PEM files an operator is likely to have:
+// openssl's `ecparam -genkey` output (EC PARAMETERS, then the key) is
+// accepted; a file with two private keys is refused rather than signing
+// with whichever comes first.
+func TestParsePEMLayouts(t *testing.T) {
+	p256 := ecKey(t, elliptic.P256())
+	other := ecKey(t, elliptic.P256())
+	params := pemBlock("EC PARAMETERS", []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07})
+	k, err := Parse(append(bytes.Clone(params), pemBlock("EC PRIVATE KEY", sec1(t, p256))...))
+	if err != nil || !k.ECDSA.Equal(p256) {
+		t.Fatalf("EC PARAMETERS then the key: %v", err)
+	}
+	// A certificate after the key is ignored, as before.
+	if k, err := Parse(append(pemBlock("PRIVATE KEY", pkcs8(t, p256)), pemBlock("CERTIFICATE", []byte{0x30, 0x00})...)); err != nil || !k.ECDSA.Equal(p256) {
+		t.Fatalf("key then a certificate: %v", err)
+	}
+	for name, data := range map[string][]byte{
+		"two keys":             append(pemBlock("EC PRIVATE KEY", sec1(t, p256)), pemBlock("EC PRIVATE KEY", sec1(t, other))...),
+		"two keys, two types":  append(pemBlock("PRIVATE KEY", pkcs8(t, p256)), pemBlock("EC PRIVATE KEY", sec1(t, other))...),
+		"params then two keys": append(append(bytes.Clone(params), pemBlock("PRIVATE KEY", pkcs8(t, p256))...), pemBlock("PRIVATE KEY", pkcs8(t, other))...),
+	} {
+		if _, err := Parse(data); err == nil || !strings.Contains(err.Error(), "more than one private key") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// TestParseErrorsInWords checks that Parse describes what is wrong rather
+// than passing on crypto/x509's messages or Go type names.
+func TestParseErrorsInWords(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, edPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p256 := ecKey(t, elliptic.P256())
+	for _, tt := range []struct {
+		data []byte
+		want string
+	}{
+		{pemBlock("PRIVATE KEY", pkcs8(t, rsaKey)), "the private key is an RSA key, want ECDSA P-256"},
+		{pemBlock("PRIVATE KEY", pkcs8(t, edPriv)), "the private key is an Ed25519 key, want ECDSA P-256"},
+		{pemBlock("PRIVATE KEY", sec1(t, p256)), `the "PRIVATE KEY" PEM block is not a valid PKCS #8 private key`},
+		{pemBlock("EC PRIVATE KEY", pkcs8(t, p256)), `the "EC PRIVATE KEY" PEM block is not a valid SEC 1 EC private key`},
+		{pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaKey)), `the PEM block is "RSA PRIVATE KEY", want "EC PRIVATE KEY" or "PRIVATE KEY"`},
+		{pemBlock("weird\x01type", []byte{0}), `the PEM block is of an unexpected type, want`},
+	} {
+		_, err := Parse(tt.data)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err = %v, want it to contain %q", err, tt.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // A staging bundle holds every tile a round writes, stored under a name
@@ -129,7 +130,9 @@ func decodeBundle(b []byte) (*bundle, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !bytes.HasPrefix(key, []byte("tile/")) {
+		// Only paths the sequencer writes: a tile path parses and is
+		// canonical, so no "..", no other directory, no other object.
+		if t, err := tile.ParsePath(string(key)); err != nil || t.Path() != string(key) {
 			return nil, fmt.Errorf("staging bundle names %q, which is not a tile", key)
 		}
 		out.objects = append(out.objects, object{key: string(key), data: data})

@@ -1,6 +1,7 @@
 package tile
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -36,30 +37,39 @@ const maxLeafIndex = 1<<40 - 1
 // Extensions returns the CtExtensions value carrying exactly the
 // static-ct-api leaf_index extension: type 0, length 5, uint40 index (the
 // 8-byte value the SCT and the Merkle leaf both carry).
+//
+// It panics if leafIndex does not fit in 40 bits: encoding it would silently
+// name another entry, in a signed SCT. No log reaches 2^40 entries; the
+// panic guards the invariant rather than handles an input.
 func Extensions(leafIndex uint64) []byte {
+	if leafIndex > maxLeafIndex {
+		panic(fmt.Sprintf("tile: leaf index %d does not fit in the 40-bit leaf_index extension", leafIndex))
+	}
 	return []byte{0, 0, 5,
 		byte(leafIndex >> 32), byte(leafIndex >> 24), byte(leafIndex >> 16),
 		byte(leafIndex >> 8), byte(leafIndex)}
 }
 
 // ParseExtensions returns the leaf_index carried in a CtExtensions value.
-// Unknown extension types are ignored; a missing or duplicated leaf_index is
-// an error.
+// Unknown extension types are ignored (static-ct-api allows them); a missing
+// leaf_index, or any extension type present twice, is an error.
 func ParseExtensions(ext []byte) (uint64, error) {
 	s := cryptobyte.String(ext)
 	var idx uint64
 	found := false
+	var seen [256]bool
 	for !s.Empty() {
 		var typ uint8
 		var data cryptobyte.String
 		if !s.ReadUint8(&typ) || !s.ReadUint16LengthPrefixed(&data) {
 			return 0, errors.New("malformed CtExtensions")
 		}
+		if seen[typ] {
+			return 0, fmt.Errorf("duplicate extension of type %d", typ)
+		}
+		seen[typ] = true
 		if typ != 0 {
 			continue
-		}
-		if found {
-			return 0, errors.New("duplicate leaf_index extension")
 		}
 		var b []byte
 		if !data.ReadBytes(&b, 5) || !data.Empty() {
@@ -143,6 +153,14 @@ func ReadTileLeaf(tile []byte) (*Entry, []byte, error) {
 	idx, err := ParseExtensions(ext)
 	if err != nil {
 		return nil, nil, err
+	}
+	// An Entry carries only the leaf index, and its Merkle leaf is
+	// recomputed from it (LeafHash). A leaf with any other extensions would
+	// hash differently from what was logged, so refuse it here, saying why,
+	// rather than report a hash mismatch later. This also makes parsing
+	// canonical: a TileLeaf that parses re-encodes to the same bytes.
+	if !bytes.Equal(ext, Extensions(idx)) {
+		return nil, nil, errors.New("extensions other than leaf_index are not supported")
 	}
 	e.LeafIndex = idx
 	if e.IsPrecert {

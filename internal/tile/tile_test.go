@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -118,6 +119,41 @@ func TestExtensions(t *testing.T) {
 	// Unknown extensions are ignored.
 	if idx, err := ParseExtensions(append([]byte{9, 0, 1, 0xff}, ext...)); err != nil || idx != 0x0102030405 {
 		t.Errorf("with unknown extension: %d, %v", idx, err)
+	}
+	// ...but not twice (static-ct-api: no duplicate extension types).
+	if idx, err := ParseExtensions(append([]byte{9, 0, 0, 9, 0, 0}, ext...)); err == nil {
+		t.Errorf("unknown extension type twice: accepted as %d", idx)
+	}
+	// An index beyond 40 bits cannot be encoded; Extensions refuses it
+	// rather than write another entry's index.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Extensions(1<<40) did not panic")
+			}
+		}()
+		Extensions(1 << 40)
+	}()
+}
+
+// TestTileLeafExtraExtensions checks that a TileLeaf with an extension
+// besides leaf_index is refused: an Entry cannot carry it, so its leaf hash
+// would not be the logged one.
+func TestTileLeafExtraExtensions(t *testing.T) {
+	e := &Entry{Timestamp: 1, Certificate: []byte("cert"), LeafIndex: 5}
+	leaf := AppendTileLeaf(nil, e)
+	// Timestamp (8), entry_type (2), certificate (3+4), then the 2-byte
+	// extensions length and the 8-byte leaf_index.
+	const extAt = 8 + 2 + 3 + 4
+	if !bytes.Equal(leaf[extAt:extAt+10], append([]byte{0, 8}, Extensions(5)...)) {
+		t.Fatalf("unexpected leaf layout %x", leaf)
+	}
+	bad := append([]byte{}, leaf[:extAt]...)
+	bad = append(bad, 0, 12, 9, 0, 1, 0xff)
+	bad = append(bad, leaf[extAt+2:]...)
+	_, err := ParseDataTile(bad)
+	if err == nil || !strings.Contains(err.Error(), "other than leaf_index") {
+		t.Fatalf("TileLeaf with an extra extension: err = %v", err)
 	}
 }
 

@@ -99,7 +99,9 @@ type Config struct {
 	//
 	// Blank lines and lines starting with '#' are ignored; the AWS spellings
 	// (aws_access_key_id, ...) and a single "[default]" header are accepted,
-	// so an AWS credentials file with just the default profile works.
+	// so an AWS credentials file with just the default profile works. Like
+	// a log key file, it must not be readable or writable by group or
+	// others.
 	CredentialsFile string
 
 	// MaxAttempts bounds the attempts per request, first one included.

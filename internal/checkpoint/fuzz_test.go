@@ -1,0 +1,102 @@
+package checkpoint
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/keys"
+)
+
+// FuzzParse checks that checkpoint bodies parse canonically: a body that
+// parses is exactly the Marshal of what it parsed to, so two different
+// texts can never carry the same (RFC 6962-signed) tree head.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("ct.example.org/2026h1\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n"))
+	f.Add([]byte("x\n9223372036854775807\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"))
+	f.Add([]byte("x\n-1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"))
+	f.Add([]byte("x\n01\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB=\n"))
+	f.Add([]byte("x\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\nextension\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := Parse(body)
+		if err != nil {
+			return
+		}
+		if got := c.Marshal(); !bytes.Equal(got, body) {
+			t.Fatalf("Parse(%q) = %+v, which marshals to %q", body, c, got)
+		}
+		if c.Size < 0 || c.Origin == "" || strings.Contains(c.Origin, "\n") {
+			t.Fatalf("Parse(%q) = %+v", body, c)
+		}
+	})
+}
+
+// FuzzVerify feeds fuzzed signed notes to Verify for a log whose key signed
+// a few checkpoints (the seeds). Verify must never panic, and whatever it
+// accepts must be one of those checkpoints, with the timestamp it was
+// signed with: mutating a note can drop or add unverified signature lines,
+// never change the tree head, its timestamp or the origin.
+func FuzzVerify(f *testing.F) {
+	seed := sha256.Sum256([]byte("checkpoint fuzz key"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	const origin = "ct.example.org/fuzz"
+	s := NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519)
+	edKey, err := Ed25519VerifierKey(origin, k.Ed25519Public())
+	if err != nil {
+		f.Fatal(err)
+	}
+	type signed struct {
+		c  Checkpoint
+		ts uint64
+	}
+	var valid []signed
+	for i, c := range []Checkpoint{
+		{Origin: origin, Size: 0, Hash: tlog.Hash(sha256.Sum256(nil))},
+		{Origin: origin, Size: 1, Hash: tlog.Hash(sha256.Sum256([]byte("one")))},
+		{Origin: origin, Size: 1 << 40, Hash: tlog.Hash(sha256.Sum256([]byte("big")))},
+	} {
+		ts := uint64(1767225600000 + i)
+		note, err := s.Sign(c, ts)
+		if err != nil {
+			f.Fatal(err)
+		}
+		valid = append(valid, signed{c, ts})
+		f.Add(note, true)
+		f.Add(note, false)
+	}
+	f.Add([]byte(origin+"\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— "+origin+" AAAA\n"), true)
+	f.Fuzz(func(t *testing.T, note []byte, requireEd bool) {
+		key := ""
+		if requireEd {
+			key = edKey
+		}
+		v, err := Verify(note, origin, &k.ECDSA.PublicKey, k.LogID(), key)
+		if err != nil {
+			return
+		}
+		found := false
+		for _, s := range valid {
+			if v.Checkpoint == s.c && v.Timestamp == s.ts {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("Verify accepted a checkpoint the key never signed: %+v at %d", v.Checkpoint, v.Timestamp)
+		}
+		if !bytes.Equal(v.Note, note) || !bytes.HasPrefix(note, v.Checkpoint.Marshal()) {
+			t.Fatal("Verified.Note is not the verified note")
+		}
+		if requireEd {
+			// Requiring fewer signatures cannot reject what more accepted.
+			if _, err := Verify(note, origin, &k.ECDSA.PublicKey, k.LogID(), ""); err != nil {
+				t.Fatalf("accepted with both signatures required, rejected with one: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,224 @@
+package tile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// The committed seed corpora in testdata/fuzz/ hold real tiles and entries
+// of the navigli2025h2 production log (see scripts/fuzzcorpus.go); the f.Add
+// seeds below cover the edge cases the code names.
+
+// FuzzParsePath checks that ParsePath accepts exactly the canonical paths
+// Tile.Path produces: anything it accepts re-encodes to the same string, so
+// a read-path URL that parses can be used as a storage key unchanged.
+func FuzzParsePath(f *testing.F) {
+	for _, p := range []string{
+		"tile/0/000", "tile/0/x001/x234/067", "tile/2/005.p/17", "tile/data/x001/000",
+		"tile/data/003.p/10", "tile/5/x999/999.p/1", "tile/0/x000/001", "tile/0/../../etc/passwd",
+		"tile/0/000.p/256", "tile/0/000.p/01", "tile/data/000.p/", "tile/6/000", "tile/0/000/",
+		"tile/0/x999/x999/x999/x999/x999/x999/999", "tile/0/x004/x611/x686/x018/x427/x387/904",
+	} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		tl, err := ParsePath(p)
+		if err != nil {
+			if tl != (Tile{}) {
+				t.Fatalf("ParsePath(%q) failed but returned %+v", p, tl)
+			}
+			return
+		}
+		if got := tl.Path(); got != p {
+			t.Fatalf("ParsePath(%q) = %+v, which is the path %q", p, tl, got)
+		}
+		if tl.Level < 0 || tl.Level > MaxLevel || tl.N < 0 || tl.W < 1 || tl.W > Width {
+			t.Fatalf("ParsePath(%q) = %+v, out of range", p, tl)
+		}
+		if tl.Data && tl.Level != 0 {
+			t.Fatalf("ParsePath(%q) = %+v: a data tile with a level", p, tl)
+		}
+		for _, e := range strings.Split(p, "/") {
+			if e == "" || e == "." || e == ".." {
+				t.Fatalf("ParsePath accepted %q, which has an empty or dot element", p)
+			}
+		}
+	})
+}
+
+// FuzzParseDataTile checks the data tile parser on whole tiles: parsing
+// never panics, and a tile that parses is canonical: its entries re-encode
+// to exactly its bytes, and each entry's TimestampedEntry is the one its
+// Merkle leaf (and so its leaf hash) is computed from.
+func FuzzParseDataTile(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(AppendTileLeaf(nil, &Entry{Timestamp: 1, Certificate: []byte("cert"), LeafIndex: 7}))
+	f.Add(AppendTileLeaf(nil, &Entry{Timestamp: 2, IsPrecert: true, Certificate: []byte("tbs"),
+		IssuerKeyHash: sha256.Sum256([]byte("issuer")), PreCertificate: []byte("pre"),
+		ChainFingerprints: [][32]byte{{1}, {2}}, LeafIndex: 1<<40 - 1}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := ParseDataTile(data)
+		if err != nil {
+			return
+		}
+		var re []byte
+		rest := data
+		for i, e := range entries {
+			before := len(re)
+			re = AppendTileLeaf(re, e)
+			if !bytes.Equal(re, data[:len(re)]) {
+				t.Fatalf("entry %d re-encodes differently:\n got %x\nwant %x", i, re[before:], data[before:min(len(data), len(re))])
+			}
+			// ReadTileLeaf agrees with ParseDataTile.
+			e2, r, err := ReadTileLeaf(rest)
+			if err != nil || !bytes.Equal(AppendTileLeaf(nil, e2), re[before:]) {
+				t.Fatalf("entry %d: ReadTileLeaf disagrees with ParseDataTile (%v)", i, err)
+			}
+			rest = r
+			// The leaf's first bytes are the TimestampedEntry that the
+			// MerkleTreeLeaf wraps after its version and leaf type.
+			mtl := e.MerkleTreeLeaf()
+			if mtl[0] != 0 || mtl[1] != 0 || !bytes.HasPrefix(re[before:], mtl[2:]) {
+				t.Fatalf("entry %d: TileLeaf does not start with its MerkleTreeLeaf's TimestampedEntry", i)
+			}
+			if e.LeafHash() != tlog.RecordHash(mtl) {
+				t.Fatalf("entry %d: LeafHash is not the record hash of its MerkleTreeLeaf", i)
+			}
+		}
+		if !bytes.Equal(re, data) || len(rest) != 0 {
+			t.Fatalf("tile of %d bytes re-encodes to %d bytes", len(data), len(re))
+		}
+	})
+}
+
+// FuzzTileLeafRoundTrip builds entries from fuzzed fields and checks that
+// AppendTileLeaf and ReadTileLeaf are inverses, including at the length
+// limits of every field.
+func FuzzTileLeafRoundTrip(f *testing.F) {
+	f.Add(uint64(1700000000000), false, []byte("cert"), []byte{}, []byte{}, uint8(1), uint64(0))
+	f.Add(uint64(0), true, []byte("tbs"), []byte("issuer key"), []byte("precert"), uint8(3), uint64(1<<40-1))
+	f.Add(uint64(1<<64-1), true, []byte{}, []byte{}, []byte{}, uint8(0), uint64(1<<40))
+	f.Fuzz(func(t *testing.T, ts uint64, precert bool, cert, ikh, pre []byte, nfp uint8, idx uint64) {
+		if idx > maxLeafIndex {
+			// Extensions refuses an index it cannot encode rather than
+			// truncate it into another entry's index.
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("Extensions(%d) did not panic", idx)
+				}
+			}()
+			Extensions(idx)
+			return
+		}
+		e := &Entry{Timestamp: ts, IsPrecert: precert, Certificate: cert, LeafIndex: idx}
+		if precert {
+			e.IssuerKeyHash = sha256.Sum256(ikh)
+			e.PreCertificate = pre
+		}
+		for i := range int(nfp) {
+			e.ChainFingerprints = append(e.ChainFingerprints, sha256.Sum256([]byte{byte(i)}))
+		}
+		trailer := []byte("next entry")
+		b := append(AppendTileLeaf(nil, e), trailer...)
+		got, rest, err := ReadTileLeaf(b)
+		if err != nil {
+			t.Fatalf("ReadTileLeaf of an encoded entry: %v", err)
+		}
+		if !bytes.Equal(rest, trailer) {
+			t.Fatalf("ReadTileLeaf left %q, want %q", rest, trailer)
+		}
+		if got.Timestamp != e.Timestamp || got.IsPrecert != e.IsPrecert || !bytes.Equal(got.Certificate, e.Certificate) ||
+			got.IssuerKeyHash != e.IssuerKeyHash || !bytes.Equal(got.PreCertificate, e.PreCertificate) ||
+			got.LeafIndex != e.LeafIndex || len(got.ChainFingerprints) != len(e.ChainFingerprints) {
+			t.Fatalf("round trip changed the entry:\n got %+v\nwant %+v", got, e)
+		}
+		for i := range got.ChainFingerprints {
+			if got.ChainFingerprints[i] != e.ChainFingerprints[i] {
+				t.Fatalf("chain fingerprint %d changed", i)
+			}
+		}
+		if got.LeafHash() != e.LeafHash() {
+			t.Fatal("round trip changed the leaf hash")
+		}
+	})
+}
+
+// FuzzParseHashTile checks that a hash tile parses exactly when it is 1 to
+// 256 whole hashes, and that the hashes are its bytes in order.
+func FuzzParseHashTile(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(make([]byte, 32))
+	f.Add(make([]byte, 33))
+	f.Add(make([]byte, Width*32))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hashes, err := ParseHashTile(data)
+		valid := len(data) > 0 && len(data)%32 == 0 && len(data) <= Width*32
+		if (err == nil) != valid {
+			t.Fatalf("ParseHashTile of %d bytes: err = %v", len(data), err)
+		}
+		if err != nil {
+			return
+		}
+		var re []byte
+		for _, h := range hashes {
+			re = append(re, h[:]...)
+		}
+		if !bytes.Equal(re, data) {
+			t.Fatal("hashes are not the tile's bytes")
+		}
+	})
+}
+
+// FuzzParseExtensions checks the CtExtensions parser that both TileLeafs and
+// SCT verification use: it never panics, at most one of each extension type
+// is accepted, the leaf index it returns is the one in the leaf_index
+// extension, and the 8-byte form Mosaic writes is the only 8-byte encoding
+// of an index.
+func FuzzParseExtensions(f *testing.F) {
+	f.Add(Extensions(0))
+	f.Add(Extensions(0x0102030405))
+	f.Add(append([]byte{9, 0, 1, 0xff}, Extensions(3)...))
+	f.Add(append(Extensions(1), Extensions(2)...))
+	f.Add([]byte{9, 0, 0, 9, 0, 0, 0, 0, 5, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, ext []byte) {
+		idx, err := ParseExtensions(ext)
+		if err != nil {
+			return
+		}
+		if idx > maxLeafIndex {
+			t.Fatalf("leaf index %d does not fit in 40 bits", idx)
+		}
+		// Walk the extensions independently: exactly one leaf_index, with
+		// 5 bytes naming idx, and no type twice.
+		s := cryptobyte.String(ext)
+		var seen [256]bool
+		for !s.Empty() {
+			var typ uint8
+			var data cryptobyte.String
+			if !s.ReadUint8(&typ) || !s.ReadUint16LengthPrefixed(&data) {
+				t.Fatalf("ParseExtensions accepted malformed %x", ext)
+			}
+			if seen[typ] {
+				t.Fatalf("ParseExtensions accepted type %d twice in %x", typ, ext)
+			}
+			seen[typ] = true
+			if typ == 0 && !bytes.Equal(Extensions(idx)[3:], data) {
+				t.Fatalf("ParseExtensions(%x) = %d, not the leaf_index value", ext, idx)
+			}
+		}
+		if !seen[0] {
+			t.Fatalf("ParseExtensions(%x) succeeded without a leaf_index", ext)
+		}
+		if len(ext) == 8 && !bytes.Equal(ext, Extensions(idx)) {
+			t.Fatalf("8-byte extensions %x are not the canonical leaf_index %x", ext, Extensions(idx))
+		}
+		if got, err := ParseExtensions(Extensions(idx)); err != nil || got != idx {
+			t.Fatalf("Extensions(%d) parses as %d, %v", idx, got, err)
+		}
+	})
+}
