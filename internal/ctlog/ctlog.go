@@ -39,8 +39,18 @@ type Log struct {
 	Description      string
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
+	// Lifecycle is the log's configured state and when it freezes itself
+	// (see lifecycle.go).
+	Lifecycle Lifecycle
 
 	role atomic.Pointer[role]
+
+	// Lifecycle state (lifecycle.go): frozen is set, for good, once the
+	// log is seen read-only; inflight counts the submissions in AddChain;
+	// usableSince is when a usable log started, if known.
+	frozen      atomic.Bool
+	inflight    atomic.Int64
+	usableSince atomic.Pointer[time.Time]
 }
 
 // role is what this process does for the log right now: sequence it, or
@@ -151,8 +161,14 @@ type RejectError = chain.RejectError
 
 // AddChain validates a submitted chain, waits until its entry is sequenced
 // and committed, and returns the SCT. Errors are *RejectError for a bad
-// submission, or wrap sequencer.ErrPoolFull / ErrUnavailable / ErrStopped.
+// submission, *ReadOnlyError for a log that takes no more submissions, or
+// wrap sequencer.ErrPoolFull / ErrUnavailable / ErrStopped.
 func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*sct.Response, error) {
+	done, err := l.admit(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	v, err := l.Validator.Validate(chainDER, precert)
 	if err != nil {
 		return nil, err
