@@ -165,4 +165,3 @@ func TestReadOnlyRefusesSubmissions(t *testing.T) {
 		})
 	}
 }
-
