@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -37,14 +36,14 @@ func refuseReadOnly(w http.ResponseWriter, err error) bool {
 
 // writeJSON writes v, indented, as a cacheable JSON document.
 func writeJSON(w http.ResponseWriter, v any) {
-	out, err := json.MarshalIndent(v, "", "  ")
+	out, err := loglist.Marshal(v)
 	if err != nil {
 		http.Error(w, "encoding the document failed", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	w.Write(append(out, '\n'))
+	w.Write(out)
 }
 
 // logJSON serves the log's log.v3.json: its entry for a CT log list, in

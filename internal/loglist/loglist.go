@@ -10,7 +10,10 @@
 // filter that links the klog logging library into whatever imports it.
 package loglist
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // LogList is a list of logs grouped by operator.
 type LogList struct {
@@ -70,4 +73,14 @@ type ReadOnlyLogState struct {
 type TreeHead struct {
 	SHA256RootHash []byte `json:"sha256_root_hash"`
 	TreeSize       int64  `json:"tree_size"`
+}
+
+// Marshal encodes a document as Mosaic serves and stores it: indented
+// JSON ending in a newline.
+func Marshal(v any) ([]byte, error) {
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }

@@ -229,6 +229,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		MMD:              lc.MMD,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
+		Lifecycle:        lifecycleOf(lc),
 	}
 	var metrics *sequencer.Metrics
 	if logReg != nil {
@@ -273,6 +274,10 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 			return err
 		}
 		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
+			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		// The log's list entry, usable from now on.
+		if _, err := publishListEntry(ctx, p.log, p.seqCfg.Storage); err != nil {
 			return fmt.Errorf("log %s: %w", lc.Name, err)
 		}
 		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
@@ -355,6 +360,9 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: c, logger: logger, b: newBackends(), reg: reg}
+	if err := registerBuildInfo(reg); err != nil {
+		return nil, err
+	}
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
@@ -389,6 +397,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
 	return s, nil
 }
 
@@ -447,6 +456,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return err
 	}
+	debugSrv, err := s.serveDebug()
+	if err != nil {
+		return err
+	}
+	if debugSrv != nil {
+		defer debugSrv.Close()
+	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
@@ -484,7 +500,17 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			}()
 		}
 	}
+	for _, p := range s.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
+		}()
+	}
 	var servers []*http.Server
+	if debugSrv != nil {
+		servers = append(servers, debugSrv)
+	}
 	serveErrs := make(chan error, len(lns))
 	for i, ln := range lns {
 		srv := &http.Server{
