@@ -328,7 +328,7 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 			}
 			seq, err := sequencer.Load(ctx, p.seqCfg)
 			if err != nil {
-				return err
+				return explainStale(ctx, lc.Name, p.seqCfg, err)
 			}
 			if lc.Lock == "database" {
 				report = append(report, fmt.Sprintf("log %s: continues its storage from tree size %d", lc.Name, seq.Published().Size))
@@ -354,4 +354,21 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil
+}
+
+// explainStale adds to a Load error, when the backup's checkpoint is
+// behind the storage's fence, what that means for a restore.
+func explainStale(ctx context.Context, name string, cfg sequencer.Config, err error) error {
+	_, committed, cerr := sequencer.Committed(ctx, cfg)
+	signed, ferr := cfg.Fence.Fetch(ctx, cfg.LogID)
+	if cerr != nil || ferr != nil {
+		return err
+	}
+	fence, verr := cfg.Verify(signed)
+	if verr != nil || fence.Size <= committed.Size {
+		return err
+	}
+	return fmt.Errorf("log %s: the backup (tree size %d) is older than the log's storage (tree size %d): the log went on after it was taken, "+
+		"and continuing from it would sign a second, different tree (a fork); only a backup of the latest state can be restored: %w",
+		name, committed.Size, fence.Size, err)
 }

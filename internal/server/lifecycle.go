@@ -171,6 +171,10 @@ func runLifecycle(ctx context.Context, l *ctlog.Log, st storage.Backend, logger 
 		if leader && published != state {
 			wait = min(wait, 10*time.Second)
 		}
+		if changed == nil {
+			// The log has no role yet (Changed cannot be waited on).
+			wait = min(wait, 50*time.Millisecond)
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
