@@ -167,6 +167,12 @@ func syncDir(dir string) error {
 
 // fetchHotBackup asks the mosaic serve at debugAddr for a copy of the
 // database at abs and writes it to w.
+//
+// It is only asked when the database file is locked, that is when a
+// process that can open it (its owner: the file is 0600) holds it; that
+// process's configured debug address cannot be held by anyone else
+// meanwhile. The copy is checked against the logs' keys before it is
+// kept (checkBackup).
 func fetchHotBackup(ctx context.Context, debugAddr, abs string, w io.Writer) error {
 	u := "http://" + debugAddr + BackupPath + "?database=" + url.QueryEscape(abs)
 	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
