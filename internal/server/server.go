@@ -276,9 +276,13 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
 			return fmt.Errorf("log %s: %w", lc.Name, err)
 		}
-		// The log's list entry, usable from now on.
-		if _, err := publishListEntry(ctx, p.log, p.seqCfg.Storage); err != nil {
-			return fmt.Errorf("log %s: %w", lc.Name, err)
+		// The log's list entry, usable from now on. (A log created
+		// read-only gets its entry when it is first served: it has no
+		// final tree head before.)
+		if st, _ := p.log.Status(time.Now()); st == ctlog.Usable {
+			if _, err := publishListEntry(ctx, p.log, p.seqCfg.Storage); err != nil {
+				return fmt.Errorf("log %s: %w", lc.Name, err)
+			}
 		}
 		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
 	}
