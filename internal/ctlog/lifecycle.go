@@ -108,21 +108,47 @@ func (l *Log) admit(now time.Time) (done func(), err error) {
 	return done, nil
 }
 
-// Settle waits, once the log is read-only, until every submission
-// admitted before it froze has been answered, so that its tree will not
-// grow again: the checkpoint Published returns then holds the final tree
-// head. It fails if ctx ends first, or if the log is usable.
+// Settle waits, once the log is read-only, until its tree can no longer
+// grow: the checkpoint Published returns then holds the final tree head.
+// It fails if ctx ends first, or if the log is usable.
+//
+// First every submission admitted before the freeze must have returned.
+// One whose submitter went away returned early, though, and its entry may
+// still wait in the sequencer's pool; so on the process that sequences the
+// log, Settle then waits for two more rounds to commit (idle rounds commit
+// every second): the second began after the first committed, after the
+// last admitted submission returned, and so took every pooled entry.
 func (l *Log) Settle(ctx context.Context) error {
 	if err := l.CheckWritable(time.Now()); err == nil {
 		return errors.New("the log is usable: it has no final tree head")
 	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for l.inflight.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+	wait := func(done func() bool) error {
+		for !done() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		return nil
+	}
+	if err := wait(func() bool { return l.inflight.Load() == 0 }); err != nil {
+		return err
+	}
+	seq := l.Sequencer()
+	if seq == nil {
+		return nil
+	}
+	// Each round publishes a new *checkpoint.Verified.
+	for range 2 {
+		before := seq.Published()
+		if err := wait(func() bool { return l.Sequencer() != seq || seq.Published() != before }); err != nil {
+			return err
+		}
+		if l.Sequencer() != seq {
+			return errors.New("this process stopped sequencing the log")
 		}
 	}
 	return nil

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,11 @@ import (
 	"github.com/google/certificate-transparency-go/loglist3"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 func testLog(t *testing.T) *Log {
@@ -196,5 +202,73 @@ func TestSettle(t *testing.T) {
 	l.inflight.Add(1) // a submission that never finishes
 	if err := l.Settle(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Settle with a cancelled context and a submission in flight: %v", err)
+	}
+}
+
+// TestSettleWaitsForPooledEntries: a submitter that gave up before its
+// entry was sequenced leaves the entry in the pool; Settle must not report
+// the tree final until that entry is in it.
+func TestSettleWaitsForPooledEntries(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := localfs.New(filepath.Join(dir, "storage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testLog(t)
+	id := Identity{Origin: l.Origin, Keys: l.Keys}
+	verify, err := id.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sequencer.Config{
+		Name: l.Name, LogID: l.LogID, Origin: l.Origin, Signer: id.Signer(), Verify: verify,
+		Storage: store, Lock: db, Dedup: db, Fence: store.Fence(),
+		// Long enough that the entry is still pooled when Settle starts.
+		Period: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	}
+	ctx := context.Background()
+	if err := sequencer.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := sequencer.Load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetSequencer(seq)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- seq.Run(runCtx) }()
+	defer func() { stop(); <-ran }()
+
+	freeze := time.Now().Add(time.Hour)
+	l.Lifecycle = Lifecycle{FreezeAt: freeze}
+	done, err := l.admit(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := []byte("issuer")
+	p := &sequencer.Pending{
+		Entry:   tile.Entry{Certificate: []byte("leaf"), ChainFingerprints: [][32]byte{tile.Fingerprint(issuer)}},
+		Issuers: [][]byte{issuer},
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel() // the submitter is gone before the entry is sequenced
+	if _, _, err := seq.Add(gone, p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Add with a cancelled context: %v", err)
+	}
+	done()
+	if err := l.CheckWritable(freeze); !errors.Is(err, ErrReadOnly) {
+		t.Fatal("not frozen")
+	}
+	if err := l.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Published().Size; got != 1 {
+		t.Fatalf("Settle returned at tree size %d, with the pooled entry not yet sequenced", got)
 	}
 }
