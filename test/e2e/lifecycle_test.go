@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/google/certificate-transparency-go/loglist3"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
@@ -332,5 +335,55 @@ func TestFreezesItself(t *testing.T) {
 	}
 	if !strings.Contains(s.logBuf.String(), "the log is readonly") {
 		t.Errorf("the server did not log the freeze:\n%s", s.logBuf.String())
+	}
+}
+
+// TestLogListOnS3: on S3 storage, mosaic create and the leader write
+// log.v3.json to the bucket with its JSON content type, so that a public
+// bucket or a CDN serves it, and it is the document the log serves.
+func TestLogListOnS3(t *testing.T) {
+	host := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	l := newS3Log(t, host, host, "postgres", "")
+	cfg, err := config.Load(l.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Logs[0].Storage.S3
+	creds := map[string]string{}
+	for _, kv := range l.env {
+		k, v, _ := strings.Cut(kv, "=")
+		creds[k] = v
+	}
+	mc, err := minio.New(strings.TrimPrefix(sc.Endpoint, "http://"), &minio.Options{
+		Creds:        credentials.NewStaticV4(creds["AWS_ACCESS_KEY_ID"], creds["AWS_SECRET_ACCESS_KEY"], ""),
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := mc.GetObject(t.Context(), sc.Bucket, sc.Prefix+"/log.v3.json", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("log.v3.json in the bucket after mosaic create: %v", err)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ContentType != "application/json" {
+		t.Errorf("stored log.v3.json has Content-Type %q", info.ContentType)
+	}
+	e := strict[loglist3.TiledLog](t, "log.v3.json in the bucket", stored)
+	if e.State.LogStatus() != loglist3.UsableLogStatus || e.SubmissionURL != l.info.SubmissionPrefix {
+		t.Errorf("log.v3.json in the bucket: %s", stored)
+	}
+	s := startConfigured(t, l.cfgPath, l.env, l.info)
+	_, served := getRaw(t, "GET", s.url("log.v3.json"), nil)
+	if !bytes.Equal(served, stored) {
+		t.Errorf("served log.v3.json differs from the bucket's:\n%s\nbucket:\n%s", served, stored)
 	}
 }
