@@ -30,8 +30,11 @@ func commands() []command {
 		{"keygen", "generate a log key (a 32-byte seed)", runKeygen},
 		{"cache", "rebuild a log's dedup cache from its data tiles (cache rebuild)", runCache},
 		{"roots", "remove a root from a log's accepted set (roots remove)", runRoots},
+		{"backup", "copy the embedded database consistently, even while serve runs", runBackup},
+		{"restore", "restore the embedded database from a backup, if the logs continue from it", runRestore},
 		{"hammer", "load-test and verify any Static CT log", runHammer},
 		{"fsck", "verify a whole Static CT log, tile by tile", runFsck},
+		{"version", "print the version, commit and Go version of this build", runVersion},
 	}
 }
 

@@ -1,7 +1,7 @@
 package client
 
 import (
-	"runtime/debug"
+	"github.com/mosaic-ct/mosaic/internal/buildinfo"
 )
 
 // ProjectURL is the contact URL in Mosaic's User-Agent strings, so that a
@@ -17,10 +17,6 @@ func UserAgent(product string) string {
 	return product + "/" + Version() + " (+" + ProjectURL + ")"
 }
 
-// Version returns the main module's version, or "devel".
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+// Version returns the main module's version, or "devel" (see package
+// buildinfo, which `mosaic version` and mosaic_build_info use too).
+func Version() string { return buildinfo.Version() }

@@ -45,6 +45,11 @@ type Config struct {
 	Standby *Standby `yaml:"standby,omitempty"`
 	// Limits bounds what clients can hold: connections and timeouts.
 	Limits Limits `yaml:"limits,omitempty"`
+	// Debug, when set, serves profiling and hot backups of the embedded
+	// database on a loopback address (see lifecycle.go).
+	Debug *Debug `yaml:"debug,omitempty"`
+	// Operator describes who runs the logs, for /logs.v3.json.
+	Operator Operator `yaml:"operator,omitempty"`
 }
 
 // Limits bounds the connections clients hold open and how long they may
@@ -148,8 +153,14 @@ type Log struct {
 	// them instead.
 	PartialTileGrace time.Duration `yaml:"partial_tile_grace,omitempty"`
 	KeepPartialTiles bool          `yaml:"keep_partial_tiles,omitempty"`
-	// MMD is the maximum merge delay advertised in log.v3.json (default 24h).
+	// MMD is the maximum merge delay advertised in log.v3.json (default
+	// 60s: Mosaic merges before it answers, so its real delay is zero).
 	MMD time.Duration `yaml:"mmd,omitempty"`
+	// State, StateTimestamp and ReadOnlyGrace are the log's lifecycle:
+	// see lifecycle.go.
+	State          string        `yaml:"state,omitempty"`
+	StateTimestamp time.Time     `yaml:"state_timestamp,omitempty"`
+	ReadOnlyGrace  time.Duration `yaml:"readonly_grace,omitempty"`
 	// Description is the human-readable description for log lists.
 	Description string `yaml:"description,omitempty"`
 	// ReadPath serves the monitoring prefix from this process (default
@@ -325,9 +336,7 @@ func (c *Config) setDefaults() {
 		if l.PartialTileGrace == 0 {
 			l.PartialTileGrace = time.Hour
 		}
-		if l.MMD == 0 {
-			l.MMD = 24 * time.Hour
-		}
+		setLifecycleDefaults(l)
 		if l.ReadPath == nil {
 			t := true
 			l.ReadPath = &t
@@ -415,6 +424,7 @@ func (c *Config) Validate() error {
 		bad("logs", "at least one log is required")
 	}
 	c.validateLimits(bad)
+	c.validateDebug(bad)
 	if sb := c.Standby; sb != nil {
 		if sb.Lease < time.Second || sb.Lease > 10*time.Minute {
 			bad("standby.lease", "%v is out of range (1s to 10m)", sb.Lease)
@@ -531,9 +541,7 @@ func (c *Config) Validate() error {
 		if l.PoolSize < 1 || l.PoolSize > 1_000_000 {
 			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)
 		}
-		if l.MMD < 0 {
-			bad(f+".mmd", "must not be negative")
-		}
+		validateLifecycle(f, &l, time.Now(), bad)
 	}
 	return errors.Join(errs...)
 }

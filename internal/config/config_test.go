@@ -85,7 +85,7 @@ func TestParseFull(t *testing.T) {
 		{"b.MonitoringPrefix", b.MonitoringPrefix, "https://ct.example.org/2026h2"},
 		{"b.Period", b.Period, 200 * time.Millisecond},
 		{"b.PoolSize", b.PoolSize, 4000},
-		{"b.MMD", b.MMD, 24 * time.Hour},
+		{"b.MMD", b.MMD, 60 * time.Second},
 		{"b.ReadPath", *b.ReadPath, true},
 		{"b.Database", b.Database, ""},
 		{"b.Description", b.Description, ""},
@@ -150,7 +150,7 @@ func TestParseMinimalDefaults(t *testing.T) {
 	if l.PoolSize != 4000 {
 		t.Errorf("pool_size default = %d", l.PoolSize)
 	}
-	if l.MMD != 24*time.Hour {
+	if l.MMD != 60*time.Second {
 		t.Errorf("mmd default = %v", l.MMD)
 	}
 	if l.ReadPath == nil || !*l.ReadPath {

@@ -42,8 +42,18 @@ type Log struct {
 	// Admission shares the log's capacity under load (nil: every valid
 	// submission is normal priority and unlimited).
 	Admission *Admission
+	// Lifecycle is the log's configured state and when it freezes itself
+	// (see lifecycle.go).
+	Lifecycle Lifecycle
 
 	role atomic.Pointer[role]
+
+	// Lifecycle state (lifecycle.go): frozen is set, for good, once the
+	// log is seen read-only; inflight counts the submissions in AddChain;
+	// usableSince is when a usable log started, if known.
+	frozen      atomic.Bool
+	inflight    atomic.Int64
+	usableSince atomic.Pointer[time.Time]
 }
 
 // role is what this process does for the log right now: sequence it, or
@@ -155,9 +165,15 @@ type RejectError = chain.RejectError
 // AddChain validates a submitted chain, waits until its entry is sequenced
 // and committed, and returns the SCT. Errors are *RejectError for a bad
 // submission, *ThrottleError for one refused for now by admission control,
-// or wrap sequencer.ErrPoolFull (ErrDeferred for a low-priority entry) /
+// *ReadOnlyError for a log that takes no more submissions, or wrap
+// sequencer.ErrPoolFull (ErrDeferred for a low-priority entry) /
 // ErrUnavailable / ErrStopped.
 func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*sct.Response, error) {
+	done, err := l.admit(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	v, err := l.Validator.Validate(chainDER, precert)
 	if err != nil {
 		return nil, err

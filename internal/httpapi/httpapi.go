@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -53,6 +52,8 @@ type Server struct {
 	// HealthMaxAge is how old a log's latest checkpoint may be before /health
 	// reports it unhealthy.
 	HealthMaxAge time.Duration
+	// Operator is who runs the logs, as /logs.v3.json says (see loglist.go).
+	Operator Operator
 }
 
 // New returns a Server for logs. Metrics are registered on reg and served
@@ -117,7 +118,8 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", s.health)
-	return mux
+	mux.HandleFunc("GET /logs.v3.json", s.logList)
+	return cors(mux)
 }
 
 // statusRecorder captures the status code, and the reason of a refusal,
@@ -185,6 +187,9 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			http.Error(w, "The request body could not be read to the end.", http.StatusBadRequest)
 			return
 		}
+		if refuseReadOnly(w, l.CheckWritable(time.Now())) {
+			return
+		}
 		if l.Sequencer() == nil && s.forward(w, r, l, body) {
 			return
 		}
@@ -215,6 +220,9 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			}
 		}
 		resp, err := l.AddChain(r.Context(), chainDER, precert)
+		if refuseReadOnly(w, err) {
+			return
+		}
 		if err != nil {
 			s.writeAddChainError(w, r, l, err)
 			return
@@ -338,7 +346,6 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", "*")
 		h.Set("Content-Type", storage.Options(key).ContentType)
 		switch {
 		case kind == "checkpoint":
@@ -402,100 +409,6 @@ func gunzip(data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(zr)
-}
-
-// LogListEntry is the log's entry for a CT log list v3.
-type LogListEntry struct {
-	Description      string           `json:"description"`
-	LogID            string           `json:"log_id"`
-	Key              string           `json:"key"`
-	URL              string           `json:"url"`
-	SubmissionURL    string           `json:"submission_url"`
-	MonitoringURL    string           `json:"monitoring_url"`
-	MMD              int64            `json:"mmd"`
-	TemporalInterval TemporalInterval `json:"temporal_interval"`
-}
-
-// TemporalInterval is the log's NotAfter window.
-type TemporalInterval struct {
-	StartInclusive string `json:"start_inclusive"`
-	EndExclusive   string `json:"end_exclusive"`
-}
-
-// ListEntry returns l's log list entry.
-func ListEntry(l *ctlog.Log) LogListEntry {
-	desc := l.Description
-	if desc == "" {
-		desc = "Mosaic log " + l.Name
-	}
-	return LogListEntry{
-		Description:   desc,
-		LogID:         base64.StdEncoding.EncodeToString(l.LogID[:]),
-		Key:           base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER()),
-		URL:           l.SubmissionPrefix.String(),
-		SubmissionURL: l.SubmissionPrefix.String(),
-		MonitoringURL: l.MonitoringPrefix.String(),
-		MMD:           int64(l.MMD / time.Second),
-		TemporalInterval: TemporalInterval{
-			StartInclusive: l.NotAfterStart.UTC().Format(time.RFC3339),
-			EndExclusive:   l.NotAfterLimit.UTC().Format(time.RFC3339),
-		},
-	}
-}
-
-func (s *Server) logJSON(l *ctlog.Log) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Access-Control-Allow-Origin", "*")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(ListEntry(l))
-	}
-}
-
-var homeTemplate = template.Must(template.New("home").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Name}} — Mosaic CT log</title>
-<style>body{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em}code{word-break:break-all}</style></head>
-<body><h1>{{.Name}}</h1>
-<p>{{.Entry.Description}}. This is a <a href="https://c2sp.org/static-ct-api">Static CT API</a> Certificate Transparency log run by Mosaic.</p>
-<dl>
-<dt>Submission prefix</dt><dd><code>{{.Entry.SubmissionURL}}</code></dd>
-<dt>Monitoring prefix</dt><dd><code>{{.Entry.MonitoringURL}}</code></dd>
-<dt>Log ID</dt><dd><code>{{.Entry.LogID}}</code></dd>
-<dt>Public key (DER, base64)</dt><dd><code>{{.Entry.Key}}</code></dd>
-<dt>Public key (PEM)</dt><dd><pre>{{.PEM}}</pre></dd>
-<dt>Accepted NotAfter</dt><dd>{{.Entry.TemporalInterval.StartInclusive}} (inclusive) to {{.Entry.TemporalInterval.EndExclusive}} (exclusive)</dd>
-<dt>Maximum merge delay</dt><dd>{{.Entry.MMD}} seconds</dd>
-<dt>Tree size</dt><dd>{{.TreeSize}} (checkpoint at {{.CheckpointTime}})</dd>
-</dl>
-<p><a href="log.v3.json">log.v3.json</a> · <a href="ct/v1/get-roots">get-roots</a></p>
-</body></html>
-`))
-
-func (s *Server) home(l *ctlog.Log) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cp := l.Published()
-		if cp == nil {
-			http.Error(w, "the log's state is not known yet; retry later", http.StatusServiceUnavailable)
-			return
-		}
-		var pem strings.Builder
-		pem.WriteString("-----BEGIN PUBLIC KEY-----\n")
-		b64 := base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER())
-		for len(b64) > 64 {
-			pem.WriteString(b64[:64] + "\n")
-			b64 = b64[64:]
-		}
-		pem.WriteString(b64 + "\n-----END PUBLIC KEY-----")
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		homeTemplate.Execute(w, map[string]any{
-			"Name":           l.Name,
-			"Entry":          ListEntry(l),
-			"PEM":            pem.String(),
-			"TreeSize":       cp.Size,
-			"CheckpointTime": time.UnixMilli(int64(cp.Timestamp)).UTC().Format(time.RFC3339),
-		})
-	}
 }
 
 // health answers 200 only while every log has a fresh checkpoint and a

@@ -292,6 +292,10 @@ func response(msg string) []byte {
 	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\n" +
 		"Retry-After: " + strconv.Itoa(RetryAfter) + "\r\n" +
+		// As on every other response of the log (see httpapi's cors), so
+		// a browser-based client can read why and when to retry.
+		"Access-Control-Allow-Origin: *\r\n" +
+		"Access-Control-Expose-Headers: Retry-After\r\n" +
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(msg)) + "\r\n" +
 		"\r\n" + msg)

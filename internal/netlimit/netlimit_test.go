@@ -110,6 +110,9 @@ func (lim *Limiter) idleCount() int {
 func want503(t *testing.T, c *client, reason string) {
 	t.Helper()
 	resp, body := c.get(t)
+	if resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("the refusal has no Access-Control-Allow-Origin: *")
+	}
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !resp.Close || !strings.Contains(body, reason) {
 		t.Fatalf("over the cap: %s Retry-After %q Connection close %v %q; want 503, Retry-After: 5, Connection: close",
 			resp.Status, resp.Header.Get("Retry-After"), resp.Close, body)

@@ -232,6 +232,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
+		Lifecycle:        lifecycleOf(lc),
 	}
 	macKey, err := roots.MACKey(k, id.Origin)
 	if err != nil {
@@ -288,6 +289,14 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 		}
 		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
 			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		// The log's list entry, usable from now on. (A log created
+		// read-only gets its entry when it is first served: it has no
+		// final tree head before.)
+		if st, _ := p.log.Status(time.Now()); st == ctlog.Usable {
+			if _, err := publishListEntry(ctx, p.log, p.seqCfg.Storage); err != nil {
+				return fmt.Errorf("log %s: %w", lc.Name, err)
+			}
 		}
 		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
 	}
@@ -372,6 +381,9 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: c, logger: logger, b: newBackends(), reg: reg}
+	if err := registerBuildInfo(reg); err != nil {
+		return nil, err
+	}
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
@@ -419,6 +431,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
 	return s, nil
 }
 
@@ -477,6 +490,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return err
 	}
+	debugSrv, err := s.serveDebug()
+	if err != nil {
+		return err
+	}
+	if debugSrv != nil {
+		defer debugSrv.Close()
+	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
@@ -521,7 +541,17 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			}()
 		}
 	}
+	for _, p := range s.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
+		}()
+	}
 	var servers []*http.Server
+	if debugSrv != nil {
+		servers = append(servers, debugSrv)
+	}
 	serveErrs := make(chan error, len(lns))
 	for i, ln := range lns {
 		srv := &http.Server{

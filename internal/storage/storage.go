@@ -79,8 +79,15 @@ func Options(key string) PutOptions {
 		return PutOptions{ContentType: "application/pkix-cert", Immutable: true}
 	case len(key) > len("tile/data/") && key[:len("tile/data/")] == "tile/data/":
 		return PutOptions{ContentType: "application/octet-stream", ContentEncoding: "gzip", Immutable: !isPartial(key)}
-	default:
+	case strings.HasPrefix(key, "tile/"):
 		return PutOptions{ContentType: "application/octet-stream", Immutable: !isPartial(key)}
+	case key == "log.v3.json":
+		return PutOptions{ContentType: "application/json"}
+	case key == "roots.pem", strings.HasPrefix(key, "fence/"):
+		return PutOptions{ContentType: "text/plain; charset=utf-8"}
+	default:
+		// Only what is known never to change may be cached forever.
+		return PutOptions{ContentType: "application/octet-stream"}
 	}
 }
 

@@ -1,0 +1,274 @@
+package ctlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/certificate-transparency-go/loglist3"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/db/bolt"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+func testLog(t *testing.T) *Log {
+	t.Helper()
+	seed := sha256.Sum256([]byte("ctlog lifecycle test"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := url.Parse("https://ct.example.org/2026h1/")
+	mon, _ := url.Parse("https://static.example.org/2026h1/")
+	l := &Log{
+		Name: "2026h1", SubmissionPrefix: sub, MonitoringPrefix: mon, Origin: "ct.example.org/2026h1",
+		Keys: k, LogID: k.LogID(),
+		NotAfterStart: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfterLimit: time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC),
+		MMD:           time.Minute,
+	}
+	cp := &checkpoint.Verified{Checkpoint: checkpoint.Checkpoint{Origin: l.Origin, Size: 1234, Hash: sha256.Sum256([]byte("root"))}, Timestamp: 1}
+	l.SetStandby("", cp, nil)
+	return l
+}
+
+// decodeStrict decodes an entry the way a log list consumer that refuses
+// unknown fields does, into certificate-transparency-go's loglist3 type.
+func decodeStrict(t *testing.T, v any) *loglist3.TiledLog {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var e loglist3.TiledLog
+	if err := dec.Decode(&e); err != nil {
+		t.Fatalf("strict decoding into loglist3.TiledLog: %v\n%s", err, data)
+	}
+	return &e
+}
+
+func TestListEntryStates(t *testing.T) {
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	since := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	freeze := time.Date(2026, 7, 8, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		lc     Lifecycle
+		usable time.Time // SetUsableSince, if not zero
+		now    time.Time
+		check  func(t *testing.T, s *loglist3.LogStates)
+	}{
+		{"usable since configured", Lifecycle{Since: since, FreezeAt: freeze}, time.Time{}, now, func(t *testing.T, s *loglist3.LogStates) {
+			if s.LogStatus() != loglist3.UsableLogStatus || !s.Usable.Timestamp.Equal(since) {
+				t.Errorf("state %v, %+v", s.LogStatus(), s.Usable)
+			}
+		}},
+		{"usable since first published", Lifecycle{FreezeAt: freeze}, since.Add(time.Hour + 500*time.Millisecond), now, func(t *testing.T, s *loglist3.LogStates) {
+			if s.LogStatus() != loglist3.UsableLogStatus || !s.Usable.Timestamp.Equal(since.Add(time.Hour)) {
+				t.Errorf("state %v, %+v", s.LogStatus(), s.Usable)
+			}
+		}},
+		{"frozen by not_after_limit + grace", Lifecycle{FreezeAt: freeze}, since, freeze, func(t *testing.T, s *loglist3.LogStates) {
+			if s.LogStatus() != loglist3.ReadOnlyLogStatus || !s.ReadOnly.Timestamp.Equal(freeze) ||
+				s.ReadOnly.FinalTreeHead.TreeSize != 1234 || !bytes.Equal(s.ReadOnly.FinalTreeHead.SHA256RootHash, sha(t, "root")) {
+				t.Errorf("state %v, %+v", s.LogStatus(), s.ReadOnly)
+			}
+		}},
+		{"readonly by config", Lifecycle{State: ReadOnly, Since: since, FreezeAt: freeze}, time.Time{}, now, func(t *testing.T, s *loglist3.LogStates) {
+			if s.LogStatus() != loglist3.ReadOnlyLogStatus || !s.ReadOnly.Timestamp.Equal(since) || s.ReadOnly.FinalTreeHead.TreeSize != 1234 {
+				t.Errorf("state %v, %+v", s.LogStatus(), s.ReadOnly)
+			}
+		}},
+		{"retired by config", Lifecycle{State: Retired, Since: since}, time.Time{}, now, func(t *testing.T, s *loglist3.LogStates) {
+			if s.LogStatus() != loglist3.RetiredLogStatus || !s.Retired.Timestamp.Equal(since) {
+				t.Errorf("state %v, %+v", s.LogStatus(), s.Retired)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLog(t)
+			l.Lifecycle = tt.lc
+			if !tt.usable.IsZero() {
+				l.SetUsableSince(tt.usable)
+			}
+			e, err := l.ListEntry(tt.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := decodeStrict(t, e)
+			if got.SubmissionURL != "https://ct.example.org/2026h1/" || got.MonitoringURL != "https://static.example.org/2026h1/" ||
+				got.MMD != 60 || !bytes.Equal(got.LogID, l.LogID[:]) || !bytes.Equal(got.Key, l.Keys.PublicKeyDER()) ||
+				got.Description != "Mosaic log 2026h1" || got.TemporalInterval == nil ||
+				!got.TemporalInterval.StartInclusive.Equal(l.NotAfterStart) || !got.TemporalInterval.EndExclusive.Equal(l.NotAfterLimit) {
+				t.Errorf("entry %+v", got)
+			}
+			if got.State == nil {
+				t.Fatal("no state")
+			}
+			tt.check(t, got.State)
+		})
+	}
+}
+
+func sha(t *testing.T, s string) []byte {
+	t.Helper()
+	h := sha256.Sum256([]byte(s))
+	return h[:]
+}
+
+func TestListEntryReadOnlyNeedsCheckpoint(t *testing.T) {
+	l := testLog(t)
+	l.SetStandby("", nil, errors.New("unreachable"))
+	l.Lifecycle = Lifecycle{State: ReadOnly, Since: time.Now()}
+	if _, err := l.ListEntry(time.Now()); err == nil {
+		t.Fatal("a read-only log without a known checkpoint gave an entry")
+	}
+}
+
+// TestAddChainRefusedWhenReadOnly: a frozen log refuses submissions with a
+// *ReadOnlyError before looking at them (the Validator is nil here: any
+// use of it would panic).
+func TestAddChainRefusedWhenReadOnly(t *testing.T) {
+	for _, lc := range []Lifecycle{
+		{State: ReadOnly, Since: time.Date(2026, 7, 8, 0, 0, 0, 0, time.UTC)},
+		{State: Retired, Since: time.Date(2026, 7, 8, 0, 0, 0, 0, time.UTC)},
+		{FreezeAt: time.Now().Add(-time.Second)},
+	} {
+		l := testLog(t)
+		l.Lifecycle = lc
+		_, err := l.AddChain(context.Background(), [][]byte{[]byte("not even DER")}, false)
+		var re *ReadOnlyError
+		if !errors.Is(err, ErrReadOnly) || !errors.As(err, &re) {
+			t.Fatalf("%+v: AddChain error %v, want a ReadOnlyError", lc, err)
+		}
+		if !strings.Contains(err.Error(), "submit to another log") || strings.Contains(err.Error(), "ctlog.") {
+			t.Errorf("message %q", err)
+		}
+		if l.inflight.Load() != 0 {
+			t.Errorf("a refused submission is still counted in flight")
+		}
+	}
+}
+
+// TestSettle: a submission admitted just before the freeze holds Settle
+// until it is answered, and once frozen the log stays frozen even if the
+// clock goes back.
+func TestSettle(t *testing.T) {
+	l := testLog(t)
+	freeze := time.Now().Add(time.Hour)
+	l.Lifecycle = Lifecycle{FreezeAt: freeze}
+	if err := l.Settle(context.Background()); err == nil {
+		t.Fatal("Settle succeeded on a usable log")
+	}
+	done, err := l.admit(freeze.Add(-time.Millisecond))
+	if err != nil {
+		t.Fatalf("admitted before the freeze: %v", err)
+	}
+	if err := l.CheckWritable(freeze); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("at FreezeAt: %v, want read-only", err)
+	}
+	// The clock goes back: still frozen.
+	if _, err := l.admit(freeze.Add(-time.Minute)); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("after the freeze, with the clock set back: %v, want read-only", err)
+	}
+	settled := make(chan error, 1)
+	go func() { settled <- l.Settle(context.Background()) }()
+	select {
+	case err := <-settled:
+		t.Fatalf("Settle returned (%v) while an admitted submission was still in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	done()
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.inflight.Add(1) // a submission that never finishes
+	if err := l.Settle(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Settle with a cancelled context and a submission in flight: %v", err)
+	}
+}
+
+// TestSettleWaitsForPooledEntries: a submitter that gave up before its
+// entry was sequenced leaves the entry in the pool; Settle must not report
+// the tree final until that entry is in it.
+func TestSettleWaitsForPooledEntries(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := localfs.New(filepath.Join(dir, "storage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testLog(t)
+	id := Identity{Origin: l.Origin, Keys: l.Keys}
+	verify, err := id.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sequencer.Config{
+		Name: l.Name, LogID: l.LogID, Origin: l.Origin, Signer: id.Signer(), Verify: verify,
+		Storage: store, Lock: db, Dedup: db, Fence: store.Fence(),
+		// Long enough that the entry is still pooled when Settle starts.
+		Period: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	}
+	ctx := context.Background()
+	if err := sequencer.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := sequencer.Load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetSequencer(seq)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- seq.Run(runCtx) }()
+	defer func() { stop(); <-ran }()
+
+	freeze := time.Now().Add(time.Hour)
+	l.Lifecycle = Lifecycle{FreezeAt: freeze}
+	done, err := l.admit(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := []byte("issuer")
+	p := &sequencer.Pending{
+		Entry:   tile.Entry{Certificate: []byte("leaf"), ChainFingerprints: [][32]byte{tile.Fingerprint(issuer)}},
+		Issuers: [][]byte{issuer},
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel() // the submitter is gone before the entry is sequenced
+	if _, _, err := seq.Add(gone, p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Add with a cancelled context: %v", err)
+	}
+	done()
+	if err := l.CheckWritable(freeze); !errors.Is(err, ErrReadOnly) {
+		t.Fatal("not frozen")
+	}
+	if err := l.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Published().Size; got != 1 {
+		t.Fatalf("Settle returned at tree size %d, with the pooled entry not yet sequenced", got)
+	}
+}
