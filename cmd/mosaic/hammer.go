@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/hammer"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // runHammer implements `mosaic hammer`: parse flags, run internal/hammer,
@@ -117,7 +117,7 @@ func runHammer(ctx context.Context, args []string) error {
 		}
 		*w.t = t
 	}
-	pub, err := client.DecodePublicKey(tg.pubkey)
+	pub, err := staticct.DecodePublicKey(tg.pubkey)
 	if err != nil {
 		return fmt.Errorf("-pubkey: %w", err)
 	}
@@ -125,9 +125,9 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading the CA: %w", err)
 	}
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
+		HTTPClient: staticct.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: 2,
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package client is a Static CT API client: it fetches and verifies a log's
+// Package staticct is a Static CT API client: it fetches and verifies a log's
 // checkpoint, hash tiles, data tiles and issuers, proves inclusion and
 // consistency from tiles, and submits chains through the RFC 6962 add-chain
 // and add-pre-chain endpoints.
@@ -9,7 +9,7 @@
 // on it; both rely on its split between FetchError (the log did not deliver,
 // which is an availability problem) and VerifyError (what the log delivered
 // is wrong, which is a correctness problem).
-package client
+package staticct
 
 import (
 	"bytes"
