@@ -147,6 +147,11 @@ type Log struct {
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
+	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
+	// get-sth-consistency, get-proof-by-hash, get-entries,
+	// get-entry-and-proof) under the submission prefix, computed from the
+	// tiles, and records every entry's leaf hash for get-proof-by-hash.
+	RFC6962ReadAPI bool `yaml:"rfc6962_read_api,omitempty"`
 }
 
 // Storage selects a storage backend: exactly one of Dir and S3.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
@@ -39,6 +40,11 @@ type Log struct {
 	Description      string
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
+	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
+	// get-entries, proofs) under the submission prefix, from Storage.
+	RFC6962ReadAPI bool
+	// HashIndex finds entries by leaf hash for get-proof-by-hash.
+	HashIndex dedup.HashIndex
 
 	role atomic.Pointer[role]
 }

@@ -163,7 +163,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		store = storage.Instrument(store, logReg)
 	}
 	readStore = store
-	if lc.Storage.S3 != nil && *lc.ReadPath {
+	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
 		rs, err := s3.New(ctx, s3For("read_path"))
 		if err != nil {
 			return nil, field("storage.s3", err)
@@ -229,6 +229,14 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		MMD:              lc.MMD,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
+		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+	}
+	if lc.RFC6962ReadAPI {
+		hi, ok := dd.(dedup.HashIndex)
+		if !ok {
+			return nil, field("rfc6962_read_api", errors.New("the dedup store has no leaf hash index"))
+		}
+		l.HashIndex = hi
 	}
 	var metrics *sequencer.Metrics
 	if logReg != nil {
@@ -247,6 +255,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Timeout:  lc.RoundTimeout,
+		// get-proof-by-hash finds entries by leaf hash: record each one
+		// with its dedup record, before its SCT is issued.
+		HashIndex: lc.RFC6962ReadAPI,
 		PartialTileGrace: func() time.Duration {
 			if lc.KeepPartialTiles {
 				return 0
