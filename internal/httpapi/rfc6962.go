@@ -258,12 +258,86 @@ func (tr *rfcTileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 
 func (tr *rfcTileReader) SaveTiles([]tlog.Tile, [][]byte) {}
 
-// proofError turns an error from tlog (through rfcTileReader) into a status:
+// plainHashReader reads stored hashes from the tiles of the tree of size
+// size without authenticating them: it is for computing proofs that are
+// then verified against the signed root (see verifiedRoot), which costs a
+// few dozen hashes where authenticating the tiles (tlog.TileHashReader)
+// costs a few thousand. A proof computed from altered tiles fails that
+// verification and is never served.
+type plainHashReader struct {
+	r     *rfc6962
+	ctx   context.Context
+	size  int64
+	tiles map[tlog.Tile][]byte
+	// err is the first storage error, kept to tell the status code.
+	err error
+}
+
+func (r *rfc6962) plainReader(ctx context.Context, cp *checkpoint.Verified) *plainHashReader {
+	return &plainHashReader{r: r, ctx: ctx, size: cp.Size, tiles: map[tlog.Tile][]byte{}}
+}
+
+func (p *plainHashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		t := tlog.TileForIndex(tile.Height, x)
+		// The tile as the tree of size p.size has it (in storage).
+		w := min((p.size>>(tile.Height*t.L))-t.N*tile.Width, tile.Width)
+		if int64(t.W) > w {
+			return nil, fmt.Errorf("hash %d is not in a tree of size %d", x, p.size)
+		}
+		t.W = int(w)
+		data, ok := p.tiles[t]
+		if !ok {
+			var err error
+			data, err = p.r.getTile(p.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W})
+			if err != nil {
+				p.err = err
+				return nil, err
+			}
+			p.tiles[t] = data
+		}
+		h, err := tlog.HashFromTile(t, data, x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// errInconsistent is a proof computed from the tiles that does not verify
+// against the signed checkpoint: storage holds altered or corrupt tiles.
+var errInconsistent = errors.New("the tiles do not match the signed checkpoint")
+
+// verifiedRoot returns the root hash of the first n leaves of the tree of
+// cp: cp's own root if n is its size, else the root computed from the tiles
+// and proven consistent with cp's root.
+func verifiedRoot(hr tlog.HashReader, cp *checkpoint.Verified, n int64) (tlog.Hash, error) {
+	if n == cp.Size {
+		return cp.Hash, nil
+	}
+	h, err := tlog.TreeHash(n, hr)
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	p, err := tlog.ProveTree(cp.Size, n, hr)
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	if err := tlog.CheckTree(p, cp.Size, cp.Hash, n, h); err != nil {
+		return tlog.Hash{}, fmt.Errorf("%w: tree size %d: %v", errInconsistent, n, err)
+	}
+	return h, nil
+}
+
+// proofError turns an error from tlog (through a tile reader whose first
+// storage error is storageErr) into a status:
 // a storage failure is 503; anything else means the tiles do not hash to
 // the signed root, which is the log's fault and must not be served.
-func (r *rfc6962) proofError(w http.ResponseWriter, tr *rfcTileReader, err error) {
-	if tr.err != nil {
-		r.storageError(w, tr.err)
+func (r *rfc6962) proofError(w http.ResponseWriter, storageErr, err error) {
+	if storageErr != nil {
+		r.storageError(w, storageErr)
 		return
 	}
 	r.s.log.Error("RFC 6962 read API: the tiles in storage do not match the signed checkpoint", "log", r.l.Name, "err", err)
@@ -372,11 +446,27 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 	// itself: both proofs are empty (RFC 6962 §2.1.2 defines the proof
 	// for 0 < first < second only).
 	if first > 0 && first < second {
-		tr := &rfcTileReader{r: r, ctx: req.Context()}
-		var err error
-		proof, err = tlog.ProveTree(second, first, tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr))
+		// Computed from the tiles, then checked: the proof must lead from
+		// the tree of size first (its root computed from the same tiles)
+		// to the tree of size second, whose root is verified against the
+		// signed checkpoint. A consistency proof that verifies against
+		// an authenticated second root also authenticates the first.
+		hr := r.plainReader(req.Context(), cp)
+		root2, err := verifiedRoot(hr, cp, second)
+		if err == nil {
+			proof, err = tlog.ProveTree(second, first, hr)
+		}
+		var root1 tlog.Hash
+		if err == nil {
+			root1, err = tlog.TreeHash(first, hr)
+		}
+		if err == nil {
+			if cerr := tlog.CheckTree(proof, second, root2, first, root1); cerr != nil {
+				err = fmt.Errorf("%w: %v", errInconsistent, cerr)
+			}
+		}
 		if err != nil {
-			r.proofError(w, tr, err)
+			r.proofError(w, hr.err, err)
 			return
 		}
 	}
@@ -439,26 +529,58 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("the entry with this leaf hash is not within tree size %d", size), http.StatusNotFound)
 		return
 	}
-	tr := &rfcTileReader{r: r, ctx: req.Context()}
-	thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr)
-	leaf, err := thr.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(idx))})
+	hr := r.plainReader(req.Context(), cp)
+	leaf, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(idx))})
 	if err != nil {
-		r.proofError(w, tr, err)
+		r.proofError(w, hr.err, err)
 		return
 	}
 	if leaf[0] != hash {
-		http.Error(w, "no entry with this leaf hash is in the log", http.StatusNotFound)
+		// The index names another entry (a 16-byte prefix collision, or a
+		// stale record). The hash is read from unauthenticated tiles, so
+		// confirm with authenticated ones before saying no: an altered
+		// tile must not hide an entry either.
+		tr := &rfcTileReader{r: r, ctx: req.Context()}
+		leaf, err = tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes([]int64{tlog.StoredHashIndex(0, int64(idx))})
+		if err != nil {
+			r.proofError(w, tr.err, err)
+			return
+		}
+		if leaf[0] != hash {
+			http.Error(w, "no entry with this leaf hash is in the log", http.StatusNotFound)
+			return
+		}
+		r.proofError(w, nil, fmt.Errorf("%w: leaf %d", errInconsistent, idx))
 		return
 	}
-	proof, err := tlog.ProveRecord(size, int64(idx), thr)
+	proof, err := r.inclusionProof(hr, cp, size, int64(idx), hash)
 	if err != nil {
-		r.proofError(w, tr, err)
+		r.proofError(w, hr.err, err)
 		return
 	}
 	writeJSON(w, struct {
 		LeafIndex int64    `json:"leaf_index"`
 		AuditPath []string `json:"audit_path"`
 	}{int64(idx), b64Hashes(proof)})
+}
+
+// inclusionProof computes, from the tiles, the proof that leaf is at index
+// in the tree of size n, and verifies it against that tree's root as proven
+// from the signed checkpoint cp. So it returns only a proof a client will
+// accept for the log's own tree.
+func (r *rfc6962) inclusionProof(hr tlog.HashReader, cp *checkpoint.Verified, n, index int64, leaf tlog.Hash) (tlog.RecordProof, error) {
+	root, err := verifiedRoot(hr, cp, n)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := tlog.ProveRecord(n, index, hr)
+	if err != nil {
+		return nil, err
+	}
+	if err := tlog.CheckRecord(proof, n, root, index, leaf); err != nil {
+		return nil, fmt.Errorf("%w: inclusion of %d in %d: %v", errInconsistent, index, n, err)
+	}
+	return proof, nil
 }
 
 // rfcEntry is one entry as RFC 6962 §4.6 serves it.
@@ -468,9 +590,11 @@ type rfcEntry struct {
 }
 
 // entries returns the entries [start, end] of the tree of cp, all within
-// one data tile, each checked against its authenticated leaf hash and with
-// its chain rebuilt from the issuers its TileLeaf names.
-func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, end int64) ([]rfcEntry, *rfcTileReader, error) {
+// one data tile, with their chains rebuilt from the issuers their TileLeafs
+// name. With check, each is checked against its leaf hash in the tiles,
+// authenticated against cp's root; without, the caller must check them
+// (get-entry-and-proof does, with the inclusion proof it serves).
+func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, end int64, check bool) ([]rfcEntry, *rfcTileReader, error) {
 	n := start / tile.Width
 	w := int(min(int64(tile.Width), cp.Size-n*tile.Width))
 	tr := &rfcTileReader{r: r, ctx: ctx}
@@ -485,13 +609,15 @@ func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, e
 	}
 	// Only the entries up to end are parsed; the rest of a full tile
 	// that stands in for a missing partial one is never looked at.
-	stored := make([]int64, 0, end-start+1)
-	for i := start; i <= end; i++ {
-		stored = append(stored, tlog.StoredHashIndex(0, i))
-	}
-	hashes, err := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes(stored)
-	if err != nil {
-		return nil, tr, err
+	var hashes []tlog.Hash
+	if check {
+		stored := make([]int64, 0, end-start+1)
+		for i := start; i <= end; i++ {
+			stored = append(stored, tlog.StoredHashIndex(0, i))
+		}
+		if hashes, err = tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes(stored); err != nil {
+			return nil, tr, err
+		}
 	}
 	out := make([]rfcEntry, 0, end-start+1)
 	for i := n * tile.Width; i <= end; i++ {
@@ -507,7 +633,7 @@ func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, e
 			return nil, tr, fmt.Errorf("data tile %d: entry %d carries leaf_index %d", n, i, e.LeafIndex)
 		}
 		leaf := e.MerkleTreeLeaf()
-		if tlog.RecordHash(leaf) != hashes[i-start] {
+		if check && tlog.RecordHash(leaf) != hashes[i-start] {
 			return nil, tr, fmt.Errorf("data tile %d: entry %d does not hash to the leaf hash in the tree", n, i)
 		}
 		extra, err := r.extraData(ctx, e)
@@ -575,7 +701,7 @@ func (r *rfc6962) entriesError(w http.ResponseWriter, tr *rfcTileReader, err err
 	if errors.As(err, &se) {
 		tr.err = se.err
 	}
-	r.proofError(w, tr, err)
+	r.proofError(w, tr.err, err)
 }
 
 // getEntries serves RFC 6962 §4.6: entries start to end (inclusive), at
@@ -603,7 +729,7 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	end = min(end, cp.Size-1, start+MaxGetEntries-1, (start/tile.Width+1)*tile.Width-1)
-	entries, tr, err := r.entries(req.Context(), cp, start, end)
+	entries, tr, err := r.entries(req.Context(), cp, start, end, true)
 	if err != nil {
 		r.entriesError(w, tr, err)
 		return
@@ -655,14 +781,15 @@ func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("tree_size (%d) is larger than the latest tree size (%d)", size, cp.Size), http.StatusBadRequest)
 		return
 	}
-	entries, tr, err := r.entries(req.Context(), cp, idx, idx)
+	entries, tr, err := r.entries(req.Context(), cp, idx, idx, false)
 	if err != nil {
 		r.entriesError(w, tr, err)
 		return
 	}
-	proof, err := tlog.ProveRecord(size, idx, tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr))
+	hr := r.plainReader(req.Context(), cp)
+	proof, err := r.inclusionProof(hr, cp, size, idx, tlog.RecordHash(entries[0].leafInput))
 	if err != nil {
-		r.proofError(w, tr, err)
+		r.proofError(w, hr.err, err)
 		return
 	}
 	writeJSON(w, struct {
