@@ -152,6 +152,8 @@ type Log struct {
 	// get-entry-and-proof) under the submission prefix, computed from the
 	// tiles, and records every entry's leaf hash for get-proof-by-hash.
 	RFC6962ReadAPI bool `yaml:"rfc6962_read_api,omitempty"`
+	// Witnesses cosign the log's checkpoints (see witness.go).
+	Witnesses *Witnesses `yaml:"witnesses,omitempty"`
 }
 
 // Storage selects a storage backend: exactly one of Dir and S3.
@@ -248,6 +250,7 @@ func (c *Config) setDefaults() {
 			t := true
 			l.ReadPath = &t
 		}
+		l.Witnesses.setDefaults()
 		if l.Lock == "" {
 			if c.PostgresFor(l) != "" {
 				l.Lock = "postgres"
@@ -446,6 +449,7 @@ func (c *Config) Validate() error {
 		if l.MMD < 0 {
 			bad(f+".mmd", "must not be negative")
 		}
+		l.Witnesses.validate(f+".witnesses", bad)
 	}
 	return errors.Join(errs...)
 }

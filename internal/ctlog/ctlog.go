@@ -22,6 +22,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/witness"
 )
 
 // Log is a running log.
@@ -45,6 +46,9 @@ type Log struct {
 	RFC6962ReadAPI bool
 	// HashIndex finds entries by leaf hash for get-proof-by-hash.
 	HashIndex dedup.HashIndex
+	// Witnesses gathers witness cosignatures for the log's checkpoints
+	// (nil if the log has no witnesses); the home page shows its state.
+	Witnesses *witness.Publisher
 
 	role atomic.Pointer[role]
 }

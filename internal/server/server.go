@@ -35,6 +35,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
+	"github.com/mosaic-ct/mosaic/internal/witness"
 )
 
 // backends opens and shares the databases logs use.
@@ -242,6 +243,20 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if logReg != nil {
 		metrics = sequencer.NewMetrics(logReg)
 	}
+	var publisher sequencer.Publisher
+	if w := lc.Witnesses; w != nil {
+		ws := make([]witness.Witness, len(w.List))
+		for i, wi := range w.List {
+			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Key: wi.Key}
+		}
+		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
+			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
+		if err != nil {
+			return nil, field("witnesses", err)
+		}
+		l.Witnesses = pub
+		publisher = pub
+	}
 	return &logParts{log: l, pg: pg, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
@@ -258,6 +273,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
 		HashIndex: lc.RFC6962ReadAPI,
+		// With witnesses, checkpoints are published once cosigned (or
+		// after witnesses.timeout), by a goroutine rounds never wait for.
+		Publisher: publisher,
 		PartialTileGrace: func() time.Duration {
 			if lc.KeepPartialTiles {
 				return 0
