@@ -77,6 +77,12 @@ type Config struct {
 	// retryable failure (pushback, 5xx, timeout, connection error).
 	// Submissions are never retried by the client: the caller decides.
 	Retries int
+	// WitnessKeys are the Ed25519 cosignature verifier keys
+	// (c2sp.org/tlog-cosignature) of witnesses whose cosignatures every
+	// checkpoint must carry, WitnessQuorum of them (default 1 when keys
+	// are given). Cosignature lines by other keys are ignored.
+	WitnessKeys   []string
+	WitnessQuorum int
 }
 
 // Client talks to one log. It is safe for concurrent use.
@@ -93,6 +99,8 @@ type Client struct {
 	timeout    time.Duration
 	retries    int
 	cache      *tileCache
+	witnesses  []*checkpoint.CosignatureVerifier
+	quorum     int
 }
 
 // New returns a Client for the log described by cfg.
@@ -109,6 +117,20 @@ func New(cfg Config) (*Client, error) {
 		pub: pub, pubDER: bytes.Clone(cfg.PublicKey), logID: logID,
 		origin: cfg.Origin, hc: cfg.HTTPClient, userAgent: cfg.UserAgent,
 		timeout: cfg.Timeout, retries: cfg.Retries, cache: newTileCache(4096),
+	}
+	for _, k := range cfg.WitnessKeys {
+		v, err := checkpoint.NewCosignatureVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("witness key %q: %w", k, err)
+		}
+		c.witnesses = append(c.witnesses, v)
+	}
+	c.quorum = cfg.WitnessQuorum
+	if c.quorum == 0 && len(c.witnesses) > 0 {
+		c.quorum = 1
+	}
+	if c.quorum < 0 || c.quorum > len(c.witnesses) {
+		return nil, fmt.Errorf("witness quorum %d is not between 1 and the number of witness keys (%d)", c.quorum, len(c.witnesses))
 	}
 	if c.hc == nil {
 		c.hc = NewHTTPClient(false, 0)
@@ -369,8 +391,30 @@ func (c *Client) FetchCheckpoint(ctx context.Context) ([]byte, error) {
 	return c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
 }
 
-// VerifyCheckpoint verifies a signed checkpoint note with the log's key.
+// VerifyCheckpoint verifies a signed checkpoint note with the log's key
+// and, if the client has witness keys, checks that it carries the quorum of
+// valid witness cosignatures (a *VerifyError of kind
+// VerifyCheckpointCosignature if not).
 func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
+	v, err := c.VerifyLogSignature(signed)
+	if err != nil || len(c.witnesses) == 0 {
+		return v, err
+	}
+	names, err := checkpoint.VerifyCosignatures(signed, c.witnesses)
+	if err != nil {
+		return nil, &VerifyError{Kind: VerifyCheckpointCosignature, Err: err}
+	}
+	if len(names) < c.quorum {
+		return nil, verifyErr(VerifyCheckpointCosignature, "checkpoint of tree size %d has %d valid witness cosignatures %v, want at least %d",
+			v.Size, len(names), names, c.quorum)
+	}
+	return v, nil
+}
+
+// VerifyLogSignature verifies a signed checkpoint note with the log's key
+// only, whatever witness keys the client has: for checkpoints kept by
+// others, which need not carry cosignatures.
+func (c *Client) VerifyLogSignature(signed []byte) (*checkpoint.Verified, error) {
 	if c.pub == nil {
 		return nil, errNoKey
 	}

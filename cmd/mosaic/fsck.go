@@ -90,7 +90,7 @@ func runFsck(ctx context.Context, args []string) error {
 	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
 		HTTPClient: staticct.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: *retries,
+		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
 		return err

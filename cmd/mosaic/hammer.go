@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -128,7 +129,7 @@ func runHammer(ctx context.Context, args []string) error {
 	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
 		HTTPClient: staticct.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: 2,
+		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
 		return err
@@ -159,6 +160,11 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		if hammer.FailureKind(err) == hammer.KindUnreachable {
 			return &exitError{hammer.ExitUnreachable, fmt.Sprintf("the log is unreachable: %v", err)}
+		}
+		if ve := (*staticct.VerifyError)(nil); errors.As(err, &ve) {
+			// The first checkpoint already fails verification (a bad
+			// signature, or missing witness cosignatures).
+			return &exitError{hammer.ExitVerification, fmt.Sprintf("the log misbehaved: %v", err)}
 		}
 		return err
 	}

@@ -16,6 +16,8 @@ type target struct {
 	insecure                                    bool
 	timeout                                     time.Duration
 	userAgent                                   string
+	witnessKeys                                 multiFlag
+	witnessQuorum                               int
 }
 
 // register adds the target flags to fs; devHelp describes -dev, and
@@ -35,6 +37,8 @@ func (t *target) register(fs *flag.FlagSet, tool string, withSubmission bool, de
 	// Logs throttle anonymous clients (Sunlight's read path treats a bare
 	// tool name as one), so the default says who we are and where to
 	// reach us.
+	fs.Var(&t.witnessKeys, "witness-key", "a witness's Ed25519 cosignature verifier key (repeatable): checkpoints must carry -witness-quorum valid cosignatures by these witnesses")
+	fs.IntVar(&t.witnessQuorum, "witness-quorum", 0, "how many of the -witness-key witnesses must have cosigned each checkpoint (default 1 when -witness-key is given)")
 	fs.StringVar(&t.userAgent, "user-agent", staticct.UserAgent(tool),
 		"User-Agent of every request; logs may throttle clients without a contact, so keep one (a URL or an email address)")
 }
