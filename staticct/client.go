@@ -1,14 +1,3 @@
-// Package staticct is a Static CT API client: it fetches and verifies a log's
-// checkpoint, hash tiles, data tiles and issuers, proves inclusion and
-// consistency from tiles, and submits chains through the RFC 6962 add-chain
-// and add-pre-chain endpoints.
-//
-// It works against any log that implements c2sp.org/static-ct-api, over
-// HTTP(S) or, for a log's storage directory, from a file:// monitoring
-// prefix. The hammer (load generator) and fsck (whole-log checker) are built
-// on it; both rely on its split between FetchError (the log did not deliver,
-// which is an availability problem) and VerifyError (what the log delivered
-// is wrong, which is a correctness problem).
 package staticct
 
 import (
@@ -377,7 +366,7 @@ func (c *Client) do(req *http.Request, limit int64) ([]byte, error) {
 
 // Checkpoint fetches the log's checkpoint and verifies its RFC 6962
 // signature. A bad signature or origin is a *VerifyError.
-func (c *Client) Checkpoint(ctx context.Context) (*checkpoint.Verified, error) {
+func (c *Client) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
 	b, err := c.FetchCheckpoint(ctx)
 	if err != nil {
 		return nil, err
@@ -395,7 +384,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context) ([]byte, error) {
 // and, if the client has witness keys, checks that it carries the quorum of
 // valid witness cosignatures (a *VerifyError of kind
 // VerifyCheckpointCosignature if not).
-func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
+func (c *Client) VerifyCheckpoint(signed []byte) (*SignedCheckpoint, error) {
 	v, err := c.VerifyLogSignature(signed)
 	if err != nil || len(c.witnesses) == 0 {
 		return v, err
@@ -414,7 +403,7 @@ func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
 // VerifyLogSignature verifies a signed checkpoint note with the log's key
 // only, whatever witness keys the client has: for checkpoints kept by
 // others, which need not carry cosignatures.
-func (c *Client) VerifyLogSignature(signed []byte) (*checkpoint.Verified, error) {
+func (c *Client) VerifyLogSignature(signed []byte) (*SignedCheckpoint, error) {
 	if c.pub == nil {
 		return nil, errNoKey
 	}
@@ -438,7 +427,7 @@ func (c *Client) VerifyLogSignature(signed []byte) (*checkpoint.Verified, error)
 // falls back to the full tile's prefix, or to a wider partial tile of the
 // current tree (see fetchTile). A tile of the wrong length is a
 // *VerifyError.
-func (c *Client) HashTile(ctx context.Context, t tile.Tile) ([]tlog.Hash, error) {
+func (c *Client) HashTile(ctx context.Context, t Tile) ([]tlog.Hash, error) {
 	b, err := c.hashTileBytes(ctx, t)
 	if err != nil {
 		return nil, err
@@ -471,7 +460,7 @@ func (c *Client) hashTileBytes(ctx context.Context, t tile.Tile) ([]byte, error)
 // as HashTile and DataTile when a partial tile is gone. The bytes may be
 // those of the full tile or of a wider partial tile, and a data tile is
 // returned as served (possibly gzipped).
-func (c *Client) FetchTileOnce(ctx context.Context, t tile.Tile) ([]byte, error) {
+func (c *Client) FetchTileOnce(ctx context.Context, t Tile) ([]byte, error) {
 	b, _, err := c.fetchTile(ctx, t, maxDataTileSize, 0)
 	return b, err
 }
@@ -566,7 +555,7 @@ func (c *Client) currentWidth(ctx context.Context, t tile.Tile) (int, error) {
 // with). If a partial tile is gone, the full tile or a wider partial tile is
 // returned instead (see fetchTile), and width says how many entries the
 // returned tile holds: t.W, or more.
-func (c *Client) DataTileBytes(ctx context.Context, t tile.Tile) (b []byte, width int, err error) {
+func (c *Client) DataTileBytes(ctx context.Context, t Tile) (b []byte, width int, err error) {
 	t.Data = true
 	b, served, err := c.fetchTile(ctx, t, maxDataTileSize, c.retries)
 	if err != nil {
@@ -602,7 +591,7 @@ func Gunzip(b []byte) ([]byte, error) {
 // DataTile fetches and parses a data tile. If t is partial and its data
 // tile is gone, the full tile (or a wider partial one) is used. The result has exactly t.W entries;
 // anything else is a *VerifyError.
-func (c *Client) DataTile(ctx context.Context, t tile.Tile) ([]*tile.Entry, error) {
+func (c *Client) DataTile(ctx context.Context, t Tile) ([]*Entry, error) {
 	t.Data = true
 	b, w, err := c.DataTileBytes(ctx, t)
 	if err != nil {
