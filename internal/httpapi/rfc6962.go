@@ -222,14 +222,6 @@ func (r *rfc6962) getTile(ctx context.Context, t tile.Tile) ([]byte, error) {
 	return b, nil
 }
 
-// hashReader returns a tlog.HashReader for the tree of cp whose tiles are
-// authenticated against cp's root hash. Any tree size up to cp.Size can be
-// proven with it: proofs only use hashes of complete subtrees, which every
-// later tree's tiles hold too.
-func (r *rfc6962) hashReader(ctx context.Context, cp *checkpoint.Verified) tlog.HashReader {
-	return tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, &rfcTileReader{r: r, ctx: ctx})
-}
-
 // rfcTileReader is the tlog.TileReader of the read API.
 type rfcTileReader struct {
 	r   *rfc6962
