@@ -217,6 +217,11 @@ func (l *Log) Health(maxAge time.Duration) error {
 		if err := r.seq.Health(); err != nil {
 			return err
 		}
+		if l.Witnesses != nil {
+			if err := l.Witnesses.Err(); err != nil {
+				return err
+			}
+		}
 	case r.err != nil:
 		return r.err
 	}

@@ -56,6 +56,7 @@ type Publisher struct {
 	pending []byte        // the newest checkpoint not yet taken by Run
 	wake    chan struct{} // signalled by Publish
 	latest  int           // cosignatures on the last published checkpoint
+	pubErr  error         // why the last publish failed; nil after a success
 }
 
 type metrics struct {
@@ -265,12 +266,15 @@ func (p *Publisher) publish(signed []byte, lines [][]byte) {
 		}
 	}
 	if err := p.cfg.Storage.Put(ctx, "checkpoint", out, storage.Options("checkpoint")); err != nil {
+		p.mu.Lock()
+		p.pubErr = fmt.Errorf("publishing the latest checkpoint failed: %w", err)
+		p.mu.Unlock()
 		p.metrics.publishFails.Inc()
 		p.log.Warn("publishing the cosigned checkpoint failed; the next checkpoint will be published instead", "log", p.cfg.Name, "err", err)
 		return
 	}
 	p.mu.Lock()
-	p.latest = n
+	p.latest, p.pubErr = n, nil
 	p.mu.Unlock()
 	p.metrics.cosignatures.Set(float64(n))
 	if n >= p.cfg.Quorum {
@@ -282,6 +286,15 @@ func (p *Publisher) publish(signed []byte, lines [][]byte) {
 				"tree_size", cp.Size, "cosignatures", n, "quorum", p.cfg.Quorum)
 		}
 	}
+}
+
+// Err returns why the last checkpoint could not be written to storage, or
+// nil if it was (with witnesses, rounds do not publish, so this is what
+// tells /health that storage refuses the checkpoint).
+func (p *Publisher) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pubErr
 }
 
 // Statuses returns each witness's state, in configuration order.

@@ -3,11 +3,13 @@ package witness
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
@@ -300,5 +303,52 @@ func TestPublisherNeverGoesBack(t *testing.T) {
 	p.publish(oldNote, nil)
 	if cp, _ := e.published(t); cp.Size != 6 {
 		t.Fatalf("an older checkpoint (size %d) replaced the published one (size 6)", cp.Size)
+	}
+}
+
+// failingPuts makes Put of the checkpoint fail while on is set. It wraps the
+// real directory because a write failure cannot be provoked otherwise when
+// tests run as root (permissions do not stop root).
+type failingPuts struct {
+	storage.Backend
+	on atomic.Bool
+}
+
+func (f *failingPuts) Put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
+	if f.on.Load() && key == "checkpoint" {
+		return errors.New("disk full")
+	}
+	return f.Backend.Put(ctx, key, data, opts)
+}
+
+// TestPublisherReportsStorageFailure checks that a checkpoint the publisher
+// cannot write shows in Err (which /health reports), and clears once a
+// checkpoint is written again.
+func TestPublisherReportsStorageFailure(t *testing.T) {
+	e := newLogEnv(t)
+	st := &failingPuts{Backend: e.store}
+	p, err := New(Config{Name: "witnessed", Storage: st, Verify: e.verify, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := e.run(t, p)
+	st.on.Store(true)
+	add(t, seq, 0, 2)
+	waitFor(t, "the publish failure to be reported", func() bool { return p.Err() != nil })
+	if !strings.Contains(p.Err().Error(), "disk full") {
+		t.Errorf("Err() = %v", p.Err())
+	}
+	st.on.Store(false)
+	add(t, seq, 2, 1)
+	waitFor(t, "the failure to clear", func() bool { return p.Err() == nil })
+	e.waitPublished(t, 3, nil)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
