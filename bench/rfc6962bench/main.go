@@ -210,7 +210,6 @@ func machineCPU() (busy, total float64) {
 	return busy, total
 }
 
-
 // server is a running mosaic serve -dev.
 type server struct {
 	cmd  *exec.Cmd
