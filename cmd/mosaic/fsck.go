@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/fsck"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // runFsck implements `mosaic fsck`: parse flags, check the log with
@@ -74,14 +74,14 @@ func runFsck(ctx context.Context, args []string) error {
 	var pub []byte
 	if tg.pubkey != "" {
 		var err error
-		if pub, err = client.DecodePublicKey(tg.pubkey); err != nil {
+		if pub, err = staticct.DecodePublicKey(tg.pubkey); err != nil {
 			return fmt.Errorf("-pubkey: %w", err)
 		}
 	}
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: *retries,
+		HTTPClient: staticct.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
+		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
 		return err
@@ -159,9 +159,9 @@ func fetchCheckpoint(ctx context.Context, src string, tg target, pub []byte, ret
 	} else if p, ok := strings.CutSuffix(src, "/checkpoint"); ok {
 		prefix = p + "/" // the checkpoint's own URL
 	}
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: prefix, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, 2), UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: retries,
+		HTTPClient: staticct.NewHTTPClient(tg.insecure, 2), UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: retries,
 	})
 	if err != nil {
 		return fsck.Given{}, err
@@ -198,7 +198,7 @@ func progressBar(w io.Writer) func(done, total int64) {
 }
 
 // printFsck prints the summary of a check.
-func printFsck(w io.Writer, c *client.Client, res *fsck.Result) {
+func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result) {
 	fmt.Fprintf(w, "log:          %s\n", c.MonitoringPrefix())
 	if cp := res.Checkpoint; cp != nil {
 		fmt.Fprintf(w, "checkpoint:   origin %s, size %d, signed %s\n", cp.Origin, cp.Size,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,9 +16,9 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/hammer"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // runHammer implements `mosaic hammer`: parse flags, run internal/hammer,
@@ -112,7 +113,7 @@ func runHammer(ctx context.Context, args []string) error {
 		}
 		*w.t = t
 	}
-	pub, err := client.DecodePublicKey(tg.pubkey)
+	pub, err := staticct.DecodePublicKey(tg.pubkey)
 	if err != nil {
 		return fmt.Errorf("-pubkey: %w", err)
 	}
@@ -120,10 +121,10 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading the CA: %w", err)
 	}
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: client.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: 2,
+		HTTPClient: staticct.NewHTTPClient(tg.insecure, *workers+*readers+16), UserAgent: tg.userAgent,
+		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
 		return err
@@ -154,6 +155,11 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		if hammer.FailureKind(err) == hammer.KindUnreachable {
 			return &exitError{hammer.ExitUnreachable, fmt.Sprintf("the log is unreachable: %v", err)}
+		}
+		if ve := (*staticct.VerifyError)(nil); errors.As(err, &ve) {
+			// The first checkpoint already fails verification (a bad
+			// signature, or missing witness cosignatures).
+			return &exitError{hammer.ExitVerification, fmt.Sprintf("the log misbehaved: %v", err)}
 		}
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // target is the flags, shared by hammer and fsck, that name the log to talk
@@ -16,6 +16,8 @@ type target struct {
 	insecure                                    bool
 	timeout                                     time.Duration
 	userAgent                                   string
+	witnessKeys                                 multiFlag
+	witnessQuorum                               int
 }
 
 // register adds the target flags to fs; devHelp describes -dev, and
@@ -35,7 +37,9 @@ func (t *target) register(fs *flag.FlagSet, tool string, withSubmission bool, de
 	// Logs throttle anonymous clients (Sunlight's read path treats a bare
 	// tool name as one), so the default says who we are and where to
 	// reach us.
-	fs.StringVar(&t.userAgent, "user-agent", client.UserAgent(tool),
+	fs.Var(&t.witnessKeys, "witness-key", "a witness's Ed25519 cosignature verifier key (repeatable): checkpoints must carry -witness-quorum valid cosignatures by these witnesses")
+	fs.IntVar(&t.witnessQuorum, "witness-quorum", 0, "how many of the -witness-key witnesses must have cosigned each checkpoint (default 1 when -witness-key is given)")
+	fs.StringVar(&t.userAgent, "user-agent", staticct.UserAgent(tool),
 		"User-Agent of every request; logs may throttle clients without a contact, so keep one (a URL or an email address)")
 }
 
@@ -50,14 +54,14 @@ func (e *exitError) Error() string { return e.msg }
 
 // fromDev checks the flags and fills those not given from -dev's dev.json,
 // which it returns (nil without -dev).
-func (t *target) fromDev() (*client.DevConfig, error) {
+func (t *target) fromDev() (*staticct.DevConfig, error) {
 	if t.userAgent == "" || strings.ContainsFunc(t.userAgent, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, errors.New("-user-agent must be one line of printable text, such as \"name/1.0 (+https://example.org/contact)\"")
 	}
 	if t.dev == "" {
 		return nil, nil
 	}
-	dc, err := client.LoadDevConfig(t.dev)
+	dc, err := staticct.LoadDevConfig(t.dev)
 	if err != nil {
 		return nil, err
 	}

@@ -225,6 +225,11 @@ type Verified struct {
 	Timestamp uint64
 	// Note is the full signed note.
 	Note []byte
+	// TreeHeadSignature is the RFC 6962 §3.5 tree head signature (the
+	// DigitallySigned struct over the tree head with Timestamp) carried by
+	// the RFC6962NoteSignature: with Timestamp, Size and Hash it is an RFC
+	// 6962 signed tree head (static-ct-api, "Checkpoints").
+	TreeHeadSignature []byte
 }
 
 // Verify opens a signed checkpoint note and checks its RFC6962NoteSignature
@@ -245,14 +250,20 @@ func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, 
 		return nil, fmt.Errorf("checkpoint signature: %w", err)
 	}
 	foundRFC, foundEd := false, edVerifierKey == ""
+	var ths []byte
 	for _, s := range n.Sigs {
 		if s.Hash == rv.hash && s.Name == origin {
 			foundRFC = true
+			// note.Open verified this signature with rv, so it decodes
+			// to key hash, timestamp and DigitallySigned.
+			if b, err := base64.StdEncoding.DecodeString(s.Base64); err == nil && len(b) > 4+8 {
+				ths = b[4+8:]
+			}
 		} else if s.Name == origin {
 			foundEd = true
 		}
 	}
-	if !foundRFC || !foundEd {
+	if !foundRFC || !foundEd || ths == nil {
 		return nil, errors.New("checkpoint is missing a required signature")
 	}
 	c, err := Parse([]byte(n.Text))
@@ -262,5 +273,5 @@ func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, 
 	if c.Origin != origin {
 		return nil, fmt.Errorf("checkpoint origin %q, want %q", c.Origin, origin)
 	}
-	return &Verified{Checkpoint: c, Timestamp: rv.Timestamp(), Note: bytes.Clone(signed)}, nil
+	return &Verified{Checkpoint: c, Timestamp: rv.Timestamp(), Note: bytes.Clone(signed), TreeHeadSignature: ths}, nil
 }

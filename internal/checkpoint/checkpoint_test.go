@@ -668,3 +668,33 @@ func TestParseRejectsNonCanonicalHash(t *testing.T) {
 		t.Errorf("Verify (RFC 6962 only) accepted a note whose hash line was re-encoded:\n%s", malleated)
 	}
 }
+
+// TestVerifiedTreeHeadSignature checks that Verify exposes the RFC 6962
+// tree head signature of the checkpoint, and that certificate-transparency-go
+// accepts it as the signature of the signed tree head (timestamp, size,
+// root hash): this is what get-sth serves.
+func TestVerifiedTreeHeadSignature(t *testing.T) {
+	f := newFixture(t, "log")
+	c := Checkpoint{testOrigin, 4242, hashOf("root")}
+	const ts = uint64(1767225600123)
+	v, err := f.verify(f.sign(t, c, ts), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds ct.DigitallySigned
+	if rest, err := cttls.Unmarshal(v.TreeHeadSignature, &ds); err != nil || len(rest) != 0 {
+		t.Fatalf("TreeHeadSignature is not a DigitallySigned struct: %v (%d bytes left)", err, len(rest))
+	}
+	sth := ct.SignedTreeHead{Version: ct.V1, TreeSize: uint64(c.Size), Timestamp: ts, SHA256RootHash: ct.SHA256Hash(c.Hash), TreeHeadSignature: ds}
+	verifier, err := ct.NewSignatureVerifier(&f.keys.ECDSA.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifier.VerifySTHSignature(sth); err != nil {
+		t.Fatalf("ct-go rejects the tree head signature: %v", err)
+	}
+	sth.Timestamp++
+	if err := verifier.VerifySTHSignature(sth); err == nil {
+		t.Fatal("ct-go accepts the tree head signature for another timestamp")
+	}
+}

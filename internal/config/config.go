@@ -166,6 +166,13 @@ type Log struct {
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
+	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
+	// get-sth-consistency, get-proof-by-hash, get-entries,
+	// get-entry-and-proof) under the submission prefix, computed from the
+	// tiles, and records every entry's leaf hash for get-proof-by-hash.
+	RFC6962ReadAPI bool `yaml:"rfc6962_read_api,omitempty"`
+	// Witnesses cosign the log's checkpoints (see witness.go).
+	Witnesses *Witnesses `yaml:"witnesses,omitempty"`
 }
 
 // Storage selects a storage backend: exactly one of Dir and S3.
@@ -342,6 +349,7 @@ func (c *Config) setDefaults() {
 			l.ReadPath = &t
 		}
 		l.setAdmissionDefaults()
+		l.Witnesses.setDefaults()
 		if l.Lock == "" {
 			if c.PostgresFor(l) != "" {
 				l.Lock = "postgres"
@@ -542,6 +550,10 @@ func (c *Config) Validate() error {
 			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)
 		}
 		validateLifecycle(f, &l, time.Now(), bad)
+		if l.MMD < 0 {
+			bad(f+".mmd", "must not be negative")
+		}
+		l.Witnesses.validate(f+".witnesses", bad)
 	}
 	return errors.Join(errs...)
 }

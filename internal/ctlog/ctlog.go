@@ -16,11 +16,13 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/witness"
 )
 
 // Log is a running log.
@@ -45,6 +47,14 @@ type Log struct {
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle
+	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
+	// get-entries, proofs) under the submission prefix, from Storage.
+	RFC6962ReadAPI bool
+	// HashIndex finds entries by leaf hash for get-proof-by-hash.
+	HashIndex dedup.HashIndex
+	// Witnesses gathers witness cosignatures for the log's checkpoints
+	// (nil if the log has no witnesses); the home page shows its state.
+	Witnesses *witness.Publisher
 
 	role atomic.Pointer[role]
 
@@ -235,6 +245,11 @@ func (l *Log) Health(maxAge time.Duration) error {
 	case r.seq != nil:
 		if err := r.seq.Health(); err != nil {
 			return err
+		}
+		if l.Witnesses != nil {
+			if err := l.Witnesses.Err(); err != nil {
+				return err
+			}
 		}
 	case r.err != nil:
 		return r.err

@@ -18,11 +18,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // DefaultListen is the dev log's address when none is given.
@@ -41,7 +41,7 @@ const (
 
 // Info is the content of dev.json. Its format is defined once, by the
 // client package that reads it (hammer, fsck, tests).
-type Info = client.DevConfig
+type Info = staticct.DevConfig
 
 // Setup prepares dir for a dev log and opens its listener. listen may be
 // empty (the address the directory was created with, or DefaultListen for a

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // TestDevLogFork reproduces the fork with real processes: a dev log
@@ -42,7 +42,7 @@ func TestDevLogFork(t *testing.T) {
 	startDev(t, bin, b) // the same address, key and origin (stopped at cleanup)
 	hammer(t, bin, b, 60)
 	fromB := saveCheckpoint(t, b, "b")
-	dc, err := client.LoadDevConfig(b)
+	dc, err := staticct.LoadDevConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ const exitForkStatus = 3
 
 func startDev(t *testing.T, bin, dir string) (stop func()) {
 	t.Helper()
-	os.Remove(filepath.Join(dir, client.DevConfigFile))
+	os.Remove(filepath.Join(dir, staticct.DevConfigFile))
 	args := []string{"serve", "-dev", "-data", dir}
 	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err != nil {
 		args = append(args, "-listen", "127.0.0.1:0")
@@ -118,7 +118,7 @@ func startDev(t *testing.T, bin, dir string) (stop func()) {
 	t.Cleanup(stop)
 	deadline := time.After(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, client.DevConfigFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, staticct.DevConfigFile)); err == nil {
 			return stop
 		}
 		select {

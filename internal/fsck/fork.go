@@ -10,7 +10,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // Given is a signed checkpoint of the log obtained elsewhere (a file kept
@@ -75,7 +75,9 @@ func (ck *checker) compare(ctx context.Context, log *checkpoint.Verified, given 
 	self := Tree{Source: "the log's checkpoint (" + ck.c.MonitoringPrefix() + ")", Size: log.Size, Hash: log.Hash, Timestamp: log.Timestamp}
 	trees := []Tree{self}
 	for _, g := range given {
-		v, err := ck.c.VerifyCheckpoint(g.Note)
+		// Checkpoints kept elsewhere need not carry cosignatures: only
+		// the log's signature says they are its.
+		v, err := ck.c.VerifyLogSignature(g.Note)
 		if err != nil {
 			ck.problem(Problem{Path: g.Source, Index: -1, order: -1, Detail: "not a checkpoint of this log: " + describe(err)})
 			continue
@@ -127,7 +129,7 @@ func (ck *checker) consistent(ctx context.Context, t, self Tree, log *checkpoint
 	// against the larger, and an RFC 6962 consistency proof between them.
 	root, err := ck.c.TreeHash(ctx, newer, older.Size)
 	if err == nil && root != older.Hash {
-		err = &client.VerifyError{Kind: client.VerifyCheckpointConsistency, Err: fmt.Errorf(
+		err = &staticct.VerifyError{Kind: staticct.VerifyCheckpointConsistency, Err: fmt.Errorf(
 			"the log's tiles give root %v for size %d, not %v", root, older.Size, older.Hash)}
 	}
 	if err == nil {
@@ -136,7 +138,7 @@ func (ck *checker) consistent(ctx context.Context, t, self Tree, log *checkpoint
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var ve *client.VerifyError
+	var ve *staticct.VerifyError
 	switch {
 	case err == nil:
 	case errors.As(err, &ve) && t.Size < log.Size:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 

@@ -38,14 +38,14 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // Options configure Check.
 type Options struct {
 	// Client reads the log.
-	Client *client.Client
+	Client *staticct.Client
 	// TreeSize, if positive, selects tiles-only mode: no checkpoint is
 	// fetched, and the tiles of a tree of this size are checked.
 	TreeSize int64
@@ -183,7 +183,7 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 type checker struct {
 	opts     Options
 	maxLevel int // highest hash-tile level compared
-	c        *client.Client
+	c        *staticct.Client
 	res      *Result
 
 	mu       sync.Mutex
@@ -366,14 +366,14 @@ func (ck *checker) compareHashTile(want tile.FullTile, got fetched) {
 // describe turns a fetch or verification error into a problem detail, with
 // the object path left out (the Problem carries it).
 func describe(err error) string {
-	var fe *client.FetchError
+	var fe *staticct.FetchError
 	if errors.As(err, &fe) {
-		if errors.Is(err, client.ErrNotFound) {
+		if errors.Is(err, staticct.ErrNotFound) {
 			return "missing (not found)"
 		}
 		return fe.Err.Error()
 	}
-	var ve *client.VerifyError
+	var ve *staticct.VerifyError
 	if errors.As(err, &ve) {
 		return ve.Err.Error()
 	}
@@ -581,7 +581,7 @@ func (ck *checker) issuer(ctx context.Context, fp [32]byte, idx int64) *issuerSt
 	}
 	ck.issuerMu.Unlock()
 	st.once.Do(func() {
-		path := client.IssuerPath(fp)
+		path := staticct.IssuerPath(fp)
 		der, err := ck.c.Issuer(ctx, fp)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -13,10 +13,10 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // productionTiles returns the path of the production tiles from the
@@ -37,9 +37,9 @@ func productionTiles(t *testing.T) string {
 // (003.p/10 is an older partial version of 003).
 const productionSize = 4 * 256
 
-func fileClient(t *testing.T, dir string, pub []byte) *client.Client {
+func fileClient(t *testing.T, dir string, pub []byte) *staticct.Client {
 	t.Helper()
-	c, err := client.New(client.Config{MonitoringPrefix: "file://" + dir, PublicKey: pub})
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: "file://" + dir, PublicKey: pub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +272,8 @@ func TestCorruption(t *testing.T) {
 		{"flip byte in gzip data tile", gz, modify("tile/data/001", flip(100)), "tile/data/001", "gunzip"},
 		{"truncate data tile", plain, modify("tile/data/002", func(b []byte) []byte { return b[:len(b)-7] }), "tile/data/002", "parse"},
 		{"delete partial data tile", plain, remove("tile/data/003.p/10"), "tile/data/003.p/10", "missing"},
-		{"delete issuer", plain, remove(client.IssuerPath(issuerFP)), client.IssuerPath(issuerFP), "missing"},
-		{"replace issuer", plain, modify(client.IssuerPath(issuerFP), flip(30)), client.IssuerPath(issuerFP), "hashes to"},
+		{"delete issuer", plain, remove(staticct.IssuerPath(issuerFP)), staticct.IssuerPath(issuerFP), "missing"},
+		{"replace issuer", plain, modify(staticct.IssuerPath(issuerFP), flip(30)), staticct.IssuerPath(issuerFP), "hashes to"},
 		{"truncate level-0 tile", plain, modify("tile/0/001", func(b []byte) []byte { return b[:8000] }), "tile/0/001", "8000 bytes"},
 		{"truncate level-1 tile", plain, modify("tile/1/000.p/3", func(b []byte) []byte { return b[:64] }), "tile/1/000.p/3", "64 bytes"},
 		{"wrong hash in level-1 tile", plain, modify("tile/1/000.p/3", flip(40)), "tile/1/000.p/3", "hash 1 is"},

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // These tests run the real binary against a real dev log on loopback, one
@@ -68,7 +68,7 @@ func TestExitRejected(t *testing.T) {
 func TestExitUnreachable(t *testing.T) {
 	bin := testenv.MosaicBinary(t)
 	dir, stop := startDevServer(t, bin)
-	dc, err := client.LoadDevConfig(dir)
+	dc, err := staticct.LoadDevConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +83,11 @@ func TestExitUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop the log once it has logged something the hammer submitted.
-	pub, err := client.DecodePublicKey(dc.PublicKey)
+	pub, err := staticct.DecodePublicKey(dc.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(client.Config{MonitoringPrefix: dc.MonitoringPrefix, PublicKey: pub, Origin: dc.Origin})
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: dc.MonitoringPrefix, PublicKey: pub, Origin: dc.Origin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,16 +26,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // Config configures a run.
 type Config struct {
 	// Client talks to the log; it must have a submission prefix and the
 	// log's public key.
-	Client *client.Client
+	Client *staticct.Client
 	// Root is a CA the log accepts, with its key.
 	Root *testca.CA
 	// NotAfterStart and NotAfterLimit are the log's accepted NotAfter
@@ -104,7 +104,7 @@ type Terminal struct {
 // hammer is one run.
 type hammer struct {
 	cfg     Config
-	c       *client.Client
+	c       *staticct.Client
 	st      *stats
 	ver     *verifier
 	limiter *Limiter // paces submissions
@@ -301,18 +301,18 @@ func (h *hammer) send(ctx context.Context, cert *Cert) (resp *sct.Response, ok b
 		resp, err = h.c.AddChain(ctx, cert.Chain)
 	}
 	if err != nil {
-		switch client.Classify(err) {
-		case client.KindCanceled:
+		switch staticct.Classify(err) {
+		case staticct.KindCanceled:
 			h.st.offered.Add(-1) // never reached the log's answer
 			return nil, false
-		case client.KindVerify:
+		case staticct.KindVerify:
 			// A 200 without a usable SCT: the log said it logged the
 			// chain and gave no proof of it.
 			h.st.failure(FailSCT, "%v", err)
 			return nil, false
-		case client.KindPushback:
+		case staticct.KindPushback:
 			h.st.submitError(err)
-			d, ok := client.RetryAfter(err)
+			d, ok := staticct.RetryAfter(err)
 			if !ok {
 				d = time.Second
 			}

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
-func startFake(t *testing.T, opts fakelog.Options) (*fakelog.Log, *client.Client) {
+func startFake(t *testing.T, opts fakelog.Options) (*fakelog.Log, *staticct.Client) {
 	t.Helper()
 	l, err := fakelog.New(opts)
 	if err != nil {
@@ -22,7 +22,7 @@ func startFake(t *testing.T, opts fakelog.Options) (*fakelog.Log, *client.Client
 	}
 	srv := httptest.NewServer(l)
 	t.Cleanup(srv.Close)
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: srv.URL + "/", MonitoringPrefix: srv.URL + "/",
 		PublicKey: l.PublicKeyDER(), Origin: l.Origin(), Retries: 2,
 	})
@@ -175,7 +175,7 @@ func TestVerifier(t *testing.T) {
 	}
 	l.SetObject("checkpoint", forged)
 	v.poll(ctx, true)
-	if n := st.snapshot(time.Now()).Failures[client.VerifyCheckpointFork]; n != 1 {
+	if n := st.snapshot(time.Now()).Failures[staticct.VerifyCheckpointFork]; n != 1 {
 		t.Errorf("fork failures: %d, want 1", n)
 	}
 	v.poll(ctx, true) // counted once, not on every poll

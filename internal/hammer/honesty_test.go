@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // TestRefusalsCounted runs against a log that refuses every submission: the
@@ -43,9 +43,9 @@ func TestRefusalsCounted(t *testing.T) {
 func TestRefusalsShown(t *testing.T) {
 	st := newStats(time.Unix(0, 0))
 	for range 7 {
-		st.submitError(&client.FetchError{Path: "ct/v1/add-chain", Err: &client.HTTPError{StatusCode: 400, Body: "chain does not end at an accepted root"}})
+		st.submitError(&staticct.FetchError{Path: "ct/v1/add-chain", Err: &staticct.HTTPError{StatusCode: 400, Body: "chain does not end at an accepted root"}})
 	}
-	st.submitError(&client.FetchError{Path: "ct/v1/add-chain", Err: &client.HTTPError{StatusCode: 503, Body: "pool full"}})
+	st.submitError(&staticct.FetchError{Path: "ct/v1/add-chain", Err: &staticct.HTTPError{StatusCode: 503, Body: "pool full"}})
 	s := st.snapshot(time.Unix(2, 0))
 	prev := Snapshot{At: time.Unix(1, 0)}
 	line := ProgressLine(s, prev)
@@ -159,7 +159,7 @@ func TestDrainUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(l)
-	c, err := client.New(client.Config{MonitoringPrefix: srv.URL + "/", SubmissionPrefix: srv.URL + "/", PublicKey: l.PublicKeyDER(), Origin: l.Origin()})
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: srv.URL + "/", SubmissionPrefix: srv.URL + "/", PublicKey: l.PublicKeyDER(), Origin: l.Origin()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // startDevServer runs `mosaic serve -dev` on a fresh directory and waits for
@@ -51,14 +51,14 @@ func startDevServer(t *testing.T, bin string) (dir string, stop func()) {
 	t.Cleanup(stop)
 	deadline := time.After(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, client.DevConfigFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, staticct.DevConfigFile)); err == nil {
 			return dir, stop
 		}
 		select {
 		case err := <-exited:
 			t.Fatalf("mosaic serve -dev exited: %v\n%s", err, logs)
 		case <-deadline:
-			t.Fatalf("mosaic serve -dev wrote no %s within 60s; its log:\n%s", client.DevConfigFile, logs)
+			t.Fatalf("mosaic serve -dev wrote no %s within 60s; its log:\n%s", staticct.DevConfigFile, logs)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -127,7 +127,7 @@ func TestDevLogEndToEnd(t *testing.T) {
 	if out, code := run(t, bin, "fsck", "-dev", dir); code != 0 || !strings.Contains(out, "OK") {
 		t.Errorf("mosaic fsck -dev exited %d:\n%s", code, out)
 	}
-	dc, err := client.LoadDevConfig(dir)
+	dc, err := staticct.LoadDevConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // reader behaves like a monitor: half of its requests tail the data tiles
@@ -50,7 +50,7 @@ func (h *hammer) reader(ctx context.Context, lim *Limiter, startSize int64) {
 		}
 		if err != nil {
 			// A read cut short because the run ended is not a read error.
-			if ctx.Err() == nil && client.Classify(err) != client.KindCanceled {
+			if ctx.Err() == nil && staticct.Classify(err) != staticct.KindCanceled {
 				h.st.reads.Add(1)
 				h.st.readError(err, path)
 			}

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // Kinds of verification failure the hammer counts, besides the
@@ -88,21 +88,21 @@ var failureKinds = []string{KindRejected, KindOverloaded, KindServerError, KindU
 // FailureKind classifies a failed request (not a *client.VerifyError,
 // which is a verification failure).
 func FailureKind(err error) string {
-	var he *client.HTTPError
+	var he *staticct.HTTPError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
 		case http.StatusBadGateway, http.StatusGatewayTimeout:
 			return KindUnreachable
 		}
 	}
-	switch client.Classify(err) {
-	case client.KindClient:
+	switch staticct.Classify(err) {
+	case staticct.KindClient:
 		return KindRejected
-	case client.KindPushback:
+	case staticct.KindPushback:
 		return KindOverloaded
-	case client.KindServer:
+	case staticct.KindServer:
 		return KindServerError
-	case client.KindTimeout, client.KindConnection:
+	case staticct.KindTimeout, staticct.KindConnection:
 		return KindUnreachable
 	}
 	return KindOther
@@ -184,9 +184,9 @@ func (g *errorGroups) list() []ErrorGroup {
 }
 
 // errorKinds are the submission error kinds always present in reports.
-var errorKinds = []client.ErrorKind{
-	client.KindClient, client.KindServer, client.KindPushback, client.KindTimeout,
-	client.KindConnection, client.KindOther,
+var errorKinds = []staticct.ErrorKind{
+	staticct.KindClient, staticct.KindServer, staticct.KindPushback, staticct.KindTimeout,
+	staticct.KindConnection, staticct.KindOther,
 }
 
 // stats are the hammer's counters, shared by workers, readers, the
@@ -203,7 +203,7 @@ type stats struct {
 	addChain, integrate, readLatency Histogram
 
 	mu                                      sync.Mutex
-	errors                                  map[client.ErrorKind]int64
+	errors                                  map[staticct.ErrorKind]int64
 	failed                                  map[string]int64 // failed submissions by FailureKind
 	byStatus                                map[int]int64    // failed submissions by HTTP status
 	submitGroups, readGroups, monitorGroups errorGroups
@@ -216,26 +216,26 @@ type stats struct {
 }
 
 func newStats(start time.Time) *stats {
-	return &stats{start: start, errors: make(map[client.ErrorKind]int64), failed: make(map[string]int64),
+	return &stats{start: start, errors: make(map[staticct.ErrorKind]int64), failed: make(map[string]int64),
 		byStatus: make(map[int]int64), failures: make(map[string]int64)}
 }
 
 // submitError counts a failed submission.
 func (s *stats) submitError(err error) {
 	kind := FailureKind(err)
-	ck := client.Classify(err)
-	if ck == client.KindNone {
-		ck = client.KindOther
+	ck := staticct.Classify(err)
+	if ck == staticct.KindNone {
+		ck = staticct.KindOther
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.errors[ck]++
 	s.failed[kind]++
-	var he *client.HTTPError
+	var he *staticct.HTTPError
 	if errors.As(err, &he) {
 		s.byStatus[he.StatusCode]++
 	}
-	status, reason := client.Describe(err)
+	status, reason := staticct.Describe(err)
 	s.submitGroups.add(kind, status, reason, "")
 	s.events.add(Event{At: time.Now(), Source: SourceSubmission, Kind: kind, Status: status, Text: reason})
 }
@@ -246,7 +246,7 @@ func (s *stats) readError(err error, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kind := FailureKind(err)
-	status, reason := client.Describe(err)
+	status, reason := staticct.Describe(err)
 	s.readGroups.add(kind, status, reason, path)
 	s.events.add(Event{At: time.Now(), Source: SourceRead, Kind: kind, Status: status, Text: reason, Path: path})
 }
@@ -257,7 +257,7 @@ func (s *stats) monitorError(err error, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kind := FailureKind(err)
-	status, reason := client.Describe(err)
+	status, reason := staticct.Describe(err)
 	s.monitorGroups.add(kind, status, reason, path)
 	s.events.add(Event{At: time.Now(), Source: SourceVerifier, Kind: kind, Status: status, Text: reason, Path: path})
 }
@@ -378,7 +378,7 @@ type Snapshot struct {
 	Offered    int64
 	Accepted   int64
 	Duplicates int64
-	Errors     map[client.ErrorKind]int64
+	Errors     map[staticct.ErrorKind]int64
 	// Failed counts failed submissions by kind (KindRejected...), and
 	// TopReasons are the most frequent kinds, statuses and reasons.
 	Failed      map[string]int64

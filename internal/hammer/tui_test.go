@@ -13,7 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // liveTUI is a live view model over real limiters and a real worker pool
@@ -253,7 +253,7 @@ func TestTUILayouts(t *testing.T) {
 
 // refusal is the client's error for an HTTP answer.
 func refusal(status int, body string) error {
-	return &client.FetchError{Path: "ct/v1/add-chain", Err: &client.HTTPError{StatusCode: status, Body: body}}
+	return &staticct.FetchError{Path: "ct/v1/add-chain", Err: &staticct.HTTPError{StatusCode: status, Body: body}}
 }
 
 // TestTUIFailureLog checks the failure log pane: the newest failures with

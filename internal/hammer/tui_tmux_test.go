@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 

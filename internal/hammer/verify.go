@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // submitted is an accepted submission awaiting proof of inclusion.
@@ -38,7 +38,7 @@ type submitted struct {
 // entries in a partial data tile wait until the tile is full or verifyDelay
 // has passed, so the hammer does not re-read growing partial tiles.
 type verifier struct {
-	c           *client.Client
+	c           *staticct.Client
 	st          *stats
 	verifyDelay time.Duration
 	now         func() time.Time
@@ -53,7 +53,7 @@ type verifier struct {
 	unreachable atomic.Bool
 }
 
-func newVerifier(c *client.Client, st *stats, verifyDelay time.Duration) *verifier {
+func newVerifier(c *staticct.Client, st *stats, verifyDelay time.Duration) *verifier {
 	return &verifier{c: c, st: st, verifyDelay: verifyDelay, now: time.Now, pending: make(map[uint64]*submitted)}
 }
 
@@ -214,14 +214,14 @@ func (v *verifier) advance(ctx context.Context) {
 // ended (the run or the drain is over) is not the log's failure and is not
 // counted.
 func (v *verifier) countErr(ctx context.Context, err error, what string) bool {
-	var ve *client.VerifyError
+	var ve *staticct.VerifyError
 	if errors.As(err, &ve) {
 		v.st.failure(ve.Kind, "%s: %v", what, ve.Err)
 		return true
 	}
-	if ctx.Err() == nil && client.Classify(err) != client.KindCanceled {
+	if ctx.Err() == nil && staticct.Classify(err) != staticct.KindCanceled {
 		path := what
-		var fe *client.FetchError
+		var fe *staticct.FetchError
 		if errors.As(err, &fe) {
 			path = fe.Path
 		}
@@ -307,7 +307,7 @@ func (v *verifier) verifyInclusions(ctx context.Context, draining bool) {
 	}
 	for i, c := range toProve {
 		if hashes[i] != c.leaf {
-			v.st.failure(client.VerifyInclusion, "leaf %d: data tile entry hashes to %v, the tree has %v", c.s.index, c.leaf, hashes[i])
+			v.st.failure(staticct.VerifyInclusion, "leaf %d: data tile entry hashes to %v, the tree has %v", c.s.index, c.leaf, hashes[i])
 		} else {
 			v.st.verified.Add(1)
 		}

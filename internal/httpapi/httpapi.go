@@ -98,6 +98,9 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("POST "+sub+"ct/v1/add-pre-chain", s.instrument(l, "add-pre-chain", s.addChain(l, true)))
 		mux.Handle("GET "+sub+"ct/v1/get-roots", s.instrument(l, "get-roots", http.HandlerFunc(s.getRoots(l))))
 		mux.Handle("GET "+sub+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
+		if l.RFC6962ReadAPI {
+			s.rfc6962Routes(mux, l) // rfc6962.go
+		}
 		if !homes[sub] {
 			mux.Handle("GET "+sub+"{$}", s.instrument(l, "home", http.HandlerFunc(s.home(l))))
 			homes[sub] = true

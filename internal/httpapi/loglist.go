@@ -108,6 +108,11 @@ var homeTemplate = template.Must(template.New("home").Parse(`<!DOCTYPE html>
 <dt>Maximum merge delay</dt><dd>{{.Entry.MMD}} seconds</dd>
 <dt>Tree size</dt><dd>{{.TreeSize}} (checkpoint at {{.CheckpointTime}})</dd>
 </dl>
+{{with .Witnesses}}<h2>Witnesses</h2>
+<p>Policy: {{.Policy}} cosignatures per checkpoint; the latest published checkpoint has {{.Latest}}{{if not .Quorate}} (below the policy){{end}}.</p>
+<table><tr><th>Witness</th><th>State</th><th>Cosigned size</th><th>Last cosignature</th><th>Latency</th></tr>
+{{range .List}}<tr><td><code>{{.Name}}</code><br><small>{{.URL}}</small></td><td>{{.State}}</td><td>{{if ge .Size 0}}{{.Size}}{{else}}unknown{{end}}</td><td>{{.LastSuccess}}</td><td>{{.Latency}}</td></tr>
+{{end}}</table>{{end}}
 <p><a href="log.v3.json">log.v3.json</a> · <a href="ct/v1/get-roots">get-roots</a></p>
 </body></html>
 `))
@@ -153,6 +158,7 @@ func (s *Server) home(l *ctlog.Log) http.HandlerFunc {
 			"End":            l.NotAfterLimit.UTC().Format(time.RFC3339),
 			"TreeSize":       cp.Size,
 			"CheckpointTime": time.UnixMilli(int64(cp.Timestamp)).UTC().Format(time.RFC3339),
+			"Witnesses":      witnessesView(l), // witness.go
 		})
 	}
 }

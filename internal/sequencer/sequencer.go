@@ -94,6 +94,11 @@ type Config struct {
 	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash.
 	HashIndex bool
 
+	// Publisher, if set, publishes the committed checkpoints in place of
+	// the rounds (a witness cosigner: see Publisher). Nil means each round
+	// writes its checkpoint to storage itself.
+	Publisher Publisher
+
 	// PartialTileGrace is how long after a tile is full its superseded
 	// partial versions are deleted (see gc.go); zero keeps them.
 	PartialTileGrace time.Duration
@@ -117,6 +122,24 @@ func (c *Config) dedupKey(e *tile.Entry) dedup.Key {
 		return c.DedupKey(e)
 	}
 	return dedup.KeyFor(e.IsPrecert, e.IssuerKeyHash, e.Certificate)
+}
+
+// Publisher publishes a log's checkpoints to storage on its own schedule,
+// for instance after gathering witness cosignatures for them
+// (witness.Publisher).
+//
+// A round hands its checkpoint to Publish only after it has answered every
+// submitter and written every tile, and Publish must return at once (it
+// only records the checkpoint for Run). The round never waits for the
+// publisher, so a slow or unreachable witness can delay the public
+// checkpoint but never an SCT, nor the next round.
+type Publisher interface {
+	// Publish records a committed checkpoint whose tiles are all in
+	// storage, to be published by Run. It must not block.
+	Publish(signed []byte)
+	// Run publishes until ctx is done, then publishes the last checkpoint
+	// it was given (without waiting for cosignatures) and returns.
+	Run(ctx context.Context)
 }
 
 // ErrPoolFull is returned by Add when the log cannot take more entries now.
@@ -468,6 +491,9 @@ func (s *Sequencer) load(ctx context.Context) error {
 	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
 		return fmt.Errorf("log %s: publishing checkpoint: %w", name, err)
 	}
+	if s.cfg.Publisher != nil {
+		s.cfg.Publisher.Publish(signed) // for its cosignatures
+	}
 	s.lastPublish = time.Now()
 	if s.gc != nil {
 		s.gc.loaded(cp.Size)
@@ -639,6 +665,14 @@ func (s *Sequencer) evictLowPriority() *waiter {
 // process advanced the lock backend's checkpoint).
 func (s *Sequencer) Run(ctx context.Context) error {
 	defer s.Close()
+	if p := s.cfg.Publisher; p != nil {
+		// The publisher outlives ctx until the drain round below has
+		// handed it the last checkpoint, which it then publishes.
+		pctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.Run(pctx) }()
+		defer func() { stop(); <-done }()
+	}
 	if s.gc != nil {
 		gcCtx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -867,7 +901,11 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	if s.gc != nil {
 		s.gc.written(p.tiles, time.Now())
 	}
-	if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
+	if s.cfg.Publisher != nil {
+		s.cfg.Publisher.Publish(signed)
+		s.lastPublish = time.Now()
+		s.setRoundErr(nil)
+	} else if err := s.cfg.Storage.Put(ctx, "checkpoint", signed, storage.Options("checkpoint")); err != nil {
 		s.log.Warn("publishing checkpoint failed; will retry", "log", s.cfg.Name, "err", err)
 		s.lastPublish = time.Time{}
 		s.setRoundErr(fmt.Errorf("publishing the latest checkpoint failed: %w", err))

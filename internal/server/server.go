@@ -36,6 +36,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
+	"github.com/mosaic-ct/mosaic/internal/witness"
 )
 
 // backends opens and shares the databases logs use.
@@ -166,7 +167,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		store = storage.Instrument(store, logReg)
 	}
 	readStore = store
-	if lc.Storage.S3 != nil && *lc.ReadPath {
+	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
 		rs, err := s3.New(ctx, s3For("read_path"))
 		if err != nil {
 			return nil, field("storage.s3", err)
@@ -233,6 +234,14 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 		Lifecycle:        lifecycleOf(lc),
+		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+	}
+	if lc.RFC6962ReadAPI {
+		hi, ok := dd.(dedup.HashIndex)
+		if !ok {
+			return nil, field("rfc6962_read_api", errors.New("the dedup store has no leaf hash index"))
+		}
+		l.HashIndex = hi
 	}
 	macKey, err := roots.MACKey(k, id.Origin)
 	if err != nil {
@@ -247,6 +256,20 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if logReg != nil {
 		metrics = sequencer.NewMetrics(logReg)
 	}
+	var publisher sequencer.Publisher
+	if w := lc.Witnesses; w != nil {
+		ws := make([]witness.Witness, len(w.List))
+		for i, wi := range w.List {
+			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Key: wi.Key}
+		}
+		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
+			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
+		if err != nil {
+			return nil, field("witnesses", err)
+		}
+		l.Witnesses = pub
+		publisher = pub
+	}
 	p := &logParts{log: l, pg: pg, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
@@ -260,6 +283,12 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Timeout:  lc.RoundTimeout,
+		// get-proof-by-hash finds entries by leaf hash: record each one
+		// with its dedup record, before its SCT is issued.
+		HashIndex: lc.RFC6962ReadAPI,
+		// With witnesses, checkpoints are published once cosigned (or
+		// after witnesses.timeout), by a goroutine rounds never wait for.
+		Publisher: publisher,
 		PartialTileGrace: func() time.Duration {
 			if lc.KeepPartialTiles {
 				return 0

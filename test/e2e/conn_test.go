@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // fdLimit is the RLIMIT_NOFILE TestConnectionFlood runs the server with.
@@ -75,10 +75,10 @@ func TestConnectionFlood(t *testing.T) {
 			t.Logf("server output:\n%s", out.String())
 		}
 	})
-	var info *client.DevConfig
+	var info *staticct.DevConfig
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var err error
-		if info, err = client.LoadDevConfig(dir); err == nil {
+		if info, err = staticct.LoadDevConfig(dir); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -132,11 +132,11 @@ func TestConnectionFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubDER, err := client.DecodePublicKey(info.PublicKey)
+	pubDER, err := staticct.DecodePublicKey(info.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, logID, err := client.ParsePublicKey(pubDER)
+	pub, logID, err := staticct.ParsePublicKey(pubDER)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // mosaicBinary builds cmd/mosaic once per test run.
@@ -55,7 +55,7 @@ func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
 	logs := s.logBuf
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if info, err := client.LoadDevConfig(dir); err == nil {
+		if info, err := staticct.LoadDevConfig(dir); err == nil {
 			s.info = info
 			break
 		}

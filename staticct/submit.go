@@ -1,4 +1,4 @@
-package client
+package staticct
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/mosaic-ct/mosaic/internal/sct"
-	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // addChainRequest is the RFC 6962 §4.1 add-chain (and §4.2 add-pre-chain)
@@ -24,12 +23,12 @@ type addChainRequest struct {
 // Errors are *FetchError wrapping an *HTTPError (with RetryAfter set on
 // pushback), a network error, or a context error; a 200 answer that is not
 // an SCT response is a *VerifyError. Use Classify and Describe.
-func (c *Client) AddChain(ctx context.Context, chain [][]byte) (*sct.Response, error) {
+func (c *Client) AddChain(ctx context.Context, chain [][]byte) (*SCTResponse, error) {
 	return c.submit(ctx, "ct/v1/add-chain", chain)
 }
 
 // AddPreChain submits a precertificate chain to add-pre-chain.
-func (c *Client) AddPreChain(ctx context.Context, chain [][]byte) (*sct.Response, error) {
+func (c *Client) AddPreChain(ctx context.Context, chain [][]byte) (*SCTResponse, error) {
 	return c.submit(ctx, "ct/v1/add-pre-chain", chain)
 }
 
@@ -66,7 +65,7 @@ func (c *Client) submit(ctx context.Context, endpoint string, chain [][]byte) (*
 // against the entry the submitter expects the log to have built from its
 // chain (Timestamp and LeafIndex are taken from the response), and returns
 // the leaf index. Failures are *VerifyError of kind VerifySCT.
-func (c *Client) VerifySCT(resp *sct.Response, e tile.Entry) (uint64, error) {
+func (c *Client) VerifySCT(resp *SCTResponse, e Entry) (uint64, error) {
 	if c.pub == nil {
 		return 0, errNoKey
 	}

@@ -1,4 +1,4 @@
-package client
+package staticct
 
 import (
 	"github.com/mosaic-ct/mosaic/internal/buildinfo"

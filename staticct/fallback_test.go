@@ -1,4 +1,4 @@
-package client_test
+package staticct_test
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 	"testing"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // grownPast returns a checkpoint of l at size first, after which the log
 // grows to size then; the caller's log options decide which partial tiles
 // of the first size are deleted on the way.
-func grownPast(t *testing.T, l *fakelog.Log, c *client.Client, first, then int) checkpoint.Checkpoint {
+func grownPast(t *testing.T, l *fakelog.Log, c *staticct.Client, first, then int) checkpoint.Checkpoint {
 	t.Helper()
 	fill(t, l, first)
 	signed, err := l.Publish()
@@ -75,7 +75,7 @@ func TestPartialTileReplaced(t *testing.T) {
 	if err := l.WriteDir(dir, true); err != nil {
 		t.Fatal(err)
 	}
-	fc, err := client.New(client.Config{MonitoringPrefix: "file://" + dir})
+	fc, err := staticct.New(staticct.Config{MonitoringPrefix: "file://" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestPartialTileReplaced(t *testing.T) {
 	}
 }
 
-func checkOldTree(ctx context.Context, t *testing.T, c *client.Client, cp checkpoint.Checkpoint) {
+func checkOldTree(ctx context.Context, t *testing.T, c *staticct.Client, cp checkpoint.Checkpoint) {
 	t.Helper()
 	if _, err := c.LeafHashes(ctx, cp, []int64{0, 57, 99}); err != nil {
 		t.Errorf("LeafHashes at size %d: %v", cp.Size, err)
@@ -105,7 +105,7 @@ func checkOldTree(ctx context.Context, t *testing.T, c *client.Client, cp checkp
 		}
 	}
 	// A tile beyond the tree is still missing, and said so.
-	if _, err := c.DataTile(ctx, tile.Tile{N: 7, W: 10}); !errors.Is(err, client.ErrNotFound) {
+	if _, err := c.DataTile(ctx, tile.Tile{N: 7, W: 10}); !errors.Is(err, staticct.ErrNotFound) {
 		t.Errorf("DataTile beyond the tree: %v, want not found", err)
 	}
 }
@@ -113,7 +113,7 @@ func checkOldTree(ctx context.Context, t *testing.T, c *client.Client, cp checkp
 // TestUserAgent checks that every request carries the configured User-Agent,
 // and that the default one names the tool, its version and a contact URL.
 func TestUserAgent(t *testing.T) {
-	ua := client.UserAgent("mosaic-test")
+	ua := staticct.UserAgent("mosaic-test")
 	if !strings.HasPrefix(ua, "mosaic-test/") || !strings.HasSuffix(ua, " (+https://github.com/mosaic-ct/mosaic)") {
 		t.Errorf("UserAgent = %q", ua)
 	}
@@ -123,8 +123,8 @@ func TestUserAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := l.UserAgents()
-	if len(got) != 1 || got[client.UserAgent("mosaic-client")] != 1 {
-		t.Errorf("User-Agents seen by the log: %v, want only %q", got, client.UserAgent("mosaic-client"))
+	if len(got) != 1 || got[staticct.UserAgent("mosaic-client")] != 1 {
+		t.Errorf("User-Agents seen by the log: %v, want only %q", got, staticct.UserAgent("mosaic-client"))
 	}
 }
 
@@ -138,24 +138,24 @@ func TestDescribe(t *testing.T) {
 		status int
 		reason string
 	}{
-		{&client.FetchError{Path: "ct/v1/add-chain", Err: &client.HTTPError{StatusCode: 400, Body: "chain does not end at an accepted root\nmore detail"}},
+		{&staticct.FetchError{Path: "ct/v1/add-chain", Err: &staticct.HTTPError{StatusCode: 400, Body: "chain does not end at an accepted root\nmore detail"}},
 			400, "chain does not end at an accepted root"},
-		{&client.HTTPError{StatusCode: 503}, 503, "Service Unavailable"},
-		{&client.HTTPError{StatusCode: 400, Body: "bad \x1b[2J\x1b[31mred\x07"}, 400, "bad ?[2J?[31mred?"},
-		{&client.HTTPError{StatusCode: 400, Body: "in\xffvalid"}, 400, "in?valid"},
-		{&client.HTTPError{StatusCode: 400, Body: long}, 400, strings.Repeat("é", (client.MaxReasonLen-len("…"))/2) + "…"},
-		{&client.FetchError{Path: "x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, 0, "connection refused"},
-		{&client.FetchError{Path: "x", Err: fmt.Errorf("read: %w", syscall.ECONNRESET)}, 0, "connection reset"},
+		{&staticct.HTTPError{StatusCode: 503}, 503, "Service Unavailable"},
+		{&staticct.HTTPError{StatusCode: 400, Body: "bad \x1b[2J\x1b[31mred\x07"}, 400, "bad ?[2J?[31mred?"},
+		{&staticct.HTTPError{StatusCode: 400, Body: "in\xffvalid"}, 400, "in?valid"},
+		{&staticct.HTTPError{StatusCode: 400, Body: long}, 400, strings.Repeat("é", (staticct.MaxReasonLen-len("…"))/2) + "…"},
+		{&staticct.FetchError{Path: "x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, 0, "connection refused"},
+		{&staticct.FetchError{Path: "x", Err: fmt.Errorf("read: %w", syscall.ECONNRESET)}, 0, "connection reset"},
 		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "log.invalid"}}, 0, "DNS: no such host"},
-		{&client.FetchError{Path: "x", Err: context.DeadlineExceeded}, 0, "timeout"},
-		{&client.FetchError{Path: "tile/0/000", Err: errors.New("odd\tthing")}, 0, "odd?thing"},
+		{&staticct.FetchError{Path: "x", Err: context.DeadlineExceeded}, 0, "timeout"},
+		{&staticct.FetchError{Path: "tile/0/000", Err: errors.New("odd\tthing")}, 0, "odd?thing"},
 	}
 	for _, tt := range tests {
-		status, reason := client.Describe(tt.err)
+		status, reason := staticct.Describe(tt.err)
 		if status != tt.status || reason != tt.reason {
 			t.Errorf("Describe(%q) = %d, %q; want %d, %q", tt.err, status, reason, tt.status, tt.reason)
 		}
-		if len(reason) > client.MaxReasonLen {
+		if len(reason) > staticct.MaxReasonLen {
 			t.Errorf("Describe(%q): reason of %d bytes", tt.err, len(reason))
 		}
 	}

@@ -1,4 +1,4 @@
-package client
+package staticct
 
 import (
 	"context"
@@ -93,6 +93,7 @@ const (
 	VerifyCheckpointRollback    = "checkpoint_rollback"
 	VerifyCheckpointFork        = "checkpoint_fork"
 	VerifyCheckpointConsistency = "checkpoint_consistency"
+	VerifyCheckpointCosignature = "checkpoint_cosignature"
 	VerifySCT                   = "sct"
 	VerifyTile                  = "tile"
 	VerifyInclusion             = "inclusion"

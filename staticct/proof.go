@@ -1,4 +1,4 @@
-package client
+package staticct
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -19,7 +18,7 @@ import (
 // proof between the two. Verification failures are *VerifyError (kind
 // checkpoint_rollback, checkpoint_fork or checkpoint_consistency); a tile the
 // log did not deliver is a *FetchError.
-func (c *Client) CheckConsistency(ctx context.Context, older, newer checkpoint.Checkpoint) error {
+func (c *Client) CheckConsistency(ctx context.Context, older, newer Checkpoint) error {
 	switch {
 	case newer.Size < older.Size:
 		return verifyErr(VerifyCheckpointRollback, "tree size went from %d back to %d", older.Size, newer.Size)
@@ -52,7 +51,7 @@ func (c *Client) CheckConsistency(ctx context.Context, older, newer checkpoint.C
 // cp. Tiles that do not hash to cp's root are a *VerifyError of kind
 // VerifyCheckpointConsistency; a tile the log did not deliver is a
 // *FetchError.
-func (c *Client) TreeHash(ctx context.Context, cp checkpoint.Checkpoint, n int64) (tlog.Hash, error) {
+func (c *Client) TreeHash(ctx context.Context, cp Checkpoint, n int64) (tlog.Hash, error) {
 	if n < 0 || n > cp.Size {
 		return tlog.Hash{}, fmt.Errorf("tree size %d is not within a tree of size %d", n, cp.Size)
 	}
@@ -71,7 +70,7 @@ func (c *Client) TreeHash(ctx context.Context, cp checkpoint.Checkpoint, n int64
 // of cp, read from level-0 tiles that are authenticated against cp's root
 // hash: a returned hash is proven to be in the tree. Tiles that do not hash
 // to the root are a *VerifyError of kind VerifyInclusion.
-func (c *Client) LeafHashes(ctx context.Context, cp checkpoint.Checkpoint, indexes []int64) ([]tlog.Hash, error) {
+func (c *Client) LeafHashes(ctx context.Context, cp Checkpoint, indexes []int64) ([]tlog.Hash, error) {
 	stored := make([]int64, len(indexes))
 	for i, x := range indexes {
 		if x < 0 || x >= cp.Size {
@@ -89,7 +88,7 @@ func (c *Client) LeafHashes(ctx context.Context, cp checkpoint.Checkpoint, index
 
 // CheckInclusion verifies that the entry with Merkle leaf hash leaf is at
 // index in the tree of cp.
-func (c *Client) CheckInclusion(ctx context.Context, cp checkpoint.Checkpoint, index int64, leaf tlog.Hash) error {
+func (c *Client) CheckInclusion(ctx context.Context, cp Checkpoint, index int64, leaf tlog.Hash) error {
 	hashes, err := c.LeafHashes(ctx, cp, []int64{index})
 	if err != nil {
 		return err

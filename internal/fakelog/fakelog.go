@@ -29,10 +29,10 @@ import (
 	ctx509 "github.com/google/certificate-transparency-go/x509"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // Options configure a Log.
@@ -201,7 +201,7 @@ func (l *Log) append(chain [][]byte, precert bool) (e tile.Entry, corruptSCT boo
 	e.Timestamp = uint64(l.now().UnixMilli())
 	e.LeafIndex = uint64(l.edge.Size())
 	for _, iss := range chain[1:] {
-		l.objects[client.IssuerPath(tile.Fingerprint(iss))] = bytes.Clone(iss)
+		l.objects[staticct.IssuerPath(tile.Fingerprint(iss))] = bytes.Clone(iss)
 	}
 	l.dataTile = tile.AppendTileLeaf(l.dataTile, &e)
 	for _, ft := range l.edge.Append(e.LeafHash()) {

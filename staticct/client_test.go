@@ -1,4 +1,4 @@
-package client_test
+package staticct_test
 
 import (
 	"context"
@@ -16,18 +16,18 @@ import (
 	ctx509 "github.com/google/certificate-transparency-go/x509"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
-	"github.com/mosaic-ct/mosaic/internal/client/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/fakelog"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // serve starts an HTTP server for l and returns a client for it.
-func serve(t *testing.T, l *fakelog.Log) *client.Client {
+func serve(t *testing.T, l *fakelog.Log) *staticct.Client {
 	t.Helper()
 	srv := httptest.NewServer(l)
 	t.Cleanup(srv.Close)
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: srv.URL + "/",
 		MonitoringPrefix: srv.URL + "/",
 		PublicKey:        l.PublicKeyDER(),
@@ -79,7 +79,7 @@ func TestSubmitVerifyInclude(t *testing.T) {
 	if err != nil || idx != 0 {
 		t.Fatalf("VerifySCT = %d, %v; want 0, nil", idx, err)
 	}
-	if _, err := c.VerifySCT(resp, tile.Entry{Certificate: pre}); client.Classify(err) != client.KindVerify {
+	if _, err := c.VerifySCT(resp, tile.Entry{Certificate: pre}); staticct.Classify(err) != staticct.KindVerify {
 		t.Errorf("VerifySCT for the wrong certificate: %v, want a VerifyError", err)
 	}
 
@@ -118,7 +118,7 @@ func TestSubmitVerifyInclude(t *testing.T) {
 	if err := c.CheckInclusion(ctx, cp.Checkpoint, 0, entries[0].LeafHash()); err != nil {
 		t.Errorf("CheckInclusion(cert): %v", err)
 	}
-	if err := c.CheckInclusion(ctx, cp.Checkpoint, 0, entries[1].LeafHash()); client.Classify(err) != client.KindVerify {
+	if err := c.CheckInclusion(ctx, cp.Checkpoint, 0, entries[1].LeafHash()); staticct.Classify(err) != staticct.KindVerify {
 		t.Errorf("CheckInclusion of the wrong leaf: %v, want a VerifyError", err)
 	}
 	if _, err := c.Issuer(ctx, tile.Fingerprint(inter.DER)); err != nil {
@@ -175,9 +175,9 @@ func TestConsistency(t *testing.T) {
 			forged := older
 			forged.Hash[0] ^= 1
 			err := c.CheckConsistency(ctx, forged, newer)
-			var ve *client.VerifyError
-			if !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointConsistency {
-				t.Errorf("CheckConsistency(forged %d, %d) = %v, want a %s VerifyError", older.Size, newer.Size, err, client.VerifyCheckpointConsistency)
+			var ve *staticct.VerifyError
+			if !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointConsistency {
+				t.Errorf("CheckConsistency(forged %d, %d) = %v, want a %s VerifyError", older.Size, newer.Size, err, staticct.VerifyCheckpointConsistency)
 			}
 		}
 	}
@@ -186,11 +186,11 @@ func TestConsistency(t *testing.T) {
 		older, newer checkpoint.Checkpoint
 		kind         string
 	}{
-		{last, cps[3], client.VerifyCheckpointRollback},
-		{last, func() checkpoint.Checkpoint { f := last; f.Hash[5] ^= 1; return f }(), client.VerifyCheckpointFork},
+		{last, cps[3], staticct.VerifyCheckpointRollback},
+		{last, func() checkpoint.Checkpoint { f := last; f.Hash[5] ^= 1; return f }(), staticct.VerifyCheckpointFork},
 	} {
 		err := c.CheckConsistency(ctx, tc.older, tc.newer)
-		var ve *client.VerifyError
+		var ve *staticct.VerifyError
 		if !errors.As(err, &ve) || ve.Kind != tc.kind {
 			t.Errorf("CheckConsistency(%d, %d) = %v, want kind %s", tc.older.Size, tc.newer.Size, err, tc.kind)
 		}
@@ -200,7 +200,7 @@ func TestConsistency(t *testing.T) {
 	l.SetObject("tile/1/001.p/17", make([]byte, 17*32))
 	c2 := serve(t, l) // fresh tile cache
 	err := c2.CheckConsistency(ctx, cps[6], last)
-	if client.Classify(err) != client.KindVerify {
+	if staticct.Classify(err) != staticct.KindVerify {
 		t.Errorf("CheckConsistency with a corrupt tile = %v, want a VerifyError", err)
 	}
 }
@@ -211,14 +211,14 @@ func TestCheckpointSignature(t *testing.T) {
 	c := serve(t, l)
 	signed, _ := other.Object("checkpoint")
 	_, err := c.VerifyCheckpoint(signed)
-	var ve *client.VerifyError
-	if !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointSignature {
-		t.Errorf("checkpoint signed by another key: %v, want %s", err, client.VerifyCheckpointSignature)
+	var ve *staticct.VerifyError
+	if !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointSignature {
+		t.Errorf("checkpoint signed by another key: %v, want %s", err, staticct.VerifyCheckpointSignature)
 	}
 	wrongOrigin := newLog(t, fakelog.Options{Origin: "elsewhere.example"})
 	signed, _ = wrongOrigin.Object("checkpoint")
-	if _, err := c.VerifyCheckpoint(signed); !errors.As(err, &ve) || ve.Kind != client.VerifyCheckpointOrigin {
-		t.Errorf("checkpoint for another origin: %v, want %s", err, client.VerifyCheckpointOrigin)
+	if _, err := c.VerifyCheckpoint(signed); !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointOrigin {
+		t.Errorf("checkpoint for another origin: %v, want %s", err, staticct.VerifyCheckpointOrigin)
 	}
 }
 
@@ -234,7 +234,7 @@ func TestFileMonitoring(t *testing.T) {
 		if err := l.WriteDir(dir, gz); err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.New(client.Config{MonitoringPrefix: "file://" + dir, PublicKey: l.PublicKeyDER()})
+		c, err := staticct.New(staticct.Config{MonitoringPrefix: "file://" + dir, PublicKey: l.PublicKeyDER()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestFileMonitoring(t *testing.T) {
 				t.Errorf("leaf index %d, want %d", got, tl.N*256+3)
 			}
 		}
-		if _, err := c.DataTile(ctx, tile.Tile{N: 5, W: 256}); !errors.Is(err, client.ErrNotFound) {
+		if _, err := c.DataTile(ctx, tile.Tile{N: 5, W: 256}); !errors.Is(err, staticct.ErrNotFound) {
 			t.Errorf("missing data tile: %v, want ErrNotFound", err)
 		}
 		if _, err := c.LeafHashes(ctx, cp.Checkpoint, []int64{0, 299}); err != nil {
@@ -267,10 +267,10 @@ func TestPushback(t *testing.T) {
 	l := newLog(t, fakelog.Options{PushbackEvery: 1})
 	c := serve(t, l)
 	_, err := c.AddChain(context.Background(), [][]byte{[]byte("x"), []byte("y")})
-	if k := client.Classify(err); k != client.KindPushback {
+	if k := staticct.Classify(err); k != staticct.KindPushback {
 		t.Fatalf("Classify(%v) = %q, want pushback", err, k)
 	}
-	if d, ok := client.RetryAfter(err); !ok || d != time.Second {
+	if d, ok := staticct.RetryAfter(err); !ok || d != time.Second {
 		t.Errorf("RetryAfter = %v, %v; want 1s", d, ok)
 	}
 }
@@ -280,29 +280,29 @@ func TestClassify(t *testing.T) {
 	cancel()
 	tests := []struct {
 		err  error
-		want client.ErrorKind
+		want staticct.ErrorKind
 	}{
-		{nil, client.KindNone},
-		{&client.HTTPError{StatusCode: 400}, client.KindClient},
-		{&client.HTTPError{StatusCode: 404}, client.KindClient},
-		{&client.HTTPError{StatusCode: 429}, client.KindPushback},
-		{&client.HTTPError{StatusCode: 503}, client.KindPushback},
-		{&client.HTTPError{StatusCode: 500}, client.KindServer},
-		{&client.FetchError{Path: "x", Err: &client.HTTPError{StatusCode: 502}}, client.KindServer},
-		{context.DeadlineExceeded, client.KindTimeout},
-		{ctx.Err(), client.KindCanceled},
-		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, client.KindConnection},
-		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), client.KindConnection},
-		{&client.VerifyError{Kind: "sct", Err: errors.New("bad")}, client.KindVerify},
-		{errors.New("something"), client.KindOther},
-		{os.ErrDeadlineExceeded, client.KindTimeout},
+		{nil, staticct.KindNone},
+		{&staticct.HTTPError{StatusCode: 400}, staticct.KindClient},
+		{&staticct.HTTPError{StatusCode: 404}, staticct.KindClient},
+		{&staticct.HTTPError{StatusCode: 429}, staticct.KindPushback},
+		{&staticct.HTTPError{StatusCode: 503}, staticct.KindPushback},
+		{&staticct.HTTPError{StatusCode: 500}, staticct.KindServer},
+		{&staticct.FetchError{Path: "x", Err: &staticct.HTTPError{StatusCode: 502}}, staticct.KindServer},
+		{context.DeadlineExceeded, staticct.KindTimeout},
+		{ctx.Err(), staticct.KindCanceled},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, staticct.KindConnection},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), staticct.KindConnection},
+		{&staticct.VerifyError{Kind: "sct", Err: errors.New("bad")}, staticct.KindVerify},
+		{errors.New("something"), staticct.KindOther},
+		{os.ErrDeadlineExceeded, staticct.KindTimeout},
 	}
 	for _, tt := range tests {
-		if got := client.Classify(tt.err); got != tt.want {
+		if got := staticct.Classify(tt.err); got != tt.want {
 			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
-	if !errors.Is(&client.HTTPError{StatusCode: 404}, client.ErrNotFound) {
+	if !errors.Is(&staticct.HTTPError{StatusCode: 404}, staticct.ErrNotFound) {
 		t.Error("404 is not ErrNotFound")
 	}
 }
@@ -315,12 +315,12 @@ func TestConnectionRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	l := newLog(t, fakelog.Options{})
-	c, err := client.New(client.Config{SubmissionPrefix: "http://" + addr + "/", MonitoringPrefix: "http://" + addr + "/", PublicKey: l.PublicKeyDER()})
+	c, err := staticct.New(staticct.Config{SubmissionPrefix: "http://" + addr + "/", MonitoringPrefix: "http://" + addr + "/", PublicKey: l.PublicKeyDER()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Checkpoint(context.Background())
-	if k := client.Classify(err); k != client.KindConnection {
+	if k := staticct.Classify(err); k != staticct.KindConnection {
 		t.Errorf("Classify(%v) = %q, want connection", err, k)
 	}
 }
@@ -332,9 +332,9 @@ func TestInsecure(t *testing.T) {
 	srv := httptest.NewTLSServer(l)
 	t.Cleanup(srv.Close)
 	for _, insecure := range []bool{true, false} {
-		c, err := client.New(client.Config{
+		c, err := staticct.New(staticct.Config{
 			SubmissionPrefix: srv.URL + "/", MonitoringPrefix: srv.URL + "/", PublicKey: l.PublicKeyDER(),
-			Origin: l.Origin(), HTTPClient: client.NewHTTPClient(insecure, 4),
+			Origin: l.Origin(), HTTPClient: staticct.NewHTTPClient(insecure, 4),
 		})
 		if err != nil {
 			t.Fatal(err)

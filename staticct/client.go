@@ -1,15 +1,4 @@
-// Package client is a Static CT API client: it fetches and verifies a log's
-// checkpoint, hash tiles, data tiles and issuers, proves inclusion and
-// consistency from tiles, and submits chains through the RFC 6962 add-chain
-// and add-pre-chain endpoints.
-//
-// It works against any log that implements c2sp.org/static-ct-api, over
-// HTTP(S) or, for a log's storage directory, from a file:// monitoring
-// prefix. The hammer (load generator) and fsck (whole-log checker) are built
-// on it; both rely on its split between FetchError (the log did not deliver,
-// which is an availability problem) and VerifyError (what the log delivered
-// is wrong, which is a correctness problem).
-package client
+package staticct
 
 import (
 	"bytes"
@@ -77,6 +66,12 @@ type Config struct {
 	// retryable failure (pushback, 5xx, timeout, connection error).
 	// Submissions are never retried by the client: the caller decides.
 	Retries int
+	// WitnessKeys are the Ed25519 cosignature verifier keys
+	// (c2sp.org/tlog-cosignature) of witnesses whose cosignatures every
+	// checkpoint must carry, WitnessQuorum of them (default 1 when keys
+	// are given). Cosignature lines by other keys are ignored.
+	WitnessKeys   []string
+	WitnessQuorum int
 }
 
 // Client talks to one log. It is safe for concurrent use.
@@ -93,6 +88,8 @@ type Client struct {
 	timeout    time.Duration
 	retries    int
 	cache      *tileCache
+	witnesses  []*checkpoint.CosignatureVerifier
+	quorum     int
 }
 
 // New returns a Client for the log described by cfg.
@@ -109,6 +106,20 @@ func New(cfg Config) (*Client, error) {
 		pub: pub, pubDER: bytes.Clone(cfg.PublicKey), logID: logID,
 		origin: cfg.Origin, hc: cfg.HTTPClient, userAgent: cfg.UserAgent,
 		timeout: cfg.Timeout, retries: cfg.Retries, cache: newTileCache(4096),
+	}
+	for _, k := range cfg.WitnessKeys {
+		v, err := checkpoint.NewCosignatureVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("witness key %q: %w", k, err)
+		}
+		c.witnesses = append(c.witnesses, v)
+	}
+	c.quorum = cfg.WitnessQuorum
+	if c.quorum == 0 && len(c.witnesses) > 0 {
+		c.quorum = 1
+	}
+	if c.quorum < 0 || c.quorum > len(c.witnesses) {
+		return nil, fmt.Errorf("witness quorum %d is not between 1 and the number of witness keys (%d)", c.quorum, len(c.witnesses))
 	}
 	if c.hc == nil {
 		c.hc = NewHTTPClient(false, 0)
@@ -355,7 +366,7 @@ func (c *Client) do(req *http.Request, limit int64) ([]byte, error) {
 
 // Checkpoint fetches the log's checkpoint and verifies its RFC 6962
 // signature. A bad signature or origin is a *VerifyError.
-func (c *Client) Checkpoint(ctx context.Context) (*checkpoint.Verified, error) {
+func (c *Client) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
 	b, err := c.FetchCheckpoint(ctx)
 	if err != nil {
 		return nil, err
@@ -369,8 +380,30 @@ func (c *Client) FetchCheckpoint(ctx context.Context) ([]byte, error) {
 	return c.fetch(ctx, "checkpoint", maxCheckpointSize, c.retries)
 }
 
-// VerifyCheckpoint verifies a signed checkpoint note with the log's key.
-func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
+// VerifyCheckpoint verifies a signed checkpoint note with the log's key
+// and, if the client has witness keys, checks that it carries the quorum of
+// valid witness cosignatures (a *VerifyError of kind
+// VerifyCheckpointCosignature if not).
+func (c *Client) VerifyCheckpoint(signed []byte) (*SignedCheckpoint, error) {
+	v, err := c.VerifyLogSignature(signed)
+	if err != nil || len(c.witnesses) == 0 {
+		return v, err
+	}
+	names, err := checkpoint.VerifyCosignatures(signed, c.witnesses)
+	if err != nil {
+		return nil, &VerifyError{Kind: VerifyCheckpointCosignature, Err: err}
+	}
+	if len(names) < c.quorum {
+		return nil, verifyErr(VerifyCheckpointCosignature, "checkpoint of tree size %d has %d valid witness cosignatures %v, want at least %d",
+			v.Size, len(names), names, c.quorum)
+	}
+	return v, nil
+}
+
+// VerifyLogSignature verifies a signed checkpoint note with the log's key
+// only, whatever witness keys the client has: for checkpoints kept by
+// others, which need not carry cosignatures.
+func (c *Client) VerifyLogSignature(signed []byte) (*SignedCheckpoint, error) {
 	if c.pub == nil {
 		return nil, errNoKey
 	}
@@ -394,7 +427,7 @@ func (c *Client) VerifyCheckpoint(signed []byte) (*checkpoint.Verified, error) {
 // falls back to the full tile's prefix, or to a wider partial tile of the
 // current tree (see fetchTile). A tile of the wrong length is a
 // *VerifyError.
-func (c *Client) HashTile(ctx context.Context, t tile.Tile) ([]tlog.Hash, error) {
+func (c *Client) HashTile(ctx context.Context, t Tile) ([]tlog.Hash, error) {
 	b, err := c.hashTileBytes(ctx, t)
 	if err != nil {
 		return nil, err
@@ -427,7 +460,7 @@ func (c *Client) hashTileBytes(ctx context.Context, t tile.Tile) ([]byte, error)
 // as HashTile and DataTile when a partial tile is gone. The bytes may be
 // those of the full tile or of a wider partial tile, and a data tile is
 // returned as served (possibly gzipped).
-func (c *Client) FetchTileOnce(ctx context.Context, t tile.Tile) ([]byte, error) {
+func (c *Client) FetchTileOnce(ctx context.Context, t Tile) ([]byte, error) {
 	b, _, err := c.fetchTile(ctx, t, maxDataTileSize, 0)
 	return b, err
 }
@@ -522,7 +555,7 @@ func (c *Client) currentWidth(ctx context.Context, t tile.Tile) (int, error) {
 // with). If a partial tile is gone, the full tile or a wider partial tile is
 // returned instead (see fetchTile), and width says how many entries the
 // returned tile holds: t.W, or more.
-func (c *Client) DataTileBytes(ctx context.Context, t tile.Tile) (b []byte, width int, err error) {
+func (c *Client) DataTileBytes(ctx context.Context, t Tile) (b []byte, width int, err error) {
 	t.Data = true
 	b, served, err := c.fetchTile(ctx, t, maxDataTileSize, c.retries)
 	if err != nil {
@@ -558,7 +591,7 @@ func Gunzip(b []byte) ([]byte, error) {
 // DataTile fetches and parses a data tile. If t is partial and its data
 // tile is gone, the full tile (or a wider partial one) is used. The result has exactly t.W entries;
 // anything else is a *VerifyError.
-func (c *Client) DataTile(ctx context.Context, t tile.Tile) ([]*tile.Entry, error) {
+func (c *Client) DataTile(ctx context.Context, t Tile) ([]*Entry, error) {
 	t.Data = true
 	b, w, err := c.DataTileBytes(ctx, t)
 	if err != nil {

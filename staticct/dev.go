@@ -1,4 +1,4 @@
-package client
+package staticct
 
 import (
 	"encoding/json"

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+)
+
+// Witnesses configures the witnesses that cosign a log's checkpoints
+// (c2sp.org/tlog-witness).
+type Witnesses struct {
+	// Quorum is the policy: how many of the witnesses' cosignatures each
+	// checkpoint should carry (k of n; default 1). A checkpoint with fewer
+	// is still published, and reported (mosaic_witness_quorum_met).
+	Quorum *int `yaml:"quorum,omitempty"`
+	// Timeout bounds how long a checkpoint waits for cosignatures before
+	// it is published with those that arrived (default 5s).
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+	// List holds the witnesses.
+	List []Witness `yaml:"list"`
+}
+
+// Witness is one witness.
+type Witness struct {
+	// Name labels the witness in metrics and on the home page (default:
+	// the key's name).
+	Name string `yaml:"name,omitempty"`
+	// URL is the witness's submission prefix (add-checkpoint is under it).
+	URL string `yaml:"url"`
+	// Key is the witness's Ed25519 cosignature verifier key (vkey).
+	Key string `yaml:"key"`
+}
+
+func (w *Witnesses) setDefaults() {
+	if w == nil {
+		return
+	}
+	if w.Quorum == nil {
+		q := min(1, len(w.List))
+		w.Quorum = &q
+	}
+	if w.Timeout == 0 {
+		w.Timeout = 5 * time.Second
+	}
+}
+
+// validate reports problems with field f (the log's witnesses section).
+func (w *Witnesses) validate(f string, bad func(field, format string, args ...any)) {
+	if w == nil {
+		return
+	}
+	if len(w.List) == 0 {
+		bad(f+".list", "at least one witness is required when witnesses is set")
+	}
+	if q := *w.Quorum; q < 0 || q > len(w.List) {
+		bad(f+".quorum", "%d is out of range (0 to the number of witnesses, %d)", q, len(w.List))
+	}
+	if w.Timeout < 100*time.Millisecond || w.Timeout > 10*time.Minute {
+		bad(f+".timeout", "%v is out of range (100ms to 10m)", w.Timeout)
+	}
+	names := map[string]bool{}
+	for i, wi := range w.List {
+		wf := fmt.Sprintf("%s.list[%d]", f, i)
+		if u, err := url.Parse(wi.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(wf+".url", "%q is not an http:// or https:// URL", wi.URL)
+		}
+		v, err := checkpoint.NewCosignatureVerifier(wi.Key)
+		if err != nil {
+			bad(wf+".key", "%v", err)
+			continue
+		}
+		name := wi.Name
+		if name == "" {
+			name = v.Name()
+		}
+		if names[name] {
+			bad(wf+".name", "two witnesses are named %q; give each its own name", name)
+		}
+		names[name] = true
+	}
+}

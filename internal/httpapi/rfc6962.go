@@ -1,0 +1,828 @@
+package httpapi
+
+// The RFC 6962 §4 read API (get-sth, get-sth-consistency, get-proof-by-hash,
+// get-entries, get-entry-and-proof), served natively from the log's tiles
+// for logs with rfc6962_read_api: true.
+//
+// Everything is computed from the same storage the Static CT read path
+// serves (and through the same cache of immutable objects on S3), plus the
+// leaf hash index the sequencer writes with the dedup records
+// (dedup.HashIndex), so an entry can be found by hash as soon as its SCT
+// has been issued and a checkpoint covering it published.
+//
+// Storage is untrusted: every hash a proof or an entry is built from is read
+// through tlog.TileHashReader, which authenticates the tiles against the
+// root hash of the latest checkpoint (itself signature-checked), and every
+// entry served is checked against its authenticated leaf hash. A storage that
+// returns altered objects therefore makes these endpoints fail with 500, never
+// serve a proof or an entry that is not the log's.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/tile"
+)
+
+// MaxGetEntries is the most entries one get-entries response holds. RFC 6962
+// §4.6 lets a log return fewer entries than asked for; a response also never
+// goes past the end of the data tile that holds start, so it is built from
+// exactly one data tile (256 entries), as its clients page on.
+const MaxGetEntries = tile.Width
+
+// STH freshness: get-sth serves the latest checkpoint published to storage,
+// re-read at most every sthMaxAge, or sooner (at most every sthMinRefresh)
+// when this process knows of a newer committed checkpoint or a request names
+// a tree size larger than the cached one. So on S3 the checkpoint costs at
+// most a few GETs per second, whatever the request rate.
+const (
+	sthMaxAge     = time.Second
+	sthMinRefresh = 50 * time.Millisecond
+)
+
+// maxCachedPartials bounds the partial tiles rfc6962 keeps in memory. A tree
+// has at most one partial tile per level (and one partial data tile), and the
+// tiles of the last few checkpoints are enough for every hot request.
+const maxCachedPartials = 64
+
+// maxCachedIssuers bounds the issuer certificates kept in memory for
+// extra_data. A log has a few hundred distinct issuers.
+const maxCachedIssuers = 4096
+
+// rfc6962 serves one log's RFC 6962 read API.
+type rfc6962 struct {
+	s      *Server
+	l      *ctlog.Log
+	verify func([]byte) (*checkpoint.Verified, error)
+
+	sthMu      sync.Mutex
+	sth        *checkpoint.Verified
+	sthAt      time.Time
+	refreshing chan struct{} // closed when the refresh in flight ends
+
+	// partials caches partial tiles (hash and data) by path. A partial tile
+	// of a given width never changes (tlog-tiles), so it can be kept as
+	// long as it is useful; storage.cache only keeps full tiles and issuers.
+	partials *objectCache
+	// issuers caches issuer certificates by fingerprint; entries are checked
+	// against their fingerprint when read.
+	issuers *objectCache
+}
+
+func newRFC6962(s *Server, l *ctlog.Log) (*rfc6962, error) {
+	verify, err := ctlog.Identity{Origin: l.Origin, Keys: l.Keys}.Verifier()
+	if err != nil {
+		return nil, err
+	}
+	return &rfc6962{s: s, l: l, verify: verify,
+		partials: newObjectCache(maxCachedPartials), issuers: newObjectCache(maxCachedIssuers)}, nil
+}
+
+// rfc6962Routes registers l's RFC 6962 read endpoints under its
+// submission prefix.
+func (s *Server) rfc6962Routes(mux *http.ServeMux, l *ctlog.Log) {
+	r, err := newRFC6962(s, l)
+	if err != nil {
+		// Only a key the signed-note format cannot name fails here, and
+		// such a log cannot have started sequencing either.
+		s.log.Error("RFC 6962 read API disabled", "log", l.Name, "err", err)
+		return
+	}
+	sub := l.SubmissionPrefix.Path
+	for name, h := range map[string]http.HandlerFunc{
+		"get-sth":             r.getSTH,
+		"get-sth-consistency": r.getSTHConsistency,
+		"get-proof-by-hash":   r.getProofByHash,
+		"get-entries":         r.getEntries,
+		"get-entry-and-proof": r.getEntryAndProof,
+	} {
+		mux.Handle("GET "+sub+"ct/v1/"+name, s.instrument(l, name, h))
+	}
+}
+
+// errRetry is a failure of the log's storage or index: 503 with Retry-After.
+var errRetry = errors.New("the log's storage is unavailable; retry later")
+
+// latest returns the latest checkpoint published to storage, from memory
+// when it is fresh enough (see sthMaxAge). atLeast is the tree size the
+// request needs: a larger one triggers an early refresh.
+func (r *rfc6962) latest(ctx context.Context, atLeast int64) (*checkpoint.Verified, error) {
+	for {
+		r.sthMu.Lock()
+		cur, age := r.sth, time.Since(r.sthAt)
+		stale := cur == nil || age >= sthMaxAge
+		if !stale && age >= sthMinRefresh {
+			if atLeast > cur.Size {
+				stale = true
+			} else if p := r.l.Published(); p != nil && (p.Size > cur.Size || p.Timestamp > cur.Timestamp) {
+				stale = true
+			}
+		}
+		if !stale {
+			r.sthMu.Unlock()
+			return cur, nil
+		}
+		if wait := r.refreshing; wait != nil {
+			r.sthMu.Unlock()
+			select {
+			case <-wait:
+				r.sthMu.Lock()
+				cur = r.sth
+				r.sthMu.Unlock()
+				if cur != nil {
+					return cur, nil
+				}
+				continue // the refresh failed and nothing is cached: try ourselves
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		r.refreshing = done
+		r.sthMu.Unlock()
+
+		fresh, err := r.readCheckpoint(ctx)
+
+		r.sthMu.Lock()
+		r.refreshing = nil
+		close(done)
+		if err == nil && (r.sth == nil || fresh.Size >= r.sth.Size) {
+			// Never go back to a smaller tree (a stale read from an
+			// eventually consistent storage).
+			r.sth, r.sthAt = fresh, time.Now()
+		} else if err == nil {
+			r.sthAt = time.Now()
+		}
+		cur = r.sth
+		r.sthMu.Unlock()
+		if err != nil {
+			if cur != nil {
+				// The cached STH is still a valid, signed tree head.
+				r.s.warnings.Warn("rfc6962", "re-reading the checkpoint for the RFC 6962 API failed; serving the cached one",
+					"log", r.l.Name, "err", err)
+				return cur, nil
+			}
+			return nil, err
+		}
+		return cur, nil
+	}
+}
+
+func (r *rfc6962) readCheckpoint(ctx context.Context) (*checkpoint.Verified, error) {
+	b, err := r.l.Storage.Get(ctx, "checkpoint")
+	if err != nil {
+		return nil, fmt.Errorf("reading the checkpoint: %w", err)
+	}
+	v, err := r.verify(b)
+	if err != nil {
+		return nil, fmt.Errorf("the checkpoint in storage does not verify: %w", err)
+	}
+	return v, nil
+}
+
+// getTile returns the bytes of a hash or data tile as stored (data tiles
+// gzipped). Full tiles come through the log's storage (cached on S3),
+// partial tiles through r.partials. If a partial tile is gone (deleted once
+// its full tile exists, see sequencer.Config.PartialTileGrace), the full
+// tile is returned: its first W hashes or entries are the partial tile's.
+func (r *rfc6962) getTile(ctx context.Context, t tile.Tile) ([]byte, error) {
+	p := t.Path()
+	if t.Full() {
+		return r.l.Storage.Get(ctx, p)
+	}
+	if b, ok := r.partials.get(p); ok {
+		return b, nil
+	}
+	b, err := r.l.Storage.Get(ctx, p)
+	if errors.Is(err, storage.ErrNotFound) {
+		full := t
+		full.W = tile.Width
+		return r.l.Storage.Get(ctx, full.Path())
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.partials.put(p, b)
+	return b, nil
+}
+
+// rfcTileReader is the tlog.TileReader of the read API.
+type rfcTileReader struct {
+	r   *rfc6962
+	ctx context.Context
+	// err is the first storage error, kept to tell the status code.
+	err error
+}
+
+func (tr *rfcTileReader) Height() int { return tile.Height }
+
+func (tr *rfcTileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, t := range tiles {
+		b, err := tr.r.getTile(tr.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W})
+		if err != nil {
+			tr.err = err
+			return nil, err
+		}
+		if len(b) > t.W*tlog.HashSize {
+			b = b[:t.W*tlog.HashSize] // the full tile stood in for a partial one
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+func (tr *rfcTileReader) SaveTiles([]tlog.Tile, [][]byte) {}
+
+// plainHashReader reads stored hashes from the tiles of the tree of size
+// size without authenticating them: it is for computing proofs that are
+// then verified against the signed root (see verifiedRoot), which costs a
+// few dozen hashes where authenticating the tiles (tlog.TileHashReader)
+// costs a few thousand. A proof computed from altered tiles fails that
+// verification and is never served.
+type plainHashReader struct {
+	r     *rfc6962
+	ctx   context.Context
+	size  int64
+	tiles map[tlog.Tile][]byte
+	// err is the first storage error, kept to tell the status code.
+	err error
+}
+
+func (r *rfc6962) plainReader(ctx context.Context, cp *checkpoint.Verified) *plainHashReader {
+	return &plainHashReader{r: r, ctx: ctx, size: cp.Size, tiles: map[tlog.Tile][]byte{}}
+}
+
+func (p *plainHashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		t := tlog.TileForIndex(tile.Height, x)
+		// The tile as the tree of size p.size has it (in storage).
+		w := min((p.size>>(tile.Height*t.L))-t.N*tile.Width, tile.Width)
+		if int64(t.W) > w {
+			return nil, fmt.Errorf("hash %d is not in a tree of size %d", x, p.size)
+		}
+		t.W = int(w)
+		data, ok := p.tiles[t]
+		if !ok {
+			var err error
+			data, err = p.r.getTile(p.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W})
+			if err != nil {
+				p.err = err
+				return nil, err
+			}
+			p.tiles[t] = data
+		}
+		h, err := tlog.HashFromTile(t, data, x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// errInconsistent is a proof computed from the tiles that does not verify
+// against the signed checkpoint: storage holds altered or corrupt tiles.
+var errInconsistent = errors.New("the tiles do not match the signed checkpoint")
+
+// verifiedRoot returns the root hash of the first n leaves of the tree of
+// cp: cp's own root if n is its size, else the root computed from the tiles
+// and proven consistent with cp's root.
+func verifiedRoot(hr tlog.HashReader, cp *checkpoint.Verified, n int64) (tlog.Hash, error) {
+	if n == cp.Size {
+		return cp.Hash, nil
+	}
+	h, err := tlog.TreeHash(n, hr)
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	p, err := tlog.ProveTree(cp.Size, n, hr)
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	if err := tlog.CheckTree(p, cp.Size, cp.Hash, n, h); err != nil {
+		return tlog.Hash{}, fmt.Errorf("%w: tree size %d: %v", errInconsistent, n, err)
+	}
+	return h, nil
+}
+
+// proofError turns an error from tlog (through a tile reader whose first
+// storage error is storageErr) into a status:
+// a storage failure is 503; anything else means the tiles do not hash to
+// the signed root, which is the log's fault and must not be served.
+func (r *rfc6962) proofError(w http.ResponseWriter, storageErr, err error) {
+	if storageErr != nil {
+		r.storageError(w, storageErr)
+		return
+	}
+	r.s.log.Error("RFC 6962 read API: the tiles in storage do not match the signed checkpoint", "log", r.l.Name, "err", err)
+	http.Error(w, "the log's tiles are inconsistent with its checkpoint; this is a log failure, please report it", http.StatusInternalServerError)
+}
+
+func (r *rfc6962) storageError(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.Canceled) {
+		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
+		return
+	}
+	r.s.warnings.Warn("rfc6962", "RFC 6962 read API: storage error", "log", r.l.Name, "err", err)
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, errRetry.Error(), http.StatusServiceUnavailable)
+}
+
+// latestOr writes the error response and returns nil when the latest
+// checkpoint cannot be read.
+func (r *rfc6962) latestOr(w http.ResponseWriter, req *http.Request, atLeast int64) *checkpoint.Verified {
+	cp, err := r.latest(req.Context(), atLeast)
+	if err != nil {
+		r.storageError(w, err)
+		return nil
+	}
+	return cp
+}
+
+// uintParam parses a required non-negative decimal query parameter, writing
+// a 400 and returning false if it is missing or malformed.
+func uintParam(w http.ResponseWriter, req *http.Request, name string) (int64, bool) {
+	v := req.URL.Query().Get(name)
+	if v == "" {
+		http.Error(w, fmt.Sprintf("missing parameter %q", name), http.StatusBadRequest)
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		http.Error(w, fmt.Sprintf("parameter %q must be a non-negative decimal integer", name), http.StatusBadRequest)
+		return 0, false
+	}
+	return n, true
+}
+
+// writeAPIJSON writes an RFC 6962 API response (compact, not cached).
+func writeAPIJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encoding response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+func b64Hashes(hs []tlog.Hash) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = base64.StdEncoding.EncodeToString(h[:])
+	}
+	return out
+}
+
+// sthResponse is RFC 6962 §4.3.
+type sthResponse struct {
+	TreeSize          int64  `json:"tree_size"`
+	Timestamp         uint64 `json:"timestamp"`
+	SHA256RootHash    []byte `json:"sha256_root_hash"`
+	TreeHeadSignature []byte `json:"tree_head_signature"`
+}
+
+// getSTH serves the latest published checkpoint as an RFC 6962 signed tree
+// head: its RFC6962NoteSignature is a TreeHeadSignature over exactly this
+// timestamp, size and root hash (static-ct-api), so nothing is signed here.
+func (r *rfc6962) getSTH(w http.ResponseWriter, req *http.Request) {
+	cp := r.latestOr(w, req, 0)
+	if cp == nil {
+		return
+	}
+	w.Header().Set("Cache-Control", "no-cache, max-age=0")
+	writeAPIJSON(w, sthResponse{TreeSize: cp.Size, Timestamp: cp.Timestamp, SHA256RootHash: cp.Hash[:], TreeHeadSignature: cp.TreeHeadSignature})
+}
+
+// getSTHConsistency serves RFC 6962 §4.4.
+func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
+	first, ok := uintParam(w, req, "first")
+	if !ok {
+		return
+	}
+	second, ok := uintParam(w, req, "second")
+	if !ok {
+		return
+	}
+	if first > second {
+		http.Error(w, fmt.Sprintf("first (%d) is larger than second (%d)", first, second), http.StatusBadRequest)
+		return
+	}
+	cp := r.latestOr(w, req, second)
+	if cp == nil {
+		return
+	}
+	if second > cp.Size {
+		http.Error(w, fmt.Sprintf("second (%d) is larger than the latest tree size (%d)", second, cp.Size), http.StatusBadRequest)
+		return
+	}
+	var proof tlog.TreeProof
+	// The empty tree is consistent with every tree, and a tree with
+	// itself: both proofs are empty (RFC 6962 §2.1.2 defines the proof
+	// for 0 < first < second only).
+	if first > 0 && first < second {
+		// Computed from the tiles, then checked: the proof must lead from
+		// the tree of size first (its root computed from the same tiles)
+		// to the tree of size second, whose root is verified against the
+		// signed checkpoint. A consistency proof that verifies against
+		// an authenticated second root also authenticates the first.
+		hr := r.plainReader(req.Context(), cp)
+		root2, err := verifiedRoot(hr, cp, second)
+		if err == nil {
+			proof, err = tlog.ProveTree(second, first, hr)
+		}
+		var root1 tlog.Hash
+		if err == nil {
+			root1, err = tlog.TreeHash(first, hr)
+		}
+		if err == nil {
+			if cerr := tlog.CheckTree(proof, second, root2, first, root1); cerr != nil {
+				err = fmt.Errorf("%w: %v", errInconsistent, cerr)
+			}
+		}
+		if err != nil {
+			r.proofError(w, hr.err, err)
+			return
+		}
+	}
+	writeAPIJSON(w, struct {
+		Consistency []string `json:"consistency"`
+	}{b64Hashes(proof)})
+}
+
+// getProofByHash serves RFC 6962 §4.5. The leaf hash index gives the
+// entry's index; the hash at that index in the authenticated tiles must
+// be the one asked for (the index keeps only a prefix of each hash, see
+// dedup.HashIndexKeySize), so a stale or colliding index record is a 404,
+// never a proof for another entry.
+func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
+	hv := req.URL.Query().Get("hash")
+	if hv == "" {
+		http.Error(w, `missing parameter "hash"`, http.StatusBadRequest)
+		return
+	}
+	// A '+' in an unencoded query string arrives as a space.
+	hb, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(hv, " ", "+"))
+	if err != nil || len(hb) != tlog.HashSize {
+		http.Error(w, `parameter "hash" must be a base64-encoded 32-byte leaf hash`, http.StatusBadRequest)
+		return
+	}
+	size, ok := uintParam(w, req, "tree_size")
+	if !ok {
+		return
+	}
+	if size == 0 {
+		http.Error(w, "tree_size must be at least 1", http.StatusBadRequest)
+		return
+	}
+	cp := r.latestOr(w, req, size)
+	if cp == nil {
+		return
+	}
+	if size > cp.Size {
+		http.Error(w, fmt.Sprintf("tree_size (%d) is larger than the latest tree size (%d)", size, cp.Size), http.StatusBadRequest)
+		return
+	}
+	if r.l.HashIndex == nil {
+		http.Error(w, "this log has no leaf hash index", http.StatusNotFound)
+		return
+	}
+	hash := tlog.Hash(hb)
+	idx, found, err := r.l.HashIndex.LeafIndex(req.Context(), r.l.LogID, hash)
+	if err != nil {
+		r.s.warnings.Warn("rfc6962", "RFC 6962 read API: leaf hash index lookup failed", "log", r.l.Name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the log's leaf hash index is unavailable; retry later", http.StatusServiceUnavailable)
+		return
+	}
+	if !found {
+		http.Error(w, "no entry with this leaf hash is in the log's leaf hash index "+
+			"(entries logged before the RFC 6962 read API was enabled are indexed by 'mosaic cache rebuild')", http.StatusNotFound)
+		return
+	}
+	if idx >= uint64(size) {
+		http.Error(w, fmt.Sprintf("the entry with this leaf hash is not within tree size %d", size), http.StatusNotFound)
+		return
+	}
+	hr := r.plainReader(req.Context(), cp)
+	leaf, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(idx))})
+	if err != nil {
+		r.proofError(w, hr.err, err)
+		return
+	}
+	if leaf[0] != hash {
+		// The index names another entry (a 16-byte prefix collision, or a
+		// stale record). The hash is read from unauthenticated tiles, so
+		// confirm with authenticated ones before saying no: an altered
+		// tile must not hide an entry either.
+		tr := &rfcTileReader{r: r, ctx: req.Context()}
+		leaf, err = tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes([]int64{tlog.StoredHashIndex(0, int64(idx))})
+		if err != nil {
+			r.proofError(w, tr.err, err)
+			return
+		}
+		if leaf[0] != hash {
+			http.Error(w, "no entry with this leaf hash is in the log", http.StatusNotFound)
+			return
+		}
+		r.proofError(w, nil, fmt.Errorf("%w: leaf %d", errInconsistent, idx))
+		return
+	}
+	proof, err := r.inclusionProof(hr, cp, size, int64(idx), hash)
+	if err != nil {
+		r.proofError(w, hr.err, err)
+		return
+	}
+	writeAPIJSON(w, struct {
+		LeafIndex int64    `json:"leaf_index"`
+		AuditPath []string `json:"audit_path"`
+	}{int64(idx), b64Hashes(proof)})
+}
+
+// inclusionProof computes, from the tiles, the proof that leaf is at index
+// in the tree of size n, and verifies it against that tree's root as proven
+// from the signed checkpoint cp. So it returns only a proof a client will
+// accept for the log's own tree.
+func (r *rfc6962) inclusionProof(hr tlog.HashReader, cp *checkpoint.Verified, n, index int64, leaf tlog.Hash) (tlog.RecordProof, error) {
+	root, err := verifiedRoot(hr, cp, n)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := tlog.ProveRecord(n, index, hr)
+	if err != nil {
+		return nil, err
+	}
+	if err := tlog.CheckRecord(proof, n, root, index, leaf); err != nil {
+		return nil, fmt.Errorf("%w: inclusion of %d in %d: %v", errInconsistent, index, n, err)
+	}
+	return proof, nil
+}
+
+// rfcEntry is one entry as RFC 6962 §4.6 serves it.
+type rfcEntry struct {
+	leafInput []byte // MerkleTreeLeaf
+	extraData []byte // certificate chain or PrecertChainEntry
+}
+
+// entries returns the entries [start, end] of the tree of cp, all within
+// one data tile, with their chains rebuilt from the issuers their TileLeafs
+// name. With check, each is checked against its leaf hash in the tiles,
+// authenticated against cp's root; without, the caller must check them
+// (get-entry-and-proof does, with the inclusion proof it serves).
+func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, end int64, check bool) ([]rfcEntry, *rfcTileReader, error) {
+	n := start / tile.Width
+	w := int(min(int64(tile.Width), cp.Size-n*tile.Width))
+	tr := &rfcTileReader{r: r, ctx: ctx}
+	gz, err := r.getTile(ctx, tile.Tile{Data: true, N: n, W: w})
+	if err != nil {
+		tr.err = err
+		return nil, tr, err
+	}
+	data, err := gunzip(gz)
+	if err != nil {
+		return nil, tr, fmt.Errorf("data tile %d: %w", n, err)
+	}
+	// Only the entries up to end are parsed; the rest of a full tile
+	// that stands in for a missing partial one is never looked at.
+	var hashes []tlog.Hash
+	if check {
+		stored := make([]int64, 0, end-start+1)
+		for i := start; i <= end; i++ {
+			stored = append(stored, tlog.StoredHashIndex(0, i))
+		}
+		if hashes, err = tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes(stored); err != nil {
+			return nil, tr, err
+		}
+	}
+	out := make([]rfcEntry, 0, end-start+1)
+	for i := n * tile.Width; i <= end; i++ {
+		e, rest, err := tile.ReadTileLeaf(data)
+		if err != nil {
+			return nil, tr, fmt.Errorf("data tile %d, entry %d: %w", n, i, err)
+		}
+		data = rest
+		if i < start {
+			continue
+		}
+		if e.LeafIndex != uint64(i) {
+			return nil, tr, fmt.Errorf("data tile %d: entry %d carries leaf_index %d", n, i, e.LeafIndex)
+		}
+		leaf := e.MerkleTreeLeaf()
+		if check && tlog.RecordHash(leaf) != hashes[i-start] {
+			return nil, tr, fmt.Errorf("data tile %d: entry %d does not hash to the leaf hash in the tree", n, i)
+		}
+		extra, err := r.extraData(ctx, e)
+		if err != nil {
+			return nil, tr, err
+		}
+		out = append(out, rfcEntry{leafInput: leaf, extraData: extra})
+	}
+	return out, tr, nil
+}
+
+// extraData rebuilds an entry's RFC 6962 extra_data from the issuers its
+// TileLeaf names: for an x509_entry the certificate_chain
+// (ASN.1Cert<0..2^24-1>), for a precert_entry a PrecertChainEntry (the
+// precertificate, then the chain).
+func (r *rfc6962) extraData(ctx context.Context, e *tile.Entry) ([]byte, error) {
+	b := cryptobyte.NewBuilder(nil)
+	if e.IsPrecert {
+		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.PreCertificate) })
+	}
+	var ierr error
+	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, fp := range e.ChainFingerprints {
+			der, err := r.issuer(ctx, fp)
+			if err != nil {
+				ierr = err
+				return
+			}
+			b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(der) })
+		}
+	})
+	if ierr != nil {
+		return nil, ierr
+	}
+	return b.Bytes()
+}
+
+// errBadIssuer marks an issuer in storage that does not hash to its name.
+var errBadIssuer = errors.New("issuer does not match its fingerprint")
+
+func (r *rfc6962) issuer(ctx context.Context, fp [32]byte) ([]byte, error) {
+	key := "issuer/" + hex.EncodeToString(fp[:])
+	if b, ok := r.issuers.get(key); ok {
+		return b, nil
+	}
+	b, err := r.l.Storage.Get(ctx, key)
+	if err != nil {
+		return nil, &storageErr{err}
+	}
+	if tile.Fingerprint(b) != fp {
+		return nil, fmt.Errorf("%s: %w", key, errBadIssuer)
+	}
+	r.issuers.put(key, b)
+	return b, nil
+}
+
+// storageErr marks a storage failure met while building entries.
+type storageErr struct{ err error }
+
+func (e *storageErr) Error() string { return e.err.Error() }
+func (e *storageErr) Unwrap() error { return e.err }
+
+func (r *rfc6962) entriesError(w http.ResponseWriter, tr *rfcTileReader, err error) {
+	var se *storageErr
+	if errors.As(err, &se) {
+		tr.err = se.err
+	}
+	r.proofError(w, tr.err, err)
+}
+
+// getEntries serves RFC 6962 §4.6: entries start to end (inclusive), at
+// most MaxGetEntries and never past the end of start's data tile or of the
+// latest tree.
+func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
+	start, ok := uintParam(w, req, "start")
+	if !ok {
+		return
+	}
+	end, ok := uintParam(w, req, "end")
+	if !ok {
+		return
+	}
+	if start > end {
+		http.Error(w, fmt.Sprintf("start (%d) is larger than end (%d)", start, end), http.StatusBadRequest)
+		return
+	}
+	cp := r.latestOr(w, req, start+1)
+	if cp == nil {
+		return
+	}
+	if start >= cp.Size {
+		http.Error(w, fmt.Sprintf("start (%d) is not below the latest tree size (%d)", start, cp.Size), http.StatusBadRequest)
+		return
+	}
+	end = min(end, cp.Size-1, start+MaxGetEntries-1, (start/tile.Width+1)*tile.Width-1)
+	entries, tr, err := r.entries(req.Context(), cp, start, end, true)
+	if err != nil {
+		r.entriesError(w, tr, err)
+		return
+	}
+	// The response is large (a few hundred KiB for a full batch) and its
+	// strings are base64, which needs no JSON escaping: write it directly.
+	var buf bytes.Buffer
+	size := 16
+	for _, e := range entries {
+		size += 40 + base64.StdEncoding.EncodedLen(len(e.leafInput)) + base64.StdEncoding.EncodedLen(len(e.extraData))
+	}
+	buf.Grow(size)
+	buf.WriteString(`{"entries":[`)
+	for i, e := range entries {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"leaf_input":"`)
+		buf.Write(base64.StdEncoding.AppendEncode(buf.AvailableBuffer(), e.leafInput))
+		buf.WriteString(`","extra_data":"`)
+		buf.Write(base64.StdEncoding.AppendEncode(buf.AvailableBuffer(), e.extraData))
+		buf.WriteString(`"}`)
+	}
+	buf.WriteString("]}\n")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Write(buf.Bytes())
+}
+
+// getEntryAndProof serves RFC 6962 §4.8.
+func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
+	idx, ok := uintParam(w, req, "leaf_index")
+	if !ok {
+		return
+	}
+	size, ok := uintParam(w, req, "tree_size")
+	if !ok {
+		return
+	}
+	if idx >= size {
+		http.Error(w, fmt.Sprintf("leaf_index (%d) must be below tree_size (%d)", idx, size), http.StatusBadRequest)
+		return
+	}
+	cp := r.latestOr(w, req, size)
+	if cp == nil {
+		return
+	}
+	if size > cp.Size {
+		http.Error(w, fmt.Sprintf("tree_size (%d) is larger than the latest tree size (%d)", size, cp.Size), http.StatusBadRequest)
+		return
+	}
+	entries, tr, err := r.entries(req.Context(), cp, idx, idx, false)
+	if err != nil {
+		r.entriesError(w, tr, err)
+		return
+	}
+	hr := r.plainReader(req.Context(), cp)
+	proof, err := r.inclusionProof(hr, cp, size, idx, tlog.RecordHash(entries[0].leafInput))
+	if err != nil {
+		r.proofError(w, hr.err, err)
+		return
+	}
+	writeAPIJSON(w, struct {
+		LeafInput []byte   `json:"leaf_input"`
+		ExtraData []byte   `json:"extra_data"`
+		AuditPath []string `json:"audit_path"`
+	}{entries[0].leafInput, entries[0].extraData, b64Hashes(proof)})
+}
+
+// objectCache is a small bounded map of immutable objects, evicting the
+// oldest insertion first.
+type objectCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string][]byte
+	order []string
+}
+
+func newObjectCache(max int) *objectCache {
+	return &objectCache{max: max, m: make(map[string][]byte)}
+}
+
+// get returns the cached object; callers must not modify it.
+func (c *objectCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[key]
+	return b, ok
+}
+
+func (c *objectCache) put(key string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	for len(c.order) >= c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[key] = b
+	c.order = append(c.order, key)
+}
