@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
 echo "== gofmt"
-unformatted=$(gofmt -l cmd internal test bench scripts 2>/dev/null || true)
+unformatted=$(gofmt -l cmd internal test bench scripts staticct 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
