@@ -33,6 +33,7 @@ package chain
 import (
 	"bytes"
 	"crypto/sha256"
+	stdx509 "crypto/x509"
 	"encoding/asn1"
 	"encoding/binary"
 	"encoding/pem"
@@ -247,6 +248,7 @@ func newRootSet(roots []*x509.Certificate) (*rootSet, error) {
 			certs: []*x509.Certificate{c},
 			ders:  [][]byte{c.Raw},
 			psc:   isPrecertSigningCert(c),
+			std0:  stdParse(c.Raw),
 		}}
 		rs.roots = append(rs.roots, r)
 		rs.byFingerprint[fp] = r
@@ -340,7 +342,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	}
 	rs := v.set.Load()
 
-	leaf, err := parse(chain[0], 0)
+	leaf, err := parseLeaf(chain[0])
 	if err != nil {
 		return nil, err
 	}
@@ -363,10 +365,14 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 				return nil, reject("The certificate at chain[0] is one of the log's roots, not a precertificate.")
 			}
 			return &Entry{Certificate: chain[0], Chain: [][]byte{},
-				IssuerID: sha256.Sum256(leaf.RawSubjectPublicKeyInfo), NotBefore: leaf.NotBefore}, nil
+				IssuerID: sha256.Sum256(leaf.spki), NotBefore: leaf.notBefore}, nil
 		}
 		// Finding the root verifies the leaf's signature.
-		r, err := rs.findRoot(leaf, 0)
+		c, err := leaf.ctCert()
+		if err != nil {
+			return nil, err
+		}
+		r, err := rs.findRoot(c, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -377,7 +383,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		}
 		// The cache vouches only for the issuers. The leaf's own signature
 		// is checked on every submission.
-		if err := leaf.CheckSignatureFrom(issuers.certs[0]); err != nil {
+		if err := leaf.checkSignatureFrom(issuers.certs[0], issuers.std0); err != nil {
 			return nil, notSigned(1, 0, err)
 		}
 	}
@@ -396,8 +402,8 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 			Certificate: chain[0],
 			Chain:       issuers.entryChain(),
 			IssuerID:    sha256.Sum256(issuers.certs[0].RawSubjectPublicKeyInfo),
-			NotBefore:   leaf.NotBefore,
-			HasSCTList:  hasExtension(leaf, asn1.ObjectIdentifier(x509.OIDExtensionCTSCT)),
+			NotBefore:   leaf.notBefore,
+			HasSCTList:  leaf.hasExtension(x509.OIDExtensionCTSCT),
 		}, nil
 	}
 	var preIssuer *x509.Certificate
@@ -405,7 +411,13 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	if issuers.psc {
 		preIssuer, keyIssuer = issuers.certs[0], issuers.certs[1]
 	}
-	tbs, err := x509.BuildPrecertTBS(leaf.RawTBSCertificate, preIssuer)
+	tbs, ok := []byte(nil), false
+	if preIssuer == nil {
+		tbs, ok = precertTBS(leaf.rawTBS)
+	}
+	if !ok {
+		tbs, err = x509.BuildPrecertTBS(leaf.rawTBS, preIssuer)
+	}
 	if err != nil {
 		// BuildPrecertTBS re-parses the TBSCertificate and, with a
 		// precertificate signing certificate, its Authority Key Identifier.
@@ -419,7 +431,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		IssuerKeyHash:  ikh,
 		Chain:          issuers.entryChain(),
 		IssuerID:       ikh,
-		NotBefore:      leaf.NotBefore,
+		NotBefore:      leaf.notBefore,
 	}, nil
 }
 
@@ -475,21 +487,21 @@ func notSigned(parent, child int, err error) error {
 // checkPoison enforces that the leaf is a precertificate (carries the RFC
 // 6962 §3.1 critical poison extension with an ASN.1 NULL value) exactly when
 // it was submitted through add-pre-chain.
-func checkPoison(leaf *x509.Certificate, precert bool) error {
+func checkPoison(leaf *leafCert, precert bool) error {
 	if !precert {
-		if leaf.IsPrecertificate() {
+		if leaf.hasExtension(x509.OIDExtensionCTPoison) {
 			return reject("The certificate at chain[0] is a precertificate, which add-chain does not accept; use add-pre-chain.")
 		}
 		return nil
 	}
-	for _, ext := range leaf.Extensions {
-		if !ext.Id.Equal(x509.OIDExtensionCTPoison) {
+	for _, ext := range leaf.exts {
+		if !oidEqual(ext.id, x509.OIDExtensionCTPoison) {
 			continue
 		}
-		if !ext.Critical {
+		if !ext.critical {
 			return reject("The CT poison extension of the precertificate at chain[0] is not marked critical.")
 		}
-		if !bytes.Equal(ext.Value, asn1Null) {
+		if !bytes.Equal(ext.value, asn1Null) {
 			return reject("The CT poison extension of the precertificate at chain[0] has a value other than ASN.1 NULL.")
 		}
 		return nil
@@ -501,14 +513,14 @@ func checkPoison(leaf *x509.Certificate, precert bool) error {
 var asn1Null = []byte{0x05, 0x00}
 
 // checkNotAfter enforces the log's temporal shard window on the leaf.
-func (v *Validator) checkNotAfter(leaf *x509.Certificate) error {
-	if !v.notAfterStart.IsZero() && leaf.NotAfter.Before(v.notAfterStart) {
+func (v *Validator) checkNotAfter(leaf *leafCert) error {
+	if !v.notAfterStart.IsZero() && leaf.notAfter.Before(v.notAfterStart) {
 		return reject("The leaf's NotAfter %s is before the log's not_after_start %s.",
-			formatTime(leaf.NotAfter), formatTime(v.notAfterStart))
+			formatTime(leaf.notAfter), formatTime(v.notAfterStart))
 	}
-	if !v.notAfterLimit.IsZero() && !leaf.NotAfter.Before(v.notAfterLimit) {
+	if !v.notAfterLimit.IsZero() && !leaf.notAfter.Before(v.notAfterLimit) {
 		return reject("The leaf's NotAfter %s is not before the log's not_after_limit %s.",
-			formatTime(leaf.NotAfter), formatTime(v.notAfterLimit))
+			formatTime(leaf.notAfter), formatTime(v.notAfterLimit))
 	}
 	return nil
 }
@@ -524,28 +536,28 @@ var (
 
 // checkPolicy applies the log's optional checks on the leaf: refused
 // extensions, expiry and the required Extended Key Usage.
-func (v *Validator) checkPolicy(leaf *x509.Certificate) error {
-	for _, ext := range leaf.Extensions {
+func (v *Validator) checkPolicy(leaf *leafCert) error {
+	for _, ext := range leaf.exts {
 		for _, id := range v.rejectExtensions {
-			if oidEqual(ext.Id, id) {
+			if oidEqual(ext.id, id) {
 				return rejectPolicy("chain[0] carries extension %v, which the log does not accept", id)
 			}
 		}
 	}
 	if v.rejectExpired {
-		if now := v.now(); now.After(leaf.NotAfter) {
-			return rejectPolicy("chain[0] expired at %s; the log does not accept expired certificates", formatTime(leaf.NotAfter))
+		if now := v.now(); now.After(leaf.notAfter) {
+			return rejectPolicy("chain[0] expired at %s; the log does not accept expired certificates", formatTime(leaf.notAfter))
 		}
 	}
 	if len(v.requireEKU) == 0 {
 		return nil
 	}
-	for _, ext := range leaf.Extensions {
-		if !oidEqual(ext.Id, oidExtKeyUsage) {
+	for _, ext := range leaf.exts {
+		if !oidEqual(ext.id, oidExtKeyUsage) {
 			continue
 		}
 		var ekus []asn1.ObjectIdentifier
-		if rest, err := asn1.Unmarshal(ext.Value, &ekus); err != nil || len(rest) > 0 {
+		if rest, err := asn1.Unmarshal(ext.value, &ekus); err != nil || len(rest) > 0 {
 			return reject("chain[0]'s Extended Key Usage extension is malformed")
 		}
 		for _, eku := range ekus {
@@ -562,16 +574,6 @@ func (v *Validator) checkPolicy(leaf *x509.Certificate) error {
 	// No Extended Key Usage extension: the key may be used for any
 	// purpose (RFC 5280 §4.2.1.12).
 	return nil
-}
-
-// hasExtension reports whether c carries the extension id.
-func hasExtension(c *x509.Certificate, id asn1.ObjectIdentifier) bool {
-	for _, ext := range c.Extensions {
-		if oidEqual(ext.Id, id) {
-			return true
-		}
-	}
-	return false
 }
 
 // oidEqual compares an object identifier parsed by the CT fork of
@@ -630,6 +632,9 @@ type issuerChain struct {
 	ders [][]byte
 	// psc reports whether certs[0] is a Precertificate Signing Certificate.
 	psc bool
+	// std0 is crypto/x509's parse of certs[0], or nil if it refused it
+	// (see leaf.go).
+	std0 *stdx509.Certificate
 }
 
 // entryChain returns the DER chain for an Entry. The slice is a copy, so a
@@ -713,6 +718,7 @@ func (rs *rootSet) verifyIssuers(issuers [][]byte) (*issuerChain, error) {
 		}
 	}
 	ic.psc = isPrecertSigningCert(ic.certs[0])
+	ic.std0 = stdParse(ic.ders[0])
 	return ic, nil
 }
 

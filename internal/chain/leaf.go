@@ -1,0 +1,117 @@
+package chain
+
+import (
+	stdx509 "crypto/x509"
+	"time"
+
+	"github.com/google/certificate-transparency-go/x509"
+)
+
+// The leaf fast path.
+//
+// Every submission's leaf is new, so it is parsed on every request. The CT
+// fork of crypto/x509 parses with a reflection-based ASN.1 decoder that
+// costs several times what crypto/x509's does; but it tolerates encoding
+// errors that real certificates have and crypto/x509 refuses. So a leaf is
+// parsed with crypto/x509 first, and with the fork only when crypto/x509
+// refuses it (or a check below needs the fork's view).
+//
+// Why this accepts nothing the fork alone would refuse: the checks Validate
+// applies to the leaf read only its raw TBSCertificate, SubjectPublicKeyInfo,
+// validity and extensions, which both parsers take from the same DER; and
+// the leaf's signature is accepted on the fast path only when crypto/x509's
+// CheckSignatureFrom verifies it with the issuer parsed by crypto/x509, which
+// checks the same signature over the same bytes with the same key and is,
+// if anything, stricter about the issuer (it refuses weak algorithms). Any
+// failure on the fast path falls back to the fork's parse and check, so a
+// leaf crypto/x509 cannot handle is judged exactly as before.
+
+// leafCert is a submitted leaf as Validate uses it.
+type leafCert struct {
+	der                 []byte
+	rawTBS, spki        []byte
+	notBefore, notAfter time.Time
+	exts                []leafExt
+	// std is crypto/x509's parse, nil if it refused the leaf.
+	std *stdx509.Certificate
+	// ct is the CT fork's parse, made when std is nil or when needed.
+	ct *x509.Certificate
+}
+
+// leafExt is one extension of the leaf.
+type leafExt struct {
+	id       []int
+	critical bool
+	value    []byte
+}
+
+// parseLeaf parses chain[0].
+func parseLeaf(der []byte) (*leafCert, error) {
+	if c, err := stdx509.ParseCertificate(der); err == nil {
+		l := &leafCert{der: der, rawTBS: c.RawTBSCertificate, spki: c.RawSubjectPublicKeyInfo,
+			notBefore: c.NotBefore, notAfter: c.NotAfter, std: c, exts: make([]leafExt, len(c.Extensions))}
+		for i, e := range c.Extensions {
+			l.exts[i] = leafExt{id: e.Id, critical: e.Critical, value: e.Value}
+		}
+		return l, nil
+	}
+	c, err := parse(der, 0)
+	if err != nil {
+		return nil, err
+	}
+	return leafFromCT(der, c), nil
+}
+
+func leafFromCT(der []byte, c *x509.Certificate) *leafCert {
+	l := &leafCert{der: der, rawTBS: c.RawTBSCertificate, spki: c.RawSubjectPublicKeyInfo,
+		notBefore: c.NotBefore, notAfter: c.NotAfter, ct: c, exts: make([]leafExt, len(c.Extensions))}
+	for i, e := range c.Extensions {
+		l.exts[i] = leafExt{id: e.Id, critical: e.Critical, value: e.Value}
+	}
+	return l
+}
+
+// ctCert returns the CT fork's parse of the leaf, parsing it on first use.
+func (l *leafCert) ctCert() (*x509.Certificate, error) {
+	if l.ct == nil {
+		c, err := parse(l.der, 0)
+		if err != nil {
+			return nil, err
+		}
+		l.ct = c
+	}
+	return l.ct, nil
+}
+
+// checkSignatureFrom verifies that issuer (std: its crypto/x509 parse, or
+// nil) signed the leaf.
+func (l *leafCert) checkSignatureFrom(issuer *x509.Certificate, std *stdx509.Certificate) error {
+	if l.std != nil && std != nil && l.std.CheckSignatureFrom(std) == nil {
+		return nil
+	}
+	c, err := l.ctCert()
+	if err != nil {
+		return err
+	}
+	return c.CheckSignatureFrom(issuer)
+}
+
+// hasExtension reports whether the leaf carries the extension id.
+func (l *leafCert) hasExtension(id []int) bool {
+	for _, e := range l.exts {
+		if oidEqual(e.id, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// stdParse is crypto/x509's parse of an issuer or root, or nil if it
+// refuses it (the fork's parse is then the only one used).
+func stdParse(der []byte) *stdx509.Certificate {
+	c, err := stdx509.ParseCertificate(der)
+	if err != nil {
+		return nil
+	}
+	return c
+}
