@@ -28,9 +28,11 @@ import (
 )
 
 // The fault table (in the style of Sunlight's): every backend write a
-// sequencing round makes is, in turn, lost (not applied, an error returned)
-// or applied but reported as failed (the ambiguous outcome the storage and
-// lock contracts allow), while submitters keep submitting. After each fault
+// sequencing round makes is, in turn, lost (not applied, an error returned),
+// applied but reported as failed (the ambiguous outcome the storage and
+// lock contracts allow), or reported as failed and applied late (a request
+// held in a frozen network path, delivered after the client gave up on
+// it), while submitters keep submitting. After each fault
 // the process either carries on, or dies at once (every later call of its
 // backends fails, as if the process were gone) and a fresh process loads
 // the log. Either way the log must recover and afterwards:
@@ -104,13 +106,15 @@ const (
 	modeLost faultMode = iota
 	// modeApplied: the write is applied and an error is returned.
 	modeApplied
+	// modeLate: an error is returned and the write is not applied yet; it
+	// reaches the backend later, just before the backend's next write, as
+	// a request held in a frozen network path or server does after the
+	// client gave up on it.
+	modeLate
 )
 
 func (m faultMode) String() string {
-	if m == modeLost {
-		return "lost"
-	}
-	return "applied-but-errored"
+	return [...]string{"lost", "applied-but-errored", "applied-late"}[m]
 }
 
 var errDead = errors.New("injected: the process is dead")
@@ -222,168 +226,176 @@ func (r *recorder) misfire(what string, err error) {
 	r.mu.Unlock()
 }
 
+// heldWrites are writes that were reported failed without being applied
+// and reach their backend later (modeLate), shared by the simulated
+// processes of a case as the network path that held them would be.
+type heldWrites struct {
+	mu sync.Mutex
+	w  map[string][]func()
+}
+
+func (h *heldWrites) hold(backend string, apply func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.w == nil {
+		h.w = map[string][]func(){}
+	}
+	h.w[backend] = append(h.w[backend], apply)
+}
+
+// releaseAll applies every held write.
+func (h *heldWrites) releaseAll() {
+	for _, b := range []string{"storage", string(wLock), string(wFence), "dedup"} {
+		h.release(b)
+	}
+}
+
+// release applies the writes held for backend.
+func (h *heldWrites) release(backend string) {
+	h.mu.Lock()
+	w := h.w[backend]
+	delete(h.w, backend)
+	h.mu.Unlock()
+	for _, apply := range w {
+		apply()
+	}
+}
+
+// injector is what every wrapper of one simulated process shares.
+type injector struct {
+	f    *faults
+	rec  *recorder
+	held *heldWrites
+}
+
+// write runs one write of kind k to backend through the injector: apply
+// performs it on the real backend (and records it when it succeeds).
+// Writes held for the backend land first.
+func (in injector) write(ctx context.Context, backend string, k writeKind, what string, apply func(context.Context) error) error {
+	if in.f.dead.Load() {
+		return errDead
+	}
+	in.held.release(backend)
+	fail, mode := in.f.hit(k)
+	if !fail {
+		return apply(ctx)
+	}
+	defer in.f.done()
+	switch mode {
+	case modeApplied:
+		if err := apply(ctx); err != nil {
+			in.rec.misfire(what, err)
+		}
+	case modeLate:
+		in.held.hold(backend, func() { apply(context.Background()) })
+	}
+	return injected(k, mode, what)
+}
+
 // faultStorage wraps a storage.Backend with fault injection and recording.
 type faultStorage struct {
 	storage.Backend
-	f   *faults
-	rec *recorder
+	in injector
 }
 
 // Unwrap lets the sequencer take the local directory's writer lock.
 func (s *faultStorage) Unwrap() storage.Backend { return s.Backend }
 
 func (s *faultStorage) Put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
-	if s.f.dead.Load() {
-		return errDead
-	}
-	k := putKind(key)
-	fail, mode := s.f.hit(k)
-	if fail && mode == modeLost {
-		s.f.done()
-		return injected(k, mode, key)
-	}
-	err := s.Backend.Put(ctx, key, data, opts)
-	if err == nil {
-		s.rec.put(key, data)
-	}
-	if fail {
-		if err != nil {
-			s.rec.misfire(key, err)
+	return s.in.write(ctx, "storage", putKind(key), key, func(ctx context.Context) error {
+		err := s.Backend.Put(ctx, key, data, opts)
+		if err == nil {
+			s.in.rec.put(key, data)
 		}
-		s.f.done()
-		return injected(k, mode, key)
-	}
-	return err
+		return err
+	})
 }
 
 func (s *faultStorage) Get(ctx context.Context, key string) ([]byte, error) {
-	if s.f.dead.Load() {
+	if s.in.f.dead.Load() {
 		return nil, errDead
 	}
 	return s.Backend.Get(ctx, key)
 }
 
 func (s *faultStorage) Delete(ctx context.Context, key string) error {
-	if s.f.dead.Load() {
-		return errDead
-	}
 	k := writeKind("")
 	if strings.HasPrefix(key, storage.StagingPrefix) {
 		k = wBundleDelete
 	}
-	fail, mode := s.f.hit(k)
-	if fail && mode == modeLost {
-		s.f.done()
-		return injected(k, mode, key)
-	}
-	err := s.Backend.Delete(ctx, key)
-	if fail {
-		if err != nil {
-			s.rec.misfire(key, err)
-		}
-		s.f.done()
-		return injected(k, mode, key)
-	}
-	return err
+	return s.in.write(ctx, "storage", k, "delete "+key, func(ctx context.Context) error {
+		return s.Backend.Delete(ctx, key)
+	})
 }
 
 // faultLock wraps a lock.Backend (the lock backend or the fence).
 type faultLock struct {
 	lock.Backend
 	kind writeKind // wLock or wFence
-	f    *faults
-	rec  *recorder
+	in   injector
 }
 
 func (l *faultLock) Fetch(ctx context.Context, id [32]byte) ([]byte, error) {
-	if l.f.dead.Load() {
+	if l.in.f.dead.Load() {
 		return nil, errDead
 	}
 	return l.Backend.Fetch(ctx, id)
 }
 
 func (l *faultLock) Create(ctx context.Context, id [32]byte, cp []byte) error {
-	if l.f.dead.Load() {
-		return errDead
-	}
-	err := l.Backend.Create(ctx, id, cp)
-	if err == nil {
-		l.rec.checkpoint(cp)
-	}
-	return err
+	return l.in.write(ctx, string(l.kind), "", "create", func(ctx context.Context) error {
+		err := l.Backend.Create(ctx, id, cp)
+		if err == nil {
+			l.in.rec.checkpoint(cp)
+		}
+		return err
+	})
 }
 
 func (l *faultLock) Replace(ctx context.Context, id [32]byte, old, new []byte) error {
-	if l.f.dead.Load() {
-		return errDead
-	}
-	fail, mode := l.f.hit(l.kind)
-	if fail && mode == modeLost {
-		l.f.done()
-		return injected(l.kind, mode, "the checkpoint")
-	}
-	err := l.Backend.Replace(ctx, id, old, new)
-	if err == nil {
-		l.rec.checkpoint(new)
-	}
-	if fail {
-		if err != nil {
-			l.rec.misfire(string(l.kind), err)
+	return l.in.write(ctx, string(l.kind), l.kind, string(l.kind), func(ctx context.Context) error {
+		err := l.Backend.Replace(ctx, id, old, new)
+		if err == nil {
+			l.in.rec.checkpoint(new)
 		}
-		l.f.done()
-		return injected(l.kind, mode, "the checkpoint")
-	}
-	return err
+		return err
+	})
 }
 
 // faultDedup wraps a dedup.Store.
 type faultDedup struct {
 	dedup.Store
-	f   *faults
-	rec *recorder
+	in injector
 }
 
 func (d *faultDedup) Get(ctx context.Context, id [32]byte, k dedup.Key) (dedup.Value, bool, error) {
-	if d.f.dead.Load() {
+	if d.in.f.dead.Load() {
 		return dedup.Value{}, false, errDead
 	}
 	return d.Store.Get(ctx, id, k)
 }
 
 func (d *faultDedup) Check(ctx context.Context, id [32]byte) error {
-	if d.f.dead.Load() {
+	if d.in.f.dead.Load() {
 		return errDead
 	}
 	return d.Store.Check(ctx, id)
 }
 
 func (d *faultDedup) Put(ctx context.Context, id [32]byte, records []dedup.Record) error {
-	if d.f.dead.Load() {
-		return errDead
-	}
-	fail, mode := d.f.hit(wDedup)
-	if fail && mode == modeLost {
-		d.f.done()
-		return injected(wDedup, mode, "the round's records")
-	}
-	err := d.Store.Put(ctx, id, records)
-	if err == nil {
-		d.rec.mu.Lock()
-		for _, r := range records {
-			if _, ok := d.rec.dedup[r.Key]; !ok {
-				d.rec.dedup[r.Key] = r.Value
+	return d.in.write(ctx, "dedup", wDedup, "the round's dedup records", func(ctx context.Context) error {
+		err := d.Store.Put(ctx, id, records)
+		if err == nil {
+			d.in.rec.mu.Lock()
+			for _, r := range records {
+				if _, ok := d.in.rec.dedup[r.Key]; !ok {
+					d.in.rec.dedup[r.Key] = r.Value
+				}
 			}
+			d.in.rec.mu.Unlock()
 		}
-		d.rec.mu.Unlock()
-	}
-	if fail {
-		if err != nil {
-			d.rec.misfire(string(wDedup), err)
-		}
-		d.f.done()
-		return injected(wDedup, mode, "the round's records")
-	}
-	return err
+		return err
+	})
 }
 
 // faultBackends are the real backends of one log.
@@ -459,6 +471,7 @@ type faultRun struct {
 	base Config
 	be   faultBackends
 	rec  *recorder
+	held heldWrites
 
 	mu   sync.Mutex
 	acks []ack
@@ -477,11 +490,12 @@ type process struct {
 
 // config returns the log's config with backends wrapped for f.
 func (r *faultRun) config(f *faults) Config {
+	in := injector{f: f, rec: r.rec, held: &r.held}
 	cfg := r.base
-	cfg.Storage = &faultStorage{Backend: r.be.storage, f: f, rec: r.rec}
-	cfg.Lock = &faultLock{Backend: r.be.lock, kind: wLock, f: f, rec: r.rec}
-	cfg.Fence = &faultLock{Backend: r.be.fence, kind: wFence, f: f, rec: r.rec}
-	cfg.Dedup = &faultDedup{Store: r.be.dedup, f: f, rec: r.rec}
+	cfg.Storage = &faultStorage{Backend: r.be.storage, in: in}
+	cfg.Lock = &faultLock{Backend: r.be.lock, kind: wLock, in: in}
+	cfg.Fence = &faultLock{Backend: r.be.fence, kind: wFence, in: in}
+	cfg.Dedup = &faultDedup{Store: r.be.dedup, in: in}
 	return cfg
 }
 
@@ -642,6 +656,7 @@ func (r *faultRun) verify() (size int64, checkpoints int) {
 	t := r.t
 	t.Helper()
 	ctx := context.Background()
+	r.held.releaseAll() // late writes land in the end, whatever happens
 	s, err := Load(ctx, r.config(&faults{}))
 	if err != nil {
 		t.Fatalf("final load: %v", err)
@@ -827,7 +842,7 @@ func TestFaultTable(t *testing.T) {
 		for _, b := range backends {
 			t.Run(b.name, func(t *testing.T) {
 				for _, k := range roundWrites {
-					for _, m := range []faultMode{modeLost, modeApplied} {
+					for _, m := range []faultMode{modeLost, modeApplied, modeLate} {
 						for _, crash := range []bool{false, true} {
 							after := "continue"
 							if crash {
@@ -846,7 +861,7 @@ func TestFaultTable(t *testing.T) {
 			})
 		}
 	})
-	cases := len(roundWrites) * 2 * 2
-	t.Logf("FAULT TABLE: %d writes × 2 modes × {continue, crash} = %d cases × %d backends = %d runs, %d passed, in %v",
+	cases := len(roundWrites) * 3 * 2
+	t.Logf("FAULT TABLE: %d writes × {lost, applied-but-errored, applied-late} × {continue, crash} = %d cases × %d backends = %d runs, %d passed, in %v",
 		len(roundWrites), cases, len(backends), cases*len(backends), ran.Load(), time.Since(start).Round(time.Second))
 }
