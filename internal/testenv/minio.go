@@ -377,7 +377,7 @@ func (m *OwnMinIO) Thaw() error {
 // only not yet confirmed.
 func (m *OwnMinIO) waitState(ok func(byte) bool, want string) error {
 	path := fmt.Sprintf("/proc/%d/stat", m.PID())
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -389,7 +389,7 @@ func (m *OwnMinIO) waitState(ok func(byte) bool, want string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: MinIO (pid %d) is not %s after 10s: %s", m.PID(), want, b)
+			return fmt.Errorf("testenv: MinIO (pid %d) is not %s after 30s: %s", m.PID(), want, b)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
