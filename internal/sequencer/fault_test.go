@@ -32,10 +32,10 @@ import (
 // applied but reported as failed (the ambiguous outcome the storage and
 // lock contracts allow), or reported as failed and applied late (a request
 // held in a frozen network path, delivered after the client gave up on
-// it), while submitters keep submitting. After each fault
-// the process either carries on, or dies at once (every later call of its
-// backends fails, as if the process were gone) and a fresh process loads
-// the log. Either way the log must recover and afterwards:
+// it), while submitters keep submitting. After each fault the process
+// either carries on, or dies at once (every later call of its backends
+// fails, as if the process were gone) and a fresh process loads the log.
+// Either way the log must recover and afterwards:
 //
 //   - every Add that returned success has its entry, with the index and
 //     timestamp it was given, in the data tiles, and is proven included in
