@@ -216,6 +216,12 @@ type Sequencer struct {
 	lastPublish  time.Time
 	checkpointMu sync.RWMutex // guards published
 	published    *checkpoint.Verified
+
+	// lateFence holds the checkpoints of rounds whose fence move failed
+	// ambiguously since the last fence move that succeeded: such a move
+	// may still reach the fence later (a request held by a stalled
+	// backend), and finding one there is not another writer.
+	lateFence [][]byte
 }
 
 // Create initializes a new, empty log: it signs a checkpoint for the empty
@@ -823,12 +829,21 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	// this storage from it: stop before committing anything.
 	if err := s.cfg.Fence.Replace(ctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
 		if errors.Is(err, lock.ErrConflict) {
+			if s.ownLateFence(ctx) {
+				// Our own earlier move landed late: the reload adopts
+				// that round (see reconcileFence).
+				s.needReload = true
+				return fmt.Errorf("moving the storage's fence: it holds the checkpoint of this process's earlier round, whose move was reported failed: %v", err)
+			}
 			return fmt.Errorf("%w: %w", errFenceMoved, err)
 		}
 		// It may have moved: the reload finds out (see reconcileFence).
 		s.needReload = true
+		s.lateFence = append(s.lateFence, signed)
 		return fmt.Errorf("moving the storage's fence: %w", err)
 	}
+	// An earlier move, conditional on an older fence, can no longer land.
+	s.lateFence = nil
 
 	// Commit: the compare-and-swap is what keeps the log from forking if
 	// another process sharing the lock backend is sequencing it too.
@@ -958,6 +973,24 @@ func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 
 func (r tileReader) SaveTiles([]tlog.Tile, [][]byte) {}
 
+// ownLateFence reports whether the fence holds the checkpoint of one of
+// this process's rounds whose fence move was reported failed (see
+// lateFence). Only this process signed those exact bytes, so finding one
+// there means that move reached the fence late, not that another process
+// is writing. When the fence cannot be read, it says no.
+func (s *Sequencer) ownLateFence(ctx context.Context) bool {
+	f, err := s.cfg.Fence.Fetch(ctx, s.cfg.LogID)
+	if err != nil {
+		return false
+	}
+	for _, c := range s.lateFence {
+		if bytes.Equal(f, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // errFenceMoved is wrapped by a round's error when the storage's fence was
 // not at the checkpoint the round extended.
 var errFenceMoved = errors.New("the storage's fence has moved")
@@ -1029,7 +1062,14 @@ func (s *Sequencer) reconcileFence(ctx context.Context, signed []byte, cp *check
 			}
 		}
 		if err := s.cfg.Lock.Replace(ctx, s.cfg.LogID, signed, f); err != nil {
-			return nil, nil, fmt.Errorf("committing the round found in the storage's fence: %w", err)
+			// A conflict may be this very commit, made by the round's own
+			// Replace that was reported failed but reached the lock
+			// backend late: if the lock backend holds f, the round is
+			// committed, which is all adopting it means.
+			cur, ferr := s.cfg.Lock.Fetch(ctx, s.cfg.LogID)
+			if !errors.Is(err, lock.ErrConflict) || ferr != nil || !bytes.Equal(cur, f) {
+				return nil, nil, fmt.Errorf("committing the round found in the storage's fence: %w", err)
+			}
 		}
 		s.log.Warn("adopted a round that moved the storage's fence but was not committed (its process died or its commit failed)",
 			"log", s.cfg.Name, "tree_size", fv.Size)

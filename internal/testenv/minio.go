@@ -309,3 +309,88 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// OwnMinIO is a MinIO server that belongs to one test alone (never the
+// shared one), with a bucket, for tests that make the server unavailable:
+// Freeze stops the process (SIGSTOP), so it keeps its connections and port
+// but answers nothing, as a hung or overloaded server does; Thaw resumes it.
+type OwnMinIO struct {
+	*MinIOServer
+	proc *minioProcess
+}
+
+// StartOwnMinIO starts a MinIO server for t alone, creates a bucket on it,
+// and kills the server when t ends (frozen or not). Like MinIO, it skips
+// (fails under CI) when the minio binary is missing.
+func StartOwnMinIO(t testing.TB) *OwnMinIO {
+	t.Helper()
+	proc, err := startMinIO(t)
+	if err != nil {
+		unavailable(t, "MinIO", err.Error(), "bash scripts/minio.sh install")
+	}
+	t.Cleanup(proc.stop)
+	srv := &MinIOServer{
+		Endpoint:  proc.endpoint,
+		AccessKey: proc.accessKey,
+		SecretKey: proc.secretKey,
+		Bucket:    "test-" + randomHex(8),
+		Region:    "us-east-1",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Client(t).MakeBucket(ctx, srv.Bucket, minio.MakeBucketOptions{Region: srv.Region}); err != nil {
+		t.Fatalf("testenv: creating bucket %s on MinIO at %s: %v\nMinIO output:\n%s", srv.Bucket, srv.Endpoint, err, proc.output)
+	}
+	return &OwnMinIO{MinIOServer: srv, proc: proc}
+}
+
+// PID is the server's process ID.
+func (m *OwnMinIO) PID() int { return m.proc.cmd.Process.Pid }
+
+// Freeze stops the server with SIGSTOP and returns once the kernel reports
+// it stopped, so that nothing it does afterwards predates the call.
+func (m *OwnMinIO) Freeze() error {
+	stop, _, ok := freezeSignals()
+	if !ok {
+		return errors.New("testenv: this system cannot stop a process (no SIGSTOP)")
+	}
+	if err := m.proc.cmd.Process.Signal(stop); err != nil {
+		return fmt.Errorf("testenv: stopping MinIO: %w", err)
+	}
+	return m.waitState(func(s byte) bool { return s == 'T' || s == 't' }, "stopped")
+}
+
+// Thaw resumes a frozen server with SIGCONT.
+func (m *OwnMinIO) Thaw() error {
+	_, cont, ok := freezeSignals()
+	if !ok {
+		return errors.New("testenv: this system cannot resume a process (no SIGCONT)")
+	}
+	if err := m.proc.cmd.Process.Signal(cont); err != nil {
+		return fmt.Errorf("testenv: resuming MinIO: %w", err)
+	}
+	return m.waitState(func(s byte) bool { return s != 'T' && s != 't' }, "running")
+}
+
+// waitState polls the process state in /proc until ok accepts it. Where
+// there is no /proc it returns at once: the signal is delivered anyway,
+// only not yet confirmed.
+func (m *OwnMinIO) waitState(ok func(byte) bool, want string) error {
+	path := fmt.Sprintf("/proc/%d/stat", m.PID())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself contain spaces or parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && ok(b[i+2]) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testenv: MinIO (pid %d) is not %s after 30s: %s", m.PID(), want, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

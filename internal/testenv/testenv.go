@@ -11,6 +11,11 @@
 //
 //	bash scripts/minio.sh install   # builds the pinned MinIO with the Go toolchain
 //	bash scripts/postgres.sh        # installs and starts PostgreSQL (Debian)
+//
+// Outage tests make a service unavailable under a running Mosaic:
+// StartOwnMinIO gives a test its own MinIO process to freeze and thaw, and
+// a Proxy in front of PostgreSQL (shared by every test, so never stopped)
+// freezes or cuts the connections instead.
 package testenv
 
 import (
