@@ -217,6 +217,12 @@ type Sequencer struct {
 	checkpointMu sync.RWMutex // guards published
 	published    *checkpoint.Verified
 
+	// pendingDedup are dedup records of committed entries whose Put
+	// failed, retried before the next round's own. They are bounded: while
+	// the dedup store fails, so does every submission's lookup, and no new
+	// entries arrive.
+	pendingDedup []dedup.Record
+
 	// lateFence holds the checkpoints of rounds whose fence move failed
 	// ambiguously since the last fence move that succeeded: such a move
 	// may still reach the fence later (a request held by a stalled
@@ -879,19 +885,28 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		defer wg.Done()
 		tilesErr = s.putAll(ctx, p.tiles)
 	}()
-	if len(batch) > 0 {
-		records := make([]dedup.Record, len(batch))
-		for i, w := range batch {
-			records[i] = dedup.Record{Key: w.key, Value: dedup.Value{Index: w.res.Index, Timestamp: w.res.Timestamp}}
-			if s.cfg.HashIndex {
-				records[i].LeafHash = p.leafHashes[i]
-			}
+	// Records a failed Put left behind go first (see pendingDedup).
+	records := s.pendingDedup
+	for i, w := range batch {
+		r := dedup.Record{Key: w.key, Value: dedup.Value{Index: w.res.Index, Timestamp: w.res.Timestamp}}
+		if s.cfg.HashIndex {
+			r.LeafHash = p.leafHashes[i]
 		}
+		records = append(records, r)
+	}
+	if len(records) > 0 {
 		dedupErr = s.cfg.Dedup.Put(ctx, s.cfg.LogID, records)
 	}
 	wg.Wait()
 	if dedupErr != nil {
-		s.log.Warn("recording dedup entries failed", "log", s.cfg.Name, "err", dedupErr)
+		// The entries are committed, so their submitters are answered;
+		// their records are retried by every round (idle ones too) until
+		// a Put succeeds. Until then a resubmission may be logged again,
+		// which CT allows.
+		s.log.Warn("recording dedup entries failed; will retry with the next round", "log", s.cfg.Name, "records", len(records), "err", dedupErr)
+		s.pendingDedup = records
+	} else {
+		s.pendingDedup = nil
 	}
 	for _, w := range batch {
 		close(w.done)
