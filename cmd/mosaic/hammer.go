@@ -77,6 +77,7 @@ func runHammer(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	tuneGC(400) // a load generator: CPU matters more than its heap
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *count > 0 && !set["duration"] {

@@ -16,6 +16,10 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/server"
 )
 
+// serveGCPercent is serve's GOGC unless the environment sets one (see
+// tuneGC).
+const serveGCPercent = 200
+
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "config file (YAML); see docs/CONFIG.md")
@@ -31,6 +35,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	tuneGC(serveGCPercent)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)

@@ -21,8 +21,10 @@ type submitted struct {
 	cert      *Cert
 	index     uint64
 	timestamp uint64
-	sctAt     time.Time
-	covered   bool // a verified checkpoint covers index
+	// sct is the verified SCT the log answered with, as received.
+	sct     staticct.SCTResponse
+	sctAt   time.Time
+	covered bool // a verified checkpoint covers index
 }
 
 // verifier follows the log's checkpoints as a monitor would, and checks

@@ -266,3 +266,33 @@ func TestAddChainBadInput(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAddChainResubmission measures a submission's cost in the
+// handler, everything but sequencing: the request is a resubmission of a
+// logged chain, so it is parsed, validated (leaf signature included),
+// looked up in the dedup cache and answered with a freshly signed SCT.
+func BenchmarkAddChainResubmission(b *testing.B) {
+	f := newSubmitFixture(b)
+	for _, precert := range []bool{false, true} {
+		name := "cert"
+		if precert {
+			name = "precert"
+		}
+		b.Run(name, func(b *testing.B) {
+			leaf, err := f.ca.Root.IssueLeaf(testca.LeafOptions{Precert: precert, DNSNames: []string{"bench.example"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := b64Chain(leaf, f.ca.Root.DER)
+			if code, out := f.post(precert, body); code != http.StatusOK {
+				b.Fatalf("first submission: %d %s", code, out)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if code, out := f.post(precert, body); code != http.StatusOK {
+					b.Fatalf("%d %s", code, out)
+				}
+			}
+		})
+	}
+}

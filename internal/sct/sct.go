@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"golang.org/x/crypto/cryptobyte"
 
@@ -31,6 +33,38 @@ type Response struct {
 	Timestamp  uint64 `json:"timestamp"`
 	Extensions string `json:"extensions"`
 	Signature  string `json:"signature"`
+}
+
+// AppendJSON appends r's JSON encoding, byte for byte what encoding/json
+// gives, without reflection: the strings are base64 (they need no
+// escaping) and the rest are numbers.
+func (r *Response) AppendJSON(b []byte) []byte {
+	b = append(b, `{"sct_version":`...)
+	b = strconv.AppendUint(b, uint64(r.SCTVersion), 10)
+	b = append(b, `,"id":`...)
+	b = appendBase64String(b, r.ID)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendUint(b, r.Timestamp, 10)
+	b = append(b, `,"extensions":`...)
+	b = appendBase64String(b, r.Extensions)
+	b = append(b, `,"signature":`...)
+	b = appendBase64String(b, r.Signature)
+	return append(b, '}')
+}
+
+// appendBase64String appends s as a JSON string. s comes from base64
+// encoding, so no character needs escaping; anything else (not produced
+// by Sign) is escaped with encoding/json to stay correct.
+func appendBase64String(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Sign returns the SCT for entry as an add-chain response. Signatures are

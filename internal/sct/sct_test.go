@@ -422,3 +422,21 @@ func TestResponseJSON(t *testing.T) {
 		t.Errorf("JSON round trip changed the response")
 	}
 }
+
+// TestAppendJSON: the hand-written encoding is encoding/json's, byte for
+// byte, including for strings that are not base64.
+func TestAppendJSON(t *testing.T) {
+	for _, r := range []Response{
+		{},
+		{SCTVersion: 0, ID: "AAAA+/==", Timestamp: 1 << 63, Extensions: "AAAFAAAAAAE=", Signature: "BAMARzBF"},
+		{SCTVersion: 255, ID: `"quoted"\ and <html>`, Timestamp: 42, Extensions: "é", Signature: "\n"},
+	} {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("AppendJSON = %s, want %s", got, want)
+		}
+	}
+}
