@@ -45,6 +45,7 @@ const AssetPrefix = "/assets/"
 // webAsset is one embedded static file.
 type webAsset struct {
 	path        string // AssetPrefix + name with content hash
+	etag        string
 	contentType string
 	body        []byte
 }
@@ -69,6 +70,7 @@ var webAssets = func() map[string]webAsset {
 		sum := sha256.Sum256(body)
 		out[name] = webAsset{
 			path:        AssetPrefix + strings.TrimSuffix(name, ext) + "." + hex.EncodeToString(sum[:6]) + ext,
+			etag:        `"` + hex.EncodeToString(sum[:16]) + `"`,
 			contentType: mime.TypeByExtension(ext),
 			body:        body,
 		}
@@ -95,6 +97,7 @@ func (s *Server) registerDashboard(mux *http.ServeMux, homes map[string]bool) {
 			h.Set("Content-Type", a.contentType)
 			h.Set("Cache-Control", "public, max-age=31536000, immutable")
 			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("ETag", a.etag)
 			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
 		})
 	}

@@ -2,15 +2,18 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -482,6 +485,13 @@ func TestDashboardAssets(t *testing.T) {
 			w.Header().Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("GET %s: %d %v", as.path, w.Code, w.Header())
 		}
+		r := httptest.NewRequest("GET", as.path, nil)
+		r.Header.Set("If-None-Match", w.Header().Get("ETag"))
+		w304 := httptest.NewRecorder()
+		h.ServeHTTP(w304, r)
+		if w.Header().Get("ETag") == "" || w304.Code != http.StatusNotModified {
+			t.Errorf("GET %s with its ETag: %d, want 304", as.path, w304.Code)
+		}
 		wantType := map[string]string{"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8", "favicon.svg": "image/svg+xml"}[name]
 		if got := w.Header().Get("Content-Type"); got != wantType {
 			t.Errorf("%s: Content-Type %q, want %q", name, got, wantType)
@@ -603,5 +613,52 @@ func TestFormats(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// TestRunDashboard: the sampler takes a sample at once, serves requests
+// concurrently (run with -race), and returns when its context ends.
+func TestRunDashboard(t *testing.T) {
+	a, b := dashLogs(t)
+	s := newDashServer(a, b)
+	h := s.Handler()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.RunDashboard(ctx)
+		close(done)
+	}()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				for _, p := range []string{"/a/dashboard.json", "/b/dashboard.json", "/a/", "/"} {
+					if w := serve(t, h, "GET", p, ""); w.Code != 200 {
+						t.Errorf("GET %s: %d", p, w.Code)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ld := s.dash.byLg[b]
+		ld.mu.Lock()
+		n := len(ld.samples)
+		ld.mu.Unlock()
+		if n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample %v after the sampler started", 10*time.Second)
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunDashboard did not return after its context ended")
 	}
 }

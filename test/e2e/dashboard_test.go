@@ -30,7 +30,7 @@ import (
 // DevTools protocol (chromedp), against the real binary.
 //
 // Screenshots go to $MOSAIC_TEST_ARTIFACTS, or test/e2e/artifacts/ when it
-// is unset (ignored by git; CI keeps the directory).
+// is unset (ignored by git). scripts/test.sh lists them at the end.
 
 // needChromium returns the Chromium binary ($MOSAIC_CHROMIUM, or chromium
 // on PATH). Without one the test is skipped, loudly, except under CI,
@@ -174,12 +174,17 @@ func (b *browser) waitFor(what, predicate string) {
 	}
 }
 
-// screenshot saves the viewport as a PNG artifact and returns its path.
-func (b *browser) screenshot(dir, name string) string {
+// screenshot saves the viewport (the whole page if full) as a PNG
+// artifact and returns its path.
+func (b *browser) screenshot(dir, name string, full bool) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -344,7 +349,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	b.checkNoOverflow(1280)
-	desktop := b.screenshot(artifacts, "dashboard-desktop.png")
+	desktop := b.screenshot(artifacts, "dashboard-desktop.png", false)
 
 	// A phone: the viewport meta tag applies, and nothing is wider than
 	// the screen. The page redraws its chart at the new width at its next
@@ -353,7 +358,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.do(chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
 	b.waitFor("a refresh at phone width", fmt.Sprintf(`Number(document.getElementById('dashboard').dataset.updates) > %d`, before))
 	b.checkNoOverflow(375)
-	phone := b.screenshot(artifacts, "dashboard-phone.png")
+	phone := b.screenshot(artifacts, "dashboard-phone.png", false)
+	b.screenshot(artifacts, "dashboard-phone-full.png", true)
 
 	b.checkClean()
 
@@ -418,7 +424,7 @@ func TestDashboardIndexInBrowser(t *testing.T) {
 		t.Fatalf("the list of logs shows %q", names)
 	}
 	b.checkNoOverflow(1280)
-	b.screenshot(artifacts, "index-desktop.png")
+	b.screenshot(artifacts, "index-desktop.png", false)
 
 	b.do(chromedp.Click(chromedp.CSS(`.loglist li:nth-child(2) h2 a`)), chromedp.WaitVisible(chromedp.CSS(`#dashboard`)))
 	b.waitFor("beta's first refresh", `Number(document.getElementById('dashboard').dataset.updates) >= 1`)
