@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -348,7 +349,7 @@ func (s *Server) dashboardJSON(l *ctlog.Log) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		ld.mu.Lock()
-		doc := ld.doc
+		doc, docGzip := ld.doc, ld.docGzip
 		if now.Sub(ld.docAt) >= docTTL || now.Before(ld.docAt) {
 			doc = nil
 		}
@@ -360,14 +361,24 @@ func (s *Server) dashboardJSON(l *ctlog.Log) http.HandlerFunc {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			zw.Write(doc)
+			zw.Close()
+			docGzip = b.Bytes()
 			ld.mu.Lock()
-			ld.doc, ld.docAt = doc, now
+			ld.doc, ld.docGzip, ld.docAt = doc, docGzip, now
 			ld.mu.Unlock()
 		}
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "public, max-age=1")
 		h.Set("X-Content-Type-Options", "nosniff")
+		h.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			h.Set("Content-Encoding", "gzip")
+			doc = docGzip
+		}
 		h.Set("Content-Length", strconv.Itoa(len(doc)))
 		w.Write(doc)
 	}

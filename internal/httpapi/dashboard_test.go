@@ -405,6 +405,18 @@ func TestDashboardHistory(t *testing.T) {
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("Cache-Control") != "public, max-age=1" {
 		t.Fatalf("GET dashboard.json: %d %v", w.Code, w.Header())
 	}
+	// Gzipped for a client that takes it, the same document.
+	r := httptest.NewRequest("GET", "/a/dashboard.json", nil)
+	r.Header.Set("Accept-Encoding", "gzip")
+	wz := httptest.NewRecorder()
+	s.Handler().ServeHTTP(wz, r)
+	if wz.Header().Get("Content-Encoding") != "gzip" || wz.Header().Get("Vary") != "Accept-Encoding" {
+		t.Errorf("gzip: %v", wz.Header())
+	} else if plain, err := gunzip(wz.Body.Bytes()); err != nil {
+		t.Errorf("the gzipped dashboard.json does not decompress: %v", err)
+	} else if d := decodeStrict[dashDoc](t, bytes.NewReader(plain)); d.Name != "a2026" || len(d.History) != 3 {
+		t.Errorf("gzipped dashboard.json: %+v", d)
+	}
 	if !strings.Contains(w.Body.String(), `"witnesses":[]`) {
 		t.Errorf("witnesses is not an empty list: %s", w.Body)
 	}

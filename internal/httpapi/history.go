@@ -56,10 +56,11 @@ type logDash struct {
 	mu      sync.Mutex
 	stats   LogStats
 	samples []reading // oldest first, at most maxSamples
-	// doc is the last dashboard.json built and when; requests within
+	// doc is the last dashboard.json built (and gzipped: an hour of
+	// samples is about 55 kB, a few kB gzipped) and when; requests within
 	// docTTL share it, so polling pages cost one encoding a second.
-	doc   []byte
-	docAt time.Time
+	doc, docGzip []byte
+	docAt        time.Time
 }
 
 // docTTL is how long a built dashboard.json is served to every request.
