@@ -40,13 +40,13 @@ func needChromium(t *testing.T) string {
 	if p := os.Getenv("MOSAIC_CHROMIUM"); p != "" {
 		return p
 	}
-	var err error
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		var p string
-		if p, err = exec.LookPath(name); err == nil {
+	names := []string{"chromium", "chromium-browser", "google-chrome"}
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
+	err := fmt.Errorf("none of %s is on PATH", strings.Join(names, ", "))
 	const howto = "apt-get install chromium (as root: CI=true bash scripts/chromium.sh), or set MOSAIC_CHROMIUM"
 	if testenv.InCI() {
 		t.Fatalf("Chromium is not installed and CI must not skip the browser tests: %v\nfix: %s", err, howto)
