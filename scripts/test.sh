@@ -3,10 +3,13 @@
 # tests against the real binary, the integration tests that need
 # PostgreSQL and MinIO, and a short run of every fuzz target.
 #
-# With CI=true the services (and tmux, for the hammer's terminal tests) are
-# installed/started first and the tests that need them fail instead of
-# skipping. Without it they are used when present
-# and skipped (loudly, saying how to get them) when not.
+# With CI=true the services (and tmux, for the hammer's terminal tests, and
+# Chromium, for the dashboard's browser tests) are installed/started first
+# and the tests that need them fail instead of skipping. Without it they are
+# used when present and skipped (loudly, saying how to get them) when not.
+#
+# The browser tests save screenshots of the dashboard in
+# $MOSAIC_TEST_ARTIFACTS (default test/e2e/artifacts/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -24,10 +27,11 @@ echo "== staticcheck"
 bash scripts/staticcheck.sh
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL, MinIO and tmux are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO, tmux and Chromium are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
   bash scripts/tmux.sh
+  bash scripts/chromium.sh
 fi
 
 echo "== go test"
@@ -40,6 +44,10 @@ status=${PIPESTATUS[0]}${PIPESTATUS[1]}
 set -e
 if [ "$status" != "00" ]; then
   echo "go test failed"; exit 1
+fi
+shots=$(ls "${MOSAIC_TEST_ARTIFACTS:-test/e2e/artifacts}"/*.png 2>/dev/null || true)
+if [ -n "$shots" ]; then
+  echo "dashboard screenshots:"; echo "$shots"
 fi
 
 # Every fuzz target briefly (FUZZTIME each, 2s by default: about a minute

@@ -44,7 +44,7 @@ func checkFastAgrees(t *testing.T, body []byte) bool {
 func TestParseAddChainFast(t *testing.T) {
 	for body, fast := range map[string]bool{
 		`{"chain":["AAEC","AwQF"]}`:           true,
-		" {\n \"chain\" : [ \"AAEC\" ] } \n":   true,
+		" {\n \"chain\" : [ \"AAEC\" ] } \n":  true,
 		`{"chain":[]}`:                        true,
 		`{"chain":["AAE="]}`:                  true,
 		`{"Chain":["AAEC"]}`:                  false, // encoding/json matches keys case-insensitively

@@ -54,6 +54,9 @@ type Server struct {
 	HealthMaxAge time.Duration
 	// Operator is who runs the logs, as /logs.v3.json says (see loglist.go).
 	Operator Operator
+	// dash is the dashboard's state: each log's recent figures (see
+	// dashboard.go and history.go).
+	dash *dashboard
 }
 
 // New returns a Server for logs. Metrics are registered on reg and served
@@ -75,6 +78,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		HealthMaxAge:   30 * time.Second,
 		ForwardTimeout: DefaultForwardTimeout,
 		warnings:       logagg.New(logger, warnInterval),
+		dash:           newDashboard(logs),
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			MaxIdleConnsPerHost: 256,
@@ -102,7 +106,8 @@ func (s *Server) Handler() http.Handler {
 			s.rfc6962Routes(mux, l) // rfc6962.go
 		}
 		if !homes[sub] {
-			mux.Handle("GET "+sub+"{$}", s.instrument(l, "home", http.HandlerFunc(s.home(l))))
+			mux.Handle("GET "+sub+"{$}", s.instrument(l, "home", s.dashboardPage(l)))
+			mux.Handle("GET "+sub+"dashboard.json", s.instrument(l, "dashboard.json", s.dashboardJSON(l)))
 			homes[sub] = true
 		}
 		if l.ReadPath {
@@ -113,12 +118,14 @@ func (s *Server) Handler() http.Handler {
 			if mon != sub {
 				mux.Handle("GET "+mon+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
 				if !homes[mon] {
-					mux.Handle("GET "+mon+"{$}", s.instrument(l, "home", http.HandlerFunc(s.home(l))))
+					mux.Handle("GET "+mon+"{$}", s.instrument(l, "home", s.dashboardPage(l)))
+					mux.Handle("GET "+mon+"dashboard.json", s.instrument(l, "dashboard.json", s.dashboardJSON(l)))
 					homes[mon] = true
 				}
 			}
 		}
 	}
+	s.registerDashboard(mux, homes)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /logs.v3.json", s.logList)

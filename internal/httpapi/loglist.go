@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"errors"
-	"html/template"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
@@ -91,74 +88,5 @@ func (s *Server) logList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, ll)
 }
 
-var homeTemplate = template.Must(template.New("home").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Name}} — Mosaic CT log</title>
-<style>body{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em}code{word-break:break-all}</style></head>
-<body><h1>{{.Name}}</h1>
-<p>{{.Entry.Description}}. This is a <a href="https://c2sp.org/static-ct-api">Static CT API</a> Certificate Transparency log run by Mosaic.</p>
-{{if ne .State "usable"}}<p><strong>This log is {{.StateText}} since {{.Since}} and accepts no more submissions.</strong> Its tree stays readable.</p>
-{{end}}<dl>
-<dt>State</dt><dd>{{.StateText}}{{if .Since}} since {{.Since}}{{end}}</dd>
-<dt>Submission prefix</dt><dd><code>{{.Entry.SubmissionURL}}</code></dd>
-<dt>Monitoring prefix</dt><dd><code>{{.Entry.MonitoringURL}}</code></dd>
-<dt>Log ID</dt><dd><code>{{.LogID}}</code></dd>
-<dt>Public key (DER, base64)</dt><dd><code>{{.Key}}</code></dd>
-<dt>Public key (PEM)</dt><dd><pre>{{.PEM}}</pre></dd>
-<dt>Accepted NotAfter</dt><dd>{{.Start}} (inclusive) to {{.End}} (exclusive)</dd>
-<dt>Maximum merge delay</dt><dd>{{.Entry.MMD}} seconds</dd>
-<dt>Tree size</dt><dd>{{.TreeSize}} (checkpoint at {{.CheckpointTime}})</dd>
-</dl>
-{{with .Witnesses}}<h2>Witnesses</h2>
-<p>Policy: {{.Policy}} cosignatures per checkpoint; the latest published checkpoint has {{.Latest}}{{if not .Quorate}} (below the policy){{end}}.</p>
-<table><tr><th>Witness</th><th>State</th><th>Cosigned size</th><th>Last cosignature</th><th>Latency</th></tr>
-{{range .List}}<tr><td><code>{{.Name}}</code><br><small>{{.URL}}</small></td><td>{{.State}}</td><td>{{if ge .Size 0}}{{.Size}}{{else}}unknown{{end}}</td><td>{{.LastSuccess}}</td><td>{{.Latency}}</td></tr>
-{{end}}</table>{{end}}
-<p><a href="log.v3.json">log.v3.json</a> · <a href="ct/v1/get-roots">get-roots</a></p>
-</body></html>
-`))
-
-// stateText is how the home page names a state.
+// stateText is how the dashboard names a state.
 var stateText = map[ctlog.State]string{ctlog.Usable: "usable", ctlog.ReadOnly: "read-only", ctlog.Retired: "retired"}
-
-func (s *Server) home(l *ctlog.Log) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
-		cp := l.Published()
-		e, err := l.ListEntry(now)
-		if cp == nil || err != nil {
-			w.Header().Set("Retry-After", "5")
-			http.Error(w, "the log's state is not known yet; retry later", http.StatusServiceUnavailable)
-			return
-		}
-		var pem strings.Builder
-		pem.WriteString("-----BEGIN PUBLIC KEY-----\n")
-		b64 := base64.StdEncoding.EncodeToString(l.Keys.PublicKeyDER())
-		key := b64
-		for len(b64) > 64 {
-			pem.WriteString(b64[:64] + "\n")
-			b64 = b64[64:]
-		}
-		pem.WriteString(b64 + "\n-----END PUBLIC KEY-----")
-		st, since := l.Status(now)
-		sinceText := ""
-		if !since.IsZero() {
-			sinceText = since.UTC().Format(time.RFC3339)
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		homeTemplate.Execute(w, map[string]any{
-			"Name":           l.Name,
-			"Entry":          e,
-			"State":          string(st),
-			"StateText":      stateText[st],
-			"Since":          sinceText,
-			"LogID":          l.LogIDBase64(),
-			"Key":            key,
-			"PEM":            pem.String(),
-			"Start":          l.NotAfterStart.UTC().Format(time.RFC3339),
-			"End":            l.NotAfterLimit.UTC().Format(time.RFC3339),
-			"TreeSize":       cp.Size,
-			"CheckpointTime": time.UnixMilli(int64(cp.Timestamp)).UTC().Format(time.RFC3339),
-			"Witnesses":      witnessesView(l), // witness.go
-		})
-	}
-}

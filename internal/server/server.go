@@ -461,6 +461,9 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	s.api.ForwardTimeout = c.ForwardTimeout()
 	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
+	for _, p := range s.parts {
+		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
+	}
 	return s, nil
 }
 
@@ -570,6 +573,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			}()
 		}
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.api.RunDashboard(seqCtx)
+	}()
 	for _, p := range s.parts {
 		wg.Add(1)
 		go func() {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/client"
+	"github.com/mosaic-ct/mosaic/staticct"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/hammer"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -43,8 +43,8 @@ type receipt struct {
 	signature string
 }
 
-// outcome is one submission's answer as the submitter saw it.
-type outcome struct {
+// submitOutcome is one submission's answer as the submitter saw it.
+type submitOutcome struct {
 	start, end time.Time
 	// status is the HTTP status, or 0 when no answer came (a transport
 	// error or the client's timeout).
@@ -57,7 +57,7 @@ type outcome struct {
 // ledger records a log's answers and checkpoints.
 type ledger struct {
 	t      *testing.T
-	c      *client.Client
+	c      *staticct.Client
 	dir    string // dev.json's directory, for fsck -dev
 	minter *hammer.Minter
 
@@ -70,7 +70,7 @@ type ledger struct {
 // Submissions give up after submitTimeout.
 func newLedger(t *testing.T, dir string, submitTimeout time.Duration) *ledger {
 	t.Helper()
-	info, err := client.LoadDevConfig(dir)
+	info, err := staticct.LoadDevConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +78,9 @@ func newLedger(t *testing.T, dir string, submitTimeout time.Duration) *ledger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(client.Config{
+	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: info.SubmissionPrefix, MonitoringPrefix: info.MonitoringPrefix, PublicKey: pub,
-		Timeout: submitTimeout, Retries: 5, HTTPClient: client.NewHTTPClient(false, 64),
+		Timeout: submitTimeout, Retries: 5, HTTPClient: staticct.NewHTTPClient(false, 64),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +112,8 @@ func (l *ledger) mint() *hammer.Cert {
 // submit sends cert's chain. A 200 is recorded once its SCT verifies; a
 // 200 whose SCT does not verify fails the test (the log claimed to log
 // something it cannot prove).
-func (l *ledger) submit(ctx context.Context, cert *hammer.Cert) outcome {
-	o := outcome{start: time.Now()}
+func (l *ledger) submit(ctx context.Context, cert *hammer.Cert) submitOutcome {
+	o := submitOutcome{start: time.Now()}
 	var resp *sct.Response
 	if cert.Entry.IsPrecert {
 		resp, o.err = l.c.AddPreChain(ctx, cert.Chain)
@@ -121,7 +121,7 @@ func (l *ledger) submit(ctx context.Context, cert *hammer.Cert) outcome {
 		resp, o.err = l.c.AddChain(ctx, cert.Chain)
 	}
 	o.end = time.Now()
-	var he *client.HTTPError
+	var he *staticct.HTTPError
 	switch {
 	case o.err == nil:
 		o.status = 200

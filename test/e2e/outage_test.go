@@ -87,7 +87,7 @@ func runOutage(t *testing.T, l *s3Log, begin, end func() error) {
 	watched := ld.watch(ctx, 200*time.Millisecond)
 
 	var mu sync.Mutex
-	var outcomes []outcome
+	var outcomes []submitOutcome
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -160,7 +160,7 @@ func runOutage(t *testing.T, l *s3Log, begin, end func() error) {
 	<-watched
 
 	// During the outage: only 503s with Retry-After, none late.
-	var during []outcome
+	var during []submitOutcome
 	for _, o := range outcomes {
 		if !o.start.Before(t0) && !o.end.After(t1) {
 			during = append(during, o)
