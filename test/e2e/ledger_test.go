@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/staticct"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/hammer"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -27,6 +26,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // This file is what the fault tests share (the kill -9 torture test, the
