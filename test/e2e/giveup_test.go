@@ -120,7 +120,7 @@ func TestResubmitAfterGivingUp(t *testing.T) {
 	}
 	// The log answered each abandoned request with 503, not knowing it
 	// would be logged.
-	if n := metric(t, s, `mosaic_http_requests_total{code="503",endpoint="add-chain",log="dev"}`); n < 2 {
+	if n := metric(t, s, `mosaic_http_requests_total{code="503",endpoint="add-chain",log="dev",reason="cancelled"}`); n < 2 {
 		t.Errorf("the log recorded %v add-chain 503s, want one per abandoned request (2)", n)
 	}
 
