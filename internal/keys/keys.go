@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/mosaic-ct/mosaic/internal/secretfile"
@@ -235,12 +236,17 @@ func WriteSeed(path string) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The directory too (mode 0700: it holds a secret), so a first
+	// keygen needs no mkdir.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the key's directory: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%s already exists; refusing to overwrite a key", path)
 		}
-		return nil, err
+		return nil, fmt.Errorf("writing the key: %w", err)
 	}
 	if _, err := f.Write(seed); err != nil {
 		f.Close()

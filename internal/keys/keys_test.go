@@ -455,9 +455,10 @@ func TestWriteSeed(t *testing.T) {
 		t.Fatal("WriteSeed overwrote an existing empty file")
 	}
 
-	// A missing directory is an error, not a panic.
-	if _, err := WriteSeed(filepath.Join(dir, "no", "such", "dir", "key")); err == nil {
-		t.Fatal("WriteSeed into a missing directory succeeded")
+	// A path under a file is an error, not a panic (a missing directory
+	// is created: TestWriteSeedMakesDirectory).
+	if _, err := WriteSeed(filepath.Join(empty, "key")); err == nil {
+		t.Fatal("WriteSeed under a file succeeded")
 	}
 }
 
@@ -649,5 +650,25 @@ func TestParseErrorsInWords(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("err = %v, want it to contain %q", err, tt.want)
 		}
+	}
+}
+
+// TestWriteSeedMakesDirectory: a key written into a directory that does
+// not exist yet creates it, readable only by its owner.
+func TestWriteSeedMakesDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etc", "mosaic")
+	path := filepath.Join(dir, "log.key")
+	if _, err := WriteSeed(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("key directory mode %v, want 0700", fi.Mode().Perm())
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatalf("loading the written key: %v", err)
 	}
 }
