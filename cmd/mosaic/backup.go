@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/server"
 )
 
@@ -35,14 +34,7 @@ you need it. With PostgreSQL, use pg_dump instead (docs/CONFIG.md).
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil || *cfgPath == "" || *out == "" || fs.NArg() > 0 {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		fs.Usage()
-		return flag.ErrHelp
-	}
-	c, err := config.Load(*cfgPath)
+	c, err := parseConfig(fs, args, cfgPath, required{"o", out})
 	if err != nil {
 		return err
 	}
@@ -76,14 +68,7 @@ kept next to the database. Stop mosaic serve first.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil || *cfgPath == "" || *from == "" || fs.NArg() > 0 {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		fs.Usage()
-		return flag.ErrHelp
-	}
-	c, err := config.Load(*cfgPath)
+	c, err := parseConfig(fs, args, cfgPath, required{"from", from})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/server"
 )
 
@@ -40,13 +39,7 @@ log until the rebuild finishes.
 		}
 		return usageError(fs, "the only cache command is 'rebuild'")
 	}
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	if *cfgPath == "" {
-		return usageError(fs, "-config FILE is required")
-	}
-	c, err := config.Load(*cfgPath)
+	c, err := parseConfig(fs, args[1:], cfgPath)
 	if err != nil {
 		return err
 	}

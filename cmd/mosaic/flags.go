@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/mosaic-ct/mosaic/internal/config"
 )
 
 // errHelpShown is returned by a command whose help was asked for (-h): its
@@ -40,4 +43,29 @@ func usageError(fs *flag.FlagSet, format string, args ...any) error {
 	fs.SetOutput(os.Stderr)
 	fs.Usage()
 	return flag.ErrHelp
+}
+
+// required is a flag a command cannot run without, for parseConfig.
+type required struct {
+	name  string
+	value *string
+}
+
+// parseConfig parses the arguments of a command that works on a config
+// file (-config), checks that -config and the other required flags are set,
+// and loads the config.
+func parseConfig(fs *flag.FlagSet, args []string, cfgPath *string, others ...required) (*config.Config, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, r := range append([]required{{"config", cfgPath}}, others...) {
+		if *r.value == "" {
+			missing = append(missing, "-"+r.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, usageError(fs, "%s required", strings.Join(missing, ", ")+map[bool]string{true: " is", false: " are"}[len(missing) == 1])
+	}
+	return config.Load(*cfgPath)
 }

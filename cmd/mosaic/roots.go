@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/roots"
 	"github.com/mosaic-ct/mosaic/internal/server"
 )
@@ -39,19 +38,13 @@ Get a root's fingerprint with:
 		}
 		return usageError(fs, "the only roots command is 'remove'")
 	}
-	if err := parseFlags(fs, args[1:]); err != nil {
+	c, err := parseConfig(fs, args[1:], cfgPath, required{"log", name}, required{"fingerprint", fingerprint})
+	if err != nil {
 		return err
-	}
-	if *cfgPath == "" || *name == "" || *fingerprint == "" {
-		return usageError(fs, "-config, -log and -fingerprint are required")
 	}
 	fp, err := roots.ParseFingerprint(*fingerprint)
 	if err != nil {
 		return fmt.Errorf("-fingerprint: %w", err)
-	}
-	c, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
 	}
 	r, err := server.RemoveRoot(ctx, c, *name, fp)
 	if err != nil {

@@ -134,13 +134,7 @@ func runCreate(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: mosaic create -config FILE [-log NAME]...\n\nCreates a new log: signs its first (empty) checkpoint and stores it in the\nlock backend and storage. Refuses to touch a log that already has state.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *cfgPath == "" {
-		return usageError(fs, "-config FILE is required")
-	}
-	c, err := config.Load(*cfgPath)
+	c, err := parseConfig(fs, args, cfgPath)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,8 @@ func runVersion(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mosaic version\n\nPrints the build: Mosaic's version, the commit it was built from and the Go version.\n")
 	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	fmt.Fprintln(os.Stdout, buildinfo.Read())
 	return nil

@@ -116,9 +116,6 @@ func (s *Server) rfc6962Routes(mux *http.ServeMux, l *ctlog.Log) {
 	}
 }
 
-// errRetry is a failure of the log's storage or index: 503 with Retry-After.
-var errRetry = errors.New("the log's storage is unavailable; retry later")
-
 // latest returns the latest checkpoint published to storage, from memory
 // when it is fresh enough (see sthMaxAge). atLeast is the tree size the
 // request needs: a larger one triggers an early refresh.
@@ -333,17 +330,17 @@ func (r *rfc6962) proofError(w http.ResponseWriter, storageErr, err error) {
 		return
 	}
 	r.s.log.Error("RFC 6962 read API: the tiles in storage do not match the signed checkpoint", "log", r.l.Name, "err", err)
-	http.Error(w, "the log's tiles are inconsistent with its checkpoint; this is a log failure, please report it", http.StatusInternalServerError)
+	http.Error(w, "The log's tiles are inconsistent with its checkpoint; this is a log failure, please report it.", http.StatusInternalServerError)
 }
 
 func (r *rfc6962) storageError(w http.ResponseWriter, err error) {
 	if errors.Is(err, context.Canceled) {
-		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
+		http.Error(w, "The request was cancelled.", http.StatusServiceUnavailable)
 		return
 	}
 	r.s.warnings.Warn("rfc6962", "RFC 6962 read API: storage error", "log", r.l.Name, "err", err)
 	w.Header().Set("Retry-After", "5")
-	http.Error(w, errRetry.Error(), http.StatusServiceUnavailable)
+	http.Error(w, "The log's storage is unavailable; retry later.", http.StatusServiceUnavailable)
 }
 
 // latestOr writes the error response and returns nil when the latest
@@ -362,12 +359,12 @@ func (r *rfc6962) latestOr(w http.ResponseWriter, req *http.Request, atLeast int
 func uintParam(w http.ResponseWriter, req *http.Request, name string) (int64, bool) {
 	v := req.URL.Query().Get(name)
 	if v == "" {
-		http.Error(w, fmt.Sprintf("missing parameter %q", name), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter %q is missing.", name), http.StatusBadRequest)
 		return 0, false
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		http.Error(w, fmt.Sprintf("parameter %q must be a non-negative decimal integer", name), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter %q must be a non-negative decimal integer.", name), http.StatusBadRequest)
 		return 0, false
 	}
 	return n, true
@@ -377,7 +374,7 @@ func uintParam(w http.ResponseWriter, req *http.Request, name string) (int64, bo
 func writeAPIJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, "encoding response", http.StatusInternalServerError)
+		http.Error(w, "The response could not be encoded.", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -423,7 +420,7 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if first > second {
-		http.Error(w, fmt.Sprintf("first (%d) is larger than second (%d)", first, second), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter first (%d) is larger than second (%d).", first, second), http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, second)
@@ -431,7 +428,7 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if second > cp.Size {
-		http.Error(w, fmt.Sprintf("second (%d) is larger than the latest tree size (%d)", second, cp.Size), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter second (%d) is larger than the latest tree size (%d).", second, cp.Size), http.StatusBadRequest)
 		return
 	}
 	var proof tlog.TreeProof
@@ -476,13 +473,13 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 	hv := req.URL.Query().Get("hash")
 	if hv == "" {
-		http.Error(w, `missing parameter "hash"`, http.StatusBadRequest)
+		http.Error(w, `The parameter "hash" is missing.`, http.StatusBadRequest)
 		return
 	}
 	// A '+' in an unencoded query string arrives as a space.
 	hb, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(hv, " ", "+"))
 	if err != nil || len(hb) != tlog.HashSize {
-		http.Error(w, `parameter "hash" must be a base64-encoded 32-byte leaf hash`, http.StatusBadRequest)
+		http.Error(w, `The parameter "hash" must be a base64-encoded 32-byte leaf hash.`, http.StatusBadRequest)
 		return
 	}
 	size, ok := uintParam(w, req, "tree_size")
@@ -490,7 +487,7 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if size == 0 {
-		http.Error(w, "tree_size must be at least 1", http.StatusBadRequest)
+		http.Error(w, "The parameter tree_size must be at least 1.", http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, size)
@@ -498,11 +495,11 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if size > cp.Size {
-		http.Error(w, fmt.Sprintf("tree_size (%d) is larger than the latest tree size (%d)", size, cp.Size), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter tree_size (%d) is larger than the latest tree size (%d).", size, cp.Size), http.StatusBadRequest)
 		return
 	}
 	if r.l.HashIndex == nil {
-		http.Error(w, "this log has no leaf hash index", http.StatusNotFound)
+		http.Error(w, "This log has no leaf hash index.", http.StatusNotFound)
 		return
 	}
 	hash := tlog.Hash(hb)
@@ -510,16 +507,16 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		r.s.warnings.Warn("rfc6962", "RFC 6962 read API: leaf hash index lookup failed", "log", r.l.Name, "err", err)
 		w.Header().Set("Retry-After", "5")
-		http.Error(w, "the log's leaf hash index is unavailable; retry later", http.StatusServiceUnavailable)
+		http.Error(w, "The log's leaf hash index is unavailable; retry later.", http.StatusServiceUnavailable)
 		return
 	}
 	if !found {
-		http.Error(w, "no entry with this leaf hash is in the log's leaf hash index "+
-			"(entries logged before the RFC 6962 read API was enabled are indexed by 'mosaic cache rebuild')", http.StatusNotFound)
+		http.Error(w, "No entry with this leaf hash is in the log's leaf hash index "+
+			"(entries logged before the RFC 6962 read API was enabled are indexed by 'mosaic cache rebuild').", http.StatusNotFound)
 		return
 	}
 	if idx >= uint64(size) {
-		http.Error(w, fmt.Sprintf("the entry with this leaf hash is not within tree size %d", size), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("The entry with this leaf hash is not within tree size %d.", size), http.StatusNotFound)
 		return
 	}
 	hr := r.plainReader(req.Context(), cp)
@@ -540,7 +537,7 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if leaf[0] != hash {
-			http.Error(w, "no entry with this leaf hash is in the log", http.StatusNotFound)
+			http.Error(w, "No entry with this leaf hash is in the log.", http.StatusNotFound)
 			return
 		}
 		r.proofError(w, nil, fmt.Errorf("%w: leaf %d", errInconsistent, idx))
@@ -710,7 +707,7 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if start > end {
-		http.Error(w, fmt.Sprintf("start (%d) is larger than end (%d)", start, end), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter start (%d) is larger than end (%d).", start, end), http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, start+1)
@@ -718,7 +715,7 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if start >= cp.Size {
-		http.Error(w, fmt.Sprintf("start (%d) is not below the latest tree size (%d)", start, cp.Size), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter start (%d) is not below the latest tree size (%d).", start, cp.Size), http.StatusBadRequest)
 		return
 	}
 	end = min(end, cp.Size-1, start+MaxGetEntries-1, (start/tile.Width+1)*tile.Width-1)
@@ -763,7 +760,7 @@ func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if idx >= size {
-		http.Error(w, fmt.Sprintf("leaf_index (%d) must be below tree_size (%d)", idx, size), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter leaf_index (%d) must be below tree_size (%d).", idx, size), http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, size)
@@ -771,7 +768,7 @@ func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if size > cp.Size {
-		http.Error(w, fmt.Sprintf("tree_size (%d) is larger than the latest tree size (%d)", size, cp.Size), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("The parameter tree_size (%d) is larger than the latest tree size (%d).", size, cp.Size), http.StatusBadRequest)
 		return
 	}
 	entries, tr, err := r.entries(req.Context(), cp, idx, idx, false)

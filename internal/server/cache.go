@@ -40,17 +40,7 @@ func selectLogs(c *config.Config, names []string) ([]*config.Log, error) {
 // RebuildDedup rebuilds the dedup cache of the named logs (all logs when
 // names is empty) from their data tiles; see sequencer.RebuildDedup.
 func RebuildDedup(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
-	logs, err := selectLogs(c, names)
-	if err != nil {
-		return err
-	}
-	b := newBackends()
-	defer b.close()
-	for _, lc := range logs {
-		p, err := openLog(ctx, c, lc, b, nil, logger)
-		if err != nil {
-			return err
-		}
+	return forEachLog(ctx, c, names, logger, func(lc *config.Log, p *logParts) error {
 		start := time.Now()
 		last := start
 		n, err := sequencer.RebuildDedup(ctx, p.seqCfg, func(done, total int64) {
@@ -63,6 +53,6 @@ func RebuildDedup(ctx context.Context, c *config.Config, names []string, logger 
 			return err
 		}
 		logger.Info("rebuilt the dedup cache", "log", lc.Name, "entries", n, "took", time.Since(start).Round(time.Millisecond))
-	}
-	return nil
+		return nil
+	})
 }

@@ -129,11 +129,7 @@ func RemoveRoot(ctx context.Context, c *config.Config, name string, fp roots.Fin
 	}
 	var st storage.Backend
 	if sc := lc.Storage.S3; sc != nil {
-		st, err = s3.New(ctx, s3.Config{
-			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
-			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
-			AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
-		})
+		st, err = s3.New(ctx, s3Config(sc))
 	} else {
 		st, err = localfs.New(lc.Storage.Dir)
 	}

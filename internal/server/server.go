@@ -135,11 +135,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	}
 	if lc.Storage.S3 != nil {
 		sc := lc.Storage.S3
-		s3cfg = s3.Config{
-			Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
-			PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
-			AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
-		}
+		s3cfg = s3Config(sc)
 		st, err := s3.New(ctx, s3For("sequencer"))
 		if err != nil {
 			return nil, field("storage.s3", err)
@@ -302,9 +298,18 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	return p, nil
 }
 
-// CreateLogs creates the named logs (all logs when names is empty): each gets
-// its first, empty checkpoint. It refuses to touch a log that has state.
-func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+// s3Config is the s3.Config of a log's storage.s3.
+func s3Config(sc *config.S3) s3.Config {
+	return s3.Config{
+		Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
+		PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
+		AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
+	}
+}
+
+// forEachLog opens each of the named logs (all logs when names is empty),
+// one at a time with shared backends, and calls fn with it.
+func forEachLog(ctx context.Context, c *config.Config, names []string, logger *slog.Logger, fn func(lc *config.Log, p *logParts) error) error {
 	logs, err := selectLogs(c, names)
 	if err != nil {
 		return err
@@ -316,6 +321,17 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 		if err != nil {
 			return err
 		}
+		if err := fn(lc, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateLogs creates the named logs (all logs when names is empty): each gets
+// its first, empty checkpoint. It refuses to touch a log that has state.
+func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+	return forEachLog(ctx, c, names, logger, func(lc *config.Log, p *logParts) error {
 		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
 			return fmt.Errorf("log %s: %w", lc.Name, err)
 		}
@@ -328,8 +344,8 @@ func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *s
 			}
 		}
 		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
-	}
-	return nil
+		return nil
+	})
 }
 
 // Server is a running Mosaic process.
