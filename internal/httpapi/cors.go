@@ -45,7 +45,7 @@ func preflight(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
 		}
 	}
 	if len(methods) == 0 {
-		http.Error(w, "not found", http.StatusNotFound)
+		http.Error(w, "Not found.", http.StatusNotFound)
 		return
 	}
 	allow := strings.Join(append(methods, http.MethodOptions), ", ")

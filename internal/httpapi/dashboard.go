@@ -123,7 +123,7 @@ func pageHeaders(w http.ResponseWriter) {
 func render(w http.ResponseWriter, name string, data any) {
 	var b bytes.Buffer
 	if err := webPages.ExecuteTemplate(&b, name, data); err != nil {
-		http.Error(w, "rendering the page failed", http.StatusInternalServerError)
+		http.Error(w, "Rendering the page failed.", http.StatusInternalServerError)
 		return
 	}
 	pageHeaders(w)
@@ -260,12 +260,12 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 		e, err := l.ListEntry(now)
 		if !ok || err != nil {
 			w.Header().Set("Retry-After", "5")
-			http.Error(w, "the log's state is not known yet; retry later", http.StatusServiceUnavailable)
+			http.Error(w, "The log's state is not known yet; retry later.", http.StatusServiceUnavailable)
 			return
 		}
 		vkey, err := checkpoint.Ed25519VerifierKey(l.Origin, l.Keys.Ed25519Public())
 		if err != nil {
-			http.Error(w, "the log's note verifier key could not be encoded", http.StatusInternalServerError)
+			http.Error(w, "The log's note verifier key could not be encoded.", http.StatusInternalServerError)
 			return
 		}
 		st, since := l.Status(now)

@@ -165,7 +165,7 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 				s.log.Error("handler panic", "log", l.Name, "endpoint", endpoint, "panic", p)
 				rec.reason = ReasonInternal
 				if rec.code == 0 {
-					http.Error(rec, "internal error", http.StatusInternalServerError)
+					http.Error(rec, "Internal error.", http.StatusInternalServerError)
 				}
 			}
 			code := rec.code
@@ -281,7 +281,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
 		setReason(w, ReasonNoLeader)
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "the log has no leader right now (failover in progress); retry later", http.StatusServiceUnavailable)
+		http.Error(w, "The log has no leader right now (failover in progress); retry later.", http.StatusServiceUnavailable)
 		return true
 	}
 	resp, out, err := s.relay(r, l, leader, body)
@@ -303,7 +303,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 		}
 		setReason(w, ReasonNoLeader)
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "the log's leader is unreachable or did not answer in time (failover in progress?); retry later", http.StatusServiceUnavailable)
+		http.Error(w, "The log's leader is unreachable or did not answer in time (failover in progress?); retry later.", http.StatusServiceUnavailable)
 		return true
 	}
 	for _, h := range []string{"Content-Type", "Retry-After"} {
@@ -341,27 +341,27 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 		case "tile":
 			t, err := tile.ParsePath(key)
 			if err != nil {
-				http.Error(w, "not found: "+err.Error(), http.StatusNotFound)
+				http.Error(w, "Not found: no such tile path.", http.StatusNotFound)
 				return
 			}
 			isData, full = t.Data, t.Full()
 		case "issuer":
 			fp := strings.TrimPrefix(key, "issuer/")
 			if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
-				http.Error(w, "not found: an issuer path is issuer/<64 lowercase hex digits>", http.StatusNotFound)
+				http.Error(w, "Not found: an issuer path is issuer/<64 lowercase hex digits>.", http.StatusNotFound)
 				return
 			}
 			full = true
 		}
 		data, err := l.Storage.Get(r.Context(), key)
 		if errors.Is(err, storage.ErrNotFound) {
-			http.Error(w, "not found", http.StatusNotFound)
+			http.Error(w, "Not found.", http.StatusNotFound)
 			return
 		}
 		if err != nil {
 			s.warnings.Warn("read-path", "read path storage error", "log", l.Name, "key", key, "err", err)
 			w.Header().Set("Retry-After", "5")
-			http.Error(w, "storage unavailable", http.StatusServiceUnavailable)
+			http.Error(w, "The log's storage is unavailable; retry later.", http.StatusServiceUnavailable)
 			return
 		}
 		h := w.Header()
@@ -380,7 +380,7 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 				h.Set("Content-Encoding", "gzip")
 			} else if data, err = gunzip(data); err != nil {
 				s.log.Error("stored data tile is not gzip", "log", l.Name, "key", key, "err", err)
-				http.Error(w, "corrupt data tile in storage", http.StatusInternalServerError)
+				http.Error(w, "The data tile in storage is corrupt; this is a log failure, please report it.", http.StatusInternalServerError)
 				return
 			}
 		}

@@ -35,7 +35,7 @@ func refuseReadOnly(w http.ResponseWriter, err error) bool {
 func writeJSON(w http.ResponseWriter, v any) {
 	out, err := loglist.Marshal(v)
 	if err != nil {
-		http.Error(w, "encoding the document failed", http.StatusInternalServerError)
+		http.Error(w, "Encoding the document failed.", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
@@ -88,5 +89,20 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	http.Error(w, msg, code)
+	http.Error(w, asSentence(msg), code)
+}
+
+// asSentence makes a one-line reason a sentence: a capital first letter and
+// a final period.
+func asSentence(s string) string {
+	if s == "" {
+		return s
+	}
+	if c := s[0]; 'a' <= c && c <= 'z' {
+		s = string(c-'a'+'A') + s[1:]
+	}
+	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "?") && !strings.HasSuffix(s, "!") {
+		s += "."
+	}
+	return s
 }
