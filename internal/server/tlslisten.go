@@ -49,7 +49,7 @@ type listenerTLS struct {
 // newListenerTLS sets up listener i's certificate source; it returns nil
 // for a plain-HTTP listener.
 func newListenerTLS(i int, l *config.Listener) (*listenerTLS, error) {
-	lt := &listenerTLS{index: i, http2: l.HTTP2 == nil || *l.HTTP2}
+	lt := &listenerTLS{index: i, http2: l.HTTP2}
 	switch {
 	case l.TLSCert != "":
 		cr, err := NewCertReloader(l.TLSCert, l.TLSKey)
@@ -103,11 +103,14 @@ func (lt *listenerTLS) config(srv *http.Server, m *tlsMetrics) *tls.Config {
 			return nil
 		},
 	}
-	protos := []string{"h2", "http/1.1"}
-	if !lt.http2 {
-		protos = []string{"http/1.1"}
-		srv.Protocols = new(http.Protocols)
-		srv.Protocols.SetHTTP1(true)
+	// HTTP/1.1 unless the listener offers HTTP/2 (config.Listener.HTTP2
+	// says why).
+	protos := []string{"http/1.1"}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	if lt.http2 {
+		protos = []string{"h2", "http/1.1"}
+		srv.Protocols.SetHTTP2(true)
 	}
 	if lt.files != nil {
 		c.GetCertificate = lt.files.GetCertificate
