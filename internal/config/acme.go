@@ -94,6 +94,8 @@ func validDomain(d string) error {
 		return fmt.Errorf("is a wildcard, which the TLS-ALPN-01 challenge cannot prove; list each name")
 	case len(d) > 253:
 		return fmt.Errorf("is longer than 253 characters")
+	case !strings.Contains(strings.TrimSuffix(d, "."), "."):
+		return fmt.Errorf("is a single-label name, for which no CA issues certificates; give the full name")
 	}
 	for _, label := range strings.Split(d, ".") {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {

@@ -30,8 +30,9 @@ const PebbleVersion = "v2.10.1"
 // Pebble is a running Pebble ACME server (Let's Encrypt's test CA) that
 // belongs to one test. It really validates challenges: TLS-ALPN-01 by
 // connecting to port TLSPort of the name being validated, which the test's
-// TLS listener must serve (names resolve with the system resolver, so use
-// "localhost").
+// TLS listener must serve on 127.0.0.1. Pebble resolves every name to
+// 127.0.0.1 (through a DNS server of the test's own), so tests use names
+// such as log.mosaic.test.
 type Pebble struct {
 	// DirectoryURL is the ACME directory, https://127.0.0.1:PORT/dir.
 	DirectoryURL string
@@ -148,6 +149,10 @@ func startPebbleOnce(t testing.TB, bin string, tlsPort int) (*Pebble, error) {
 	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 		return nil, err
 	}
+	dns, err := startLoopbackDNS(t)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pebble{
 		DirectoryURL: fmt.Sprintf("https://127.0.0.1:%d/dir", apiPort),
 		CARoots:      certPath,
@@ -159,7 +164,7 @@ func startPebbleOnce(t testing.TB, bin string, tlsPort int) (*Pebble, error) {
 		done:   make(chan struct{}),
 		output: &lockedBuffer{},
 	}
-	p.cmd = exec.Command(bin, "-config", cfgPath)
+	p.cmd = exec.Command(bin, "-config", cfgPath, "-dnsserver", dns)
 	p.cmd.Env = append(os.Environ(),
 		"PEBBLE_VA_NOSLEEP=1",      // no random delay before validating
 		"PEBBLE_WFE_NONCEREJECT=0", // no random badNonce errors

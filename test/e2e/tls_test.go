@@ -24,9 +24,10 @@ import (
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
-// httpsClient trusts only the given PEM roots and speaks HTTP/1.1 with
-// keep-alive.
-func httpsClient(t *testing.T, rootsPEM ...[]byte) *http.Client {
+// httpsClient trusts only the given PEM roots, verifies the server's
+// certificate for serverName (empty: the URL's host) and speaks HTTP/1.1
+// with keep-alive.
+func httpsClient(t *testing.T, serverName string, rootsPEM ...[]byte) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	for _, p := range rootsPEM {
@@ -35,7 +36,7 @@ func httpsClient(t *testing.T, rootsPEM ...[]byte) *http.Client {
 		}
 	}
 	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: serverName},
 		ForceAttemptHTTP2: false,
 	}}
 }
@@ -80,26 +81,27 @@ func waitLog(t *testing.T, s *devServer, want string, within time.Duration) {
 // TestACMEWithPebble runs the real binary with an ACME listener against a
 // real Pebble CA on loopback that really validates the TLS-ALPN-01
 // challenge on that listener: the server obtains a certificate for
-// "localhost", serves add-pre-chain over HTTPS with it (a client trusting
+// log.mosaic.test, serves add-pre-chain over HTTPS with it (a client trusting
 // only Pebble's root verifies it), keeps it in the cache directory with
 // private permissions, and after a restart with Pebble gone serves the same
 // certificate from the cache.
 func TestACMEWithPebble(t *testing.T) {
-	// Pebble resolves "localhost" with the system resolver and connects to
-	// its first address, so the listener listens there.
-	addrs, err := net.LookupHost("localhost")
-	if err != nil || len(addrs) == 0 {
-		t.Fatalf("localhost does not resolve: %v", err)
-	}
+	// Pebble resolves every name to 127.0.0.1.
+	const domain = "log.mosaic.test"
 	port := freePort(t)
-	tlsAddr := net.JoinHostPort(addrs[0], strconv.Itoa(port))
+	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	pebble := testenv.StartPebble(t, port)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Pebble's output:\n%s", pebble.Output())
+		}
+	})
 
 	root := caMust(t)(testca.NewRoot("E2E ACME test root", testca.ECDSAP256))
 	inter := caMust(t)(root.NewIntermediate("E2E ACME test intermediate", testca.ECDSAP256))
 	l := newConfiguredLog(t, "    roots:\n      file: roots.pem\n", fmt.Sprintf(`  - address: %q
     acme:
-      domains: [localhost]
+      domains: [log.mosaic.test]
       email: ops@example.org
       cache_dir: acme-cache
       directory_url: %s
@@ -108,23 +110,26 @@ func TestACMEWithPebble(t *testing.T) {
 `, tlsAddr, pebble.DirectoryURL, pebble.CARoots))
 	writeRootsPEM(t, filepath.Join(l.dir, "roots.pem"), root)
 	l.start()
-	waitLog(t, l.s, "acme: certificate ready", 90*time.Second)
+	waitLog(t, l.s, "acme: certificate ready", 20*time.Second)
 
 	pebbleRoot := pebble.Root(t)
-	client := httpsClient(t, pebbleRoot)
-	httpsPrefix := "https://" + net.JoinHostPort("localhost", strconv.Itoa(port)) + "/log/"
+	client := httpsClient(t, domain, pebbleRoot)
+	httpsPrefix := "https://" + tlsAddr + "/log/"
 	code, body, cert, _ := submitVia(t, client, httpsPrefix, leaf(t, inter, "acme.example", testca.LeafOptions{Precert: true}), inter.DER)
 	if code != 200 {
 		t.Fatalf("add-pre-chain over HTTPS: %d %s", code, body)
 	}
-	if len(cert.DNSNames) != 1 || cert.DNSNames[0] != "localhost" {
-		t.Errorf("the certificate is for %v, want [localhost]", cert.DNSNames)
+	if len(cert.DNSNames) != 1 || cert.DNSNames[0] != domain {
+		t.Errorf("the certificate is for %v, want [%s]", cert.DNSNames, domain)
 	}
 	if cert.PublicKeyAlgorithm != x509.ECDSA {
 		t.Errorf("the certificate's key is %v, want ECDSA", cert.PublicKeyAlgorithm)
 	}
-	// A name that is not configured gets no certificate (and Pebble is
-	// not asked for one).
+	// A name that is not configured, or none, gets no certificate (and
+	// Pebble is not asked for one).
+	if _, err := tls.Dial("tcp", tlsAddr, &tls.Config{InsecureSkipVerify: true}); err == nil { // only whether a certificate is served matters
+		t.Error("a handshake without a server name succeeded")
+	}
 	if _, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: "other.example", InsecureSkipVerify: true}); err == nil { // only whether a certificate is served matters
 		t.Error("a handshake for a name outside acme.domains succeeded")
 	}
@@ -137,7 +142,7 @@ func TestACMEWithPebble(t *testing.T) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		t.Errorf("the cache directory has mode %v; it holds private keys", fi.Mode().Perm())
 	}
-	cached, err := os.ReadFile(filepath.Join(cache, "localhost"))
+	cached, err := os.ReadFile(filepath.Join(cache, domain))
 	if err != nil {
 		t.Fatalf("the certificate is not in the cache directory: %v", err)
 	}
@@ -150,7 +155,7 @@ func TestACMEWithPebble(t *testing.T) {
 	pebble.Stop()
 	l.start()
 	waitLog(t, l.s, "acme: certificate ready", 30*time.Second)
-	code, body, cert2, _ := submitVia(t, httpsClient(t, pebbleRoot), httpsPrefix, leaf(t, inter, "acme2.example", testca.LeafOptions{Precert: true}), inter.DER)
+	code, body, cert2, _ := submitVia(t, httpsClient(t, domain, pebbleRoot), httpsPrefix, leaf(t, inter, "acme2.example", testca.LeafOptions{Precert: true}), inter.DER)
 	if code != 200 {
 		t.Fatalf("add-pre-chain over HTTPS after the restart: %d %s", code, body)
 	}
@@ -261,7 +266,7 @@ func TestDevTLS(t *testing.T) {
 	}
 	// Verified against the self-signed certificate and the address in the
 	// prefix (127.0.0.1), as any HTTPS client given tls_ca_cert does.
-	resp, err := httpsClient(t, pemData).Get(s.info.MonitoringPrefix + "checkpoint")
+	resp, err := httpsClient(t, "", pemData).Get(s.info.MonitoringPrefix + "checkpoint")
 	if err != nil {
 		t.Fatalf("GET checkpoint over HTTPS trusting tls_ca_cert: %v", err)
 	}
