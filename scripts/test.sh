@@ -27,9 +27,10 @@ echo "== staticcheck"
 bash scripts/staticcheck.sh
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL, MinIO, tmux and Chromium are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux and Chromium are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
+  bash scripts/pebble.sh install
   bash scripts/tmux.sh
   bash scripts/chromium.sh
 fi

@@ -186,14 +186,44 @@ var errNoKey = errors.New("the log's public key is needed to verify checkpoints 
 // certificates. Requests have no overall timeout: Client bounds each attempt
 // with Config.Timeout.
 func NewHTTPClient(insecure bool, maxConns int) *http.Client {
-	if maxConns <= 0 {
-		maxConns = 100
+	return NewHTTPClientWith(HTTPClientOptions{Insecure: insecure, MaxConns: maxConns})
+}
+
+// HTTPClientOptions configure NewHTTPClientWith.
+type HTTPClientOptions struct {
+	// MaxConns bounds the kept-alive connections per host (0 means 100).
+	MaxConns int
+	// Insecure disables TLS certificate verification, for test logs with
+	// self-signed certificates.
+	Insecure bool
+	// RootCAs, if not nil, replaces the system's roots for verifying the
+	// log's TLS certificate (a dev log's, see DevConfig.TLSRoots).
+	RootCAs *x509.CertPool
+	// DisableKeepAlives makes every request use a new connection (and,
+	// over HTTPS, a new TLS handshake), as clients that reconnect for
+	// every request do: the hammer's -reconnect.
+	DisableKeepAlives bool
+	// HTTP1 keeps HTTPS requests on HTTP/1.1 instead of negotiating
+	// HTTP/2.
+	HTTP1 bool
+}
+
+// NewHTTPClientWith returns an HTTP client configured by o.
+func NewHTTPClientWith(o HTTPClientOptions) *http.Client {
+	if o.MaxConns <= 0 {
+		o.MaxConns = 100
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = maxConns
-	tr.MaxIdleConnsPerHost = maxConns
-	if insecure {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	tr.MaxIdleConns = o.MaxConns
+	tr.MaxIdleConnsPerHost = o.MaxConns
+	tr.DisableKeepAlives = o.DisableKeepAlives
+	if o.Insecure || o.RootCAs != nil {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: o.Insecure, RootCAs: o.RootCAs}
+	}
+	if o.HTTP1 {
+		// A non-nil, empty TLSNextProto disables HTTP/2.
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
 	return &http.Client{Transport: tr}
 }

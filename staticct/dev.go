@@ -1,6 +1,7 @@
 package staticct
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,6 +27,28 @@ type DevConfig struct {
 	// the log accepts; see Window.
 	NotAfterStart string `json:"not_after_start"`
 	NotAfterLimit string `json:"not_after_limit"`
+	// TLSCACert, for a dev log served over HTTPS (`mosaic serve -dev
+	// -tls`), is the PEM file of its self-signed TLS certificate, which
+	// clients add to their trusted roots (see HTTPClientOptions.RootCAs
+	// and TLSRoots). Empty for plain HTTP.
+	TLSCACert string `json:"tls_ca_cert,omitempty"`
+}
+
+// TLSRoots returns the pool of certificates to trust for the dev log's TLS
+// listener: nil (the system's roots) when dev.json names none.
+func (c *DevConfig) TLSRoots() (*x509.CertPool, error) {
+	if c.TLSCACert == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.TLSCACert)
+	if err != nil {
+		return nil, fmt.Errorf("dev log: tls_ca_cert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("dev log: tls_ca_cert: %s holds no PEM certificate", c.TLSCACert)
+	}
+	return pool, nil
 }
 
 // Window returns the accepted NotAfter window [start, limit); an empty
@@ -66,7 +89,7 @@ func LoadDevConfig(dir string) (*DevConfig, error) {
 	if c.SubmissionPrefix == "" || c.MonitoringPrefix == "" || c.PublicKey == "" {
 		return nil, fmt.Errorf("dev log: %s lacks submission_prefix, monitoring_prefix or public_key", p)
 	}
-	for _, f := range []*string{&c.Roots, &c.TestCACert, &c.TestCAKey} {
+	for _, f := range []*string{&c.Roots, &c.TestCACert, &c.TestCAKey, &c.TLSCACert} {
 		if *f != "" && !filepath.IsAbs(*f) {
 			*f = filepath.Join(dir, *f)
 		}

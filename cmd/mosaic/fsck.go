@@ -80,7 +80,7 @@ func runFsck(ctx context.Context, args []string) error {
 	}
 	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: staticct.NewHTTPClient(tg.insecure, *parallel*2), UserAgent: tg.userAgent,
+		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *parallel * 2}), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
@@ -161,7 +161,7 @@ func fetchCheckpoint(ctx context.Context, src string, tg target, pub []byte, ret
 	}
 	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: prefix, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: staticct.NewHTTPClient(tg.insecure, 2), UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: retries,
+		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: 2}), UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: retries,
 	})
 	if err != nil {
 		return fsck.Given{}, err

@@ -25,11 +25,12 @@ func runServe(ctx context.Context, args []string) error {
 	cfgPath := fs.String("config", "", "config file (YAML); see docs/CONFIG.md")
 	dev := fs.Bool("dev", false, "run a development log with zero configuration")
 	data := fs.String("data", "mosaic-dev", "with -dev: the directory holding the dev log (created if missing)")
+	devTLS := fs.Bool("tls", false, "with -dev: serve HTTPS with a self-signed certificate written to the -data directory (dev.json names it, so hammer and fsck -dev trust it)")
 	listen := fs.String("listen", "", "the address to listen on: with -dev, default "+devmode.DefaultListen+" for a new dev log; with -config, replaces listen[0].address")
 	advertise := fs.String("advertise", "", "with -config and a standby section: the URL other processes forward submissions to (replaces standby.advertise)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR]\n\n")
+		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR] [-tls]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -50,12 +51,15 @@ func runServe(ctx context.Context, args []string) error {
 	if *dev == (*cfgPath != "") {
 		return usageError(fs, "give either -config FILE or -dev")
 	}
+	if *devTLS && !*dev {
+		return usageError(fs, "-tls is for -dev; with -config, set listen[].tls_cert and tls_key or listen[].acme")
+	}
 
 	var lns []net.Listener
 	var c *config.Config
 	var err error
 	if *dev {
-		path, ln, created, err := devmode.Setup(*data, *listen)
+		path, ln, created, err := devmode.Setup(*data, devmode.Options{Listen: *listen, TLS: *devTLS})
 		if err != nil {
 			return err
 		}
@@ -104,12 +108,16 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}
 	if *dev {
-		info, err := devmode.WriteInfo(*data, srv.Logs()[0])
+		info, err := devmode.WriteInfo(*data, srv.Logs()[0], *devTLS)
 		if err != nil {
 			return fmt.Errorf("writing dev.json: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "Mosaic dev log is up.\n  submission prefix: %s\n  monitoring prefix: %s\n  log ID:            %s\n  test CA:           %s (key %s)\n  details:           %s/dev.json\n",
-			info.SubmissionPrefix, info.MonitoringPrefix, info.LogID, info.TestCACert, info.TestCAKey, *data)
+		fmt.Fprintf(os.Stderr, "Mosaic dev log is up.\n  submission prefix: %s\n  monitoring prefix: %s\n  log ID:            %s\n  test CA:           %s (key %s)\n",
+			info.SubmissionPrefix, info.MonitoringPrefix, info.LogID, info.TestCACert, info.TestCAKey)
+		if info.TLSCACert != "" {
+			fmt.Fprintf(os.Stderr, "  TLS certificate:   %s (self-signed: curl --cacert %s)\n", info.TLSCACert, info.TLSCACert)
+		}
+		fmt.Fprintf(os.Stderr, "  details:           %s/dev.json\n", *data)
 	}
 	go func() {
 		for {

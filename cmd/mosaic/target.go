@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,10 +16,13 @@ import (
 type target struct {
 	dev, submission, monitoring, pubkey, origin string
 	insecure                                    bool
-	timeout                                     time.Duration
-	userAgent                                   string
-	witnessKeys                                 multiFlag
-	witnessQuorum                               int
+	// roots are the TLS roots to trust instead of the system's: a dev
+	// log's self-signed certificate (dev.json's tls_ca_cert).
+	roots         *x509.CertPool
+	timeout       time.Duration
+	userAgent     string
+	witnessKeys   multiFlag
+	witnessQuorum int
 }
 
 // register adds the target flags to fs; devHelp describes -dev, and
@@ -69,5 +74,16 @@ func (t *target) fromDev() (*staticct.DevConfig, error) {
 	t.monitoring = orDefault(t.monitoring, dc.MonitoringPrefix)
 	t.pubkey = orDefault(t.pubkey, dc.PublicKey)
 	t.origin = orDefault(t.origin, dc.Origin)
+	if t.roots, err = dc.TLSRoots(); err != nil {
+		return nil, err
+	}
 	return dc, nil
+}
+
+// httpClient returns the HTTP client for the target: it trusts a dev log's
+// self-signed certificate, or none with -insecure.
+func (t *target) httpClient(o staticct.HTTPClientOptions) *http.Client {
+	o.Insecure = t.insecure
+	o.RootCAs = t.roots
+	return staticct.NewHTTPClientWith(o)
 }

@@ -1,7 +1,8 @@
 // Package devmode sets up a zero-configuration development log: a directory
 // holding a fresh key, a test root CA (so clients can mint chains the log
 // accepts), the roots file, an ordinary config file and a dev.json that
-// describes the log to tools. Restarting with the same directory continues
+// describes the log to tools; with TLS also a self-signed certificate that
+// the tools trust through dev.json. Restarting with the same directory continues
 // the same log.
 package devmode
 
@@ -43,11 +44,23 @@ const (
 // client package that reads it (hammer, fsck, tests).
 type Info = staticct.DevConfig
 
-// Setup prepares dir for a dev log and opens its listener. listen may be
-// empty (the address the directory was created with, or DefaultListen for a
-// new directory). It returns the config file path, the listener, and whether
-// the log is new (and must be created).
-func Setup(dir, listen string) (cfgPath string, ln net.Listener, created bool, err error) {
+// Options are the choices `mosaic serve -dev` offers.
+type Options struct {
+	// Listen is the address to listen on; empty means the address the
+	// directory was created with, or DefaultListen for a new directory.
+	Listen string
+	// TLS serves the log over HTTPS with a self-signed certificate
+	// written to the directory (TLSCert, TLSKey), for trying HTTPS
+	// clients locally. A directory is created either with or without
+	// TLS (the submission prefix names the scheme).
+	TLS bool
+}
+
+// Setup prepares dir for a dev log and opens its listener. It returns the
+// config file path, the listener, and whether the log is new (and must be
+// created).
+func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created bool, err error) {
+	listen := opts.Listen
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", nil, false, fmt.Errorf("dev directory: %w", err)
 	}
@@ -61,6 +74,11 @@ func Setup(dir, listen string) (cfgPath string, ln net.Listener, created bool, e
 		if listen != "" && listen != stored {
 			return "", nil, false, fmt.Errorf("the dev log in %s was created for %s (its origin includes the address); "+
 				"run without -listen, with -listen %s, or use a new -data directory", dir, stored, stored)
+		}
+		if hasTLS := c.Listen[0].TLSCert != ""; hasTLS != opts.TLS {
+			with := map[bool]string{true: "with", false: "without"}
+			return "", nil, false, fmt.Errorf("the dev log in %s was created %s -tls (its submission prefix names the scheme); "+
+				"run %s -tls, or use a new -data directory", dir, with[hasTLS], with[hasTLS])
 		}
 		ln, err := net.Listen("tcp", stored)
 		if err != nil {
@@ -100,14 +118,24 @@ func Setup(dir, listen string) (cfgPath string, ln net.Listener, created bool, e
 	if err := os.WriteFile(filepath.Join(dir, RootsFile), pemData, 0o644); err != nil {
 		return fail(err)
 	}
+	lc := config.Listener{Address: addr}
+	scheme := "http"
+	if opts.TLS {
+		host, _, _ := net.SplitHostPort(addr)
+		if err := writeSelfSigned(filepath.Join(dir, TLSCert), filepath.Join(dir, TLSKey), host); err != nil {
+			return fail(err)
+		}
+		lc.TLSCert, lc.TLSKey = TLSCert, TLSKey
+		scheme = "https"
+	}
 	day := time.Now().UTC().Truncate(24 * time.Hour)
 	t := true
 	c := config.Config{
-		Listen:   []config.Listener{{Address: addr}},
+		Listen:   []config.Listener{lc},
 		Database: "mosaic.db",
 		Logs: []config.Log{{
 			Name:             logName,
-			SubmissionPrefix: "http://" + addr + "/",
+			SubmissionPrefix: scheme + "://" + addr + "/",
 			Key:              KeyFile,
 			Roots:            config.Roots{File: RootsFile},
 			NotAfterStart:    day.AddDate(-1, 0, 0),
@@ -131,8 +159,9 @@ func Setup(dir, listen string) (cfgPath string, ln net.Listener, created bool, e
 }
 
 // WriteInfo writes dir/dev.json for the log (atomically, so a tool polling
-// for it never reads half a file).
-func WriteInfo(dir string, l *ctlog.Log) (*Info, error) {
+// for it never reads half a file). withTLS says the log was set up with
+// TLS: dev.json then names its self-signed certificate.
+func WriteInfo(dir string, l *ctlog.Log, withTLS bool) (*Info, error) {
 	abs := func(name string) string {
 		p, err := filepath.Abs(filepath.Join(dir, name))
 		if err != nil {
@@ -151,6 +180,9 @@ func WriteInfo(dir string, l *ctlog.Log) (*Info, error) {
 		TestCAKey:        abs(CAKey),
 		NotAfterStart:    l.NotAfterStart.UTC().Format(time.RFC3339),
 		NotAfterLimit:    l.NotAfterLimit.UTC().Format(time.RFC3339),
+	}
+	if withTLS {
+		info.TLSCACert = abs(TLSCert)
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {

@@ -82,23 +82,12 @@ func (s *Server) Reload(ctx context.Context) {
 		}
 		s.logger.Info("reload: roots refreshed", "log", p.log.Name, "added", len(res.Added), "removed", len(res.Removed), "roots", res.Total)
 	}
-	for i, cr := range s.certs {
-		if cr == nil {
-			continue
+	for i, lt := range s.tls {
+		if lt == nil || lt.files == nil {
+			continue // ACME certificates are renewed by autocert
 		}
-		changed, err := cr.Reload()
-		cur := cr.Current()
-		switch {
-		case err != nil:
-			s.logger.Error("reload: TLS certificate not reloaded; still serving the previous one", "listen", i,
-				"address", s.cfg.Listen[i].Address, "err", err, "serving", cur.Subject, "not_after", cur.NotAfter)
-		case changed:
-			s.logger.Info("reload: TLS certificate replaced", "listen", i, "address", s.cfg.Listen[i].Address,
-				"subject", cur.Subject, "not_after", cur.NotAfter, "sha256", cur.SHA256)
-		default:
-			s.logger.Info("reload: TLS certificate unchanged", "listen", i, "address", s.cfg.Listen[i].Address,
-				"subject", cur.Subject, "not_after", cur.NotAfter)
-		}
+		changed, err := lt.files.Reload()
+		s.logCertReload(i, "SIGHUP", changed, err)
 	}
 	s.logger.Info("reload: done", "took", time.Since(start).Round(time.Millisecond))
 }

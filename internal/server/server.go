@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -359,9 +358,9 @@ type Server struct {
 	reg    prometheus.Registerer
 	// The connection caps (see connLimits).
 	maxConns, maxConnsPerClient int
-	// certs serve each TLS listener's certificate (nil for plain HTTP),
-	// by listener index; Reload re-reads them.
-	certs []*CertReloader
+	// tls are the listeners' certificate sources (nil for plain HTTP),
+	// by listener index; Reload re-reads certificate files.
+	tls []*listenerTLS
 }
 
 // File descriptors kept out of the connection caps' defaults for storage
@@ -432,15 +431,12 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
-	for i, l := range c.Listen {
-		var cr *CertReloader
-		if l.TLSCert != "" {
-			var err error
-			if cr, err = NewCertReloader(l.TLSCert, l.TLSKey); err != nil {
-				return nil, fmt.Errorf("listen[%d]: %w", i, err)
-			}
+	for i := range c.Listen {
+		lt, err := newListenerTLS(i, &c.Listen[i])
+		if err != nil {
+			return nil, err
 		}
-		s.certs = append(s.certs, cr)
+		s.tls = append(s.tls, lt)
 	}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
@@ -498,7 +494,7 @@ func (s *Server) advertise(lns []net.Listener) (string, error) {
 			"set it (or pass -advertise) to a URL the other processes can reach", addr)
 	}
 	scheme := "http"
-	if s.cfg.Listen[0].TLSCert != "" {
+	if s.cfg.Listen[0].TLS() {
 		scheme = "https"
 	}
 	return scheme + "://" + addr.String(), nil
@@ -605,6 +601,27 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if debugSrv != nil {
 		servers = append(servers, debugSrv)
 	}
+	tlsMetrics, err := newTLSMetrics(s.reg)
+	if err != nil {
+		return err
+	}
+	for _, lt := range s.tls {
+		switch {
+		case lt == nil:
+		case lt.files != nil:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.watchFiles(seqCtx, lt)
+			}()
+		case lt.acme != nil:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lt.acme.run(seqCtx, lt.index, s.logger)
+			}()
+		}
+	}
 	serveErrs := make(chan error, len(lns))
 	for i, ln := range lns {
 		srv := &http.Server{
@@ -621,16 +638,17 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		servers = append(servers, srv)
 		lc := s.cfg.Listen[i]
 		refusal := netlimit.Answer503
-		if s.certs[i] != nil {
+		lt := s.tls[i]
+		if lt != nil {
 			refusal = netlimit.CloseOnly
+			// The certificate comes from the reloader or ACME, so it
+			// can be replaced without a restart.
+			srv.TLSConfig = lt.config(srv, tlsMetrics)
 		}
 		ln := limiter.Wrap(ln, refusal)
 		go func() {
 			var err error
-			if cr := s.certs[i]; cr != nil {
-				// The certificate comes from the reloader, so SIGHUP can
-				// replace it without a restart.
-				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cr.GetCertificate}
+			if lt != nil {
 				err = srv.ServeTLS(ln, "", "")
 			} else {
 				err = srv.Serve(ln)
@@ -639,7 +657,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
-		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLSCert != "")
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil)
 	}
 
 	var runErr error

@@ -45,7 +45,7 @@ type testServer struct {
 func devConfig(t *testing.T, extra string) (string, *config.Config, net.Listener) {
 	t.Helper()
 	dir := t.TempDir()
-	cfgPath, ln, _, err := devmode.Setup(dir, "127.0.0.1:0")
+	cfgPath, ln, _, err := devmode.Setup(dir, devmode.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,26 +2,32 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // CertReloader serves a TLS listener's certificate from a certificate and
 // key file pair and replaces it atomically when Reload reads the files
-// again (on SIGHUP), so a renewed certificate is served without a restart.
+// again (on SIGHUP, and from Watch when the files change), so a renewed
+// certificate is served without a restart and without closing any
+// connection: only handshakes after the swap see the new certificate.
 // Handshakes read the current certificate with one atomic load; a failed
 // reload keeps the previous certificate.
-//
-// It is deliberately small: certificate sources other than files (ACME)
-// and watching the files for changes can be built on Reload and
-// GetCertificate.
 type CertReloader struct {
 	certFile, keyFile string
 	cur               atomic.Pointer[tls.Certificate]
+
+	mu sync.Mutex // serializes loads; guards seen
+	// seen is the SHA-256 of the file contents last loaded or tried, so
+	// Watch reloads (and reports) each new content once.
+	seen [32]byte
 }
 
 // NewCertReloader loads the certificate chain and key from their PEM
@@ -36,8 +42,37 @@ func NewCertReloader(certFile, keyFile string) (*CertReloader, error) {
 	return r, nil
 }
 
+// read returns the files' contents and their combined hash.
+func (r *CertReloader) read() (certPEM, keyPEM []byte, sum [32]byte, err error) {
+	if certPEM, err = os.ReadFile(r.certFile); err != nil {
+		return nil, nil, sum, fmt.Errorf("TLS certificate: %w", err)
+	}
+	if keyPEM, err = os.ReadFile(r.keyFile); err != nil {
+		return nil, nil, sum, fmt.Errorf("TLS key: %w", err)
+	}
+	h := sha256.New()
+	// Lengths first, so that moving bytes from one file to the other
+	// changes the hash.
+	fmt.Fprintf(h, "%d %d\n", len(certPEM), len(keyPEM))
+	h.Write(certPEM)
+	h.Write(keyPEM)
+	h.Sum(sum[:0])
+	return certPEM, keyPEM, sum, nil
+}
+
 func (r *CertReloader) load() (*tls.Certificate, error) {
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	certPEM, keyPEM, sum, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	r.seen = sum
+	return r.parse(certPEM, keyPEM)
+}
+
+func (r *CertReloader) parse(certPEM, keyPEM []byte) (*tls.Certificate, error) {
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate %s and key %s: %w", r.certFile, r.keyFile, err)
 	}
@@ -76,6 +111,11 @@ func (r *CertReloader) Reload() (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	return r.swap(c), nil
+}
+
+// swap makes c current if its chain differs from the current one.
+func (r *CertReloader) swap(c *tls.Certificate) (changed bool) {
 	old := r.cur.Load()
 	changed = len(old.Certificate) != len(c.Certificate)
 	for i := 0; !changed && i < len(c.Certificate); i++ {
@@ -84,5 +124,43 @@ func (r *CertReloader) Reload() (changed bool, err error) {
 	if changed {
 		r.cur.Store(c)
 	}
-	return changed, nil
+	return changed
+}
+
+// CheckFiles reloads the certificate if the files' contents differ from
+// those last loaded or tried (by Reload or an earlier CheckFiles). It
+// reports whether it tried (tried is false when nothing changed, and for
+// an error reading the files, which a rename in progress can cause and the
+// next check retries), whether the served chain changed, and why a changed
+// content was refused: each new content is tried, and reported, once.
+func (r *CertReloader) CheckFiles() (tried, changed bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	certPEM, keyPEM, sum, err := r.read()
+	if err != nil || sum == r.seen {
+		return false, false, nil
+	}
+	r.seen = sum
+	c, err := r.parse(certPEM, keyPEM)
+	if err != nil {
+		return true, false, err
+	}
+	return true, r.swap(c), nil
+}
+
+// Watch calls CheckFiles every interval until ctx is done, and report with
+// its result each time it tried a new content.
+func (r *CertReloader) Watch(ctx context.Context, interval time.Duration, report func(changed bool, err error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if tried, changed, err := r.CheckFiles(); tried {
+				report(changed, err)
+			}
+		}
+	}
 }

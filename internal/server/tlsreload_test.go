@@ -97,3 +97,59 @@ func TestCertReloader(t *testing.T) {
 		t.Error("NewCertReloader accepted garbage")
 	}
 }
+
+// TestCertReloaderCheckFiles: CheckFiles reloads only when the files'
+// contents change, reports a broken new content once (keeping the current
+// certificate), and picks up the fixed files after.
+func TestCertReloaderCheckFiles(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write := func(name string) *testca.CA {
+		t.Helper()
+		ca, err := testca.NewRoot(name, testca.ECDSAP256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.WritePEM(certPath, keyPath); err != nil {
+			t.Fatal(err)
+		}
+		return ca
+	}
+	one := write("TLS one")
+	r, err := NewCertReloader(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := func() []byte { c, _ := r.GetCertificate(nil); return c.Certificate[0] }
+	if tried, changed, err := r.CheckFiles(); tried || changed || err != nil {
+		t.Fatalf("unchanged files: tried %v changed %v err %v", tried, changed, err)
+	}
+	two := write("TLS two")
+	if tried, changed, err := r.CheckFiles(); !tried || !changed || err != nil || !bytes.Equal(serving(), two.DER) {
+		t.Fatalf("new files: tried %v changed %v err %v, serving the new one %v", tried, changed, err, bytes.Equal(serving(), two.DER))
+	}
+	if tried, _, _ := r.CheckFiles(); tried {
+		t.Error("the same files were tried again")
+	}
+	if err := os.WriteFile(certPath, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tried, changed, err := r.CheckFiles(); !tried || changed || err == nil {
+		t.Fatalf("broken file: tried %v changed %v err %v", tried, changed, err)
+	}
+	if tried, _, _ := r.CheckFiles(); tried {
+		t.Error("a broken file was reported twice")
+	}
+	if !bytes.Equal(serving(), two.DER) {
+		t.Error("a broken file replaced the certificate")
+	}
+	// A missing file (a rename in progress) is not a change.
+	os.Remove(certPath)
+	if tried, _, _ := r.CheckFiles(); tried {
+		t.Error("a missing file was tried")
+	}
+	write("TLS three")
+	if _, changed, err := r.CheckFiles(); !changed || err != nil || bytes.Equal(serving(), one.DER) {
+		t.Fatalf("fixed files: changed %v err %v", changed, err)
+	}
+}
