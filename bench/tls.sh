@@ -20,7 +20,8 @@
 #
 # Settings (environment variables, with defaults):
 #   RATE=1000 WORKERS=200 DURATION=20s VARIANTS="plain tls tls-h2"   (keepalive)
-#   CLIENTS=5000 DURATION=30s                                           (storm)
+#   CLIENTS=5000 DURATION=30s RESUME=0                                  (storm)
+#                   RESUME=1: the clients resume TLS sessions (hammer -resume)
 #   EXTRA_CONFIG=   YAML appended to the dev log's config before it starts
 #                   (e.g. "debug: {listen: 127.0.0.1:6060}" to profile it)
 #
@@ -134,12 +135,12 @@ if [[ $mode == keepalive ]]; then
 else
 	DURATION=${DURATION:-30s}
 	variant=storm
-	echo "CLIENTS=$CLIENTS DURATION=$DURATION (hammer -reconnect -rate 0)" >>"$summary"
+	echo "CLIENTS=$CLIENTS DURATION=$DURATION RESUME=${RESUME:-0} (hammer -reconnect -rate 0)" >>"$summary"
 	start_dev -tls
 	h0=$(handshakes "$prefix")
 	t0=$(cpu_ticks "$server_pid")
 	s0=$(date +%s.%N)
-	"$work/mosaic" hammer -dev "$work/dev" -ui=false -rate 0 -reconnect -workers "$CLIENTS" \
+	"$work/mosaic" hammer -dev "$work/dev" -ui=false -rate 0 -reconnect $([[ ${RESUME:-0} == 1 ]] && echo -resume) -workers "$CLIENTS" \
 		-duration "$DURATION" -drain 30s -dup 0 -report "$out/hammer-storm.json" \
 		>"$out/hammer-storm.txt" 2>&1 || true
 	s1=$(date +%s.%N)

@@ -206,6 +206,11 @@ type HTTPClientOptions struct {
 	// HTTP1 keeps HTTPS requests on HTTP/1.1 instead of negotiating
 	// HTTP/2.
 	HTTP1 bool
+	// ResumeSessions keeps TLS session tickets, so that a new connection
+	// resumes an earlier session (an abbreviated handshake, without the
+	// certificate signature and its verification), as most TLS clients
+	// that reconnect do.
+	ResumeSessions bool
 }
 
 // NewHTTPClientWith returns an HTTP client configured by o.
@@ -217,8 +222,11 @@ func NewHTTPClientWith(o HTTPClientOptions) *http.Client {
 	tr.MaxIdleConns = o.MaxConns
 	tr.MaxIdleConnsPerHost = o.MaxConns
 	tr.DisableKeepAlives = o.DisableKeepAlives
-	if o.Insecure || o.RootCAs != nil {
+	if o.Insecure || o.RootCAs != nil || o.ResumeSessions {
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: o.Insecure, RootCAs: o.RootCAs}
+	}
+	if o.ResumeSessions {
+		tr.TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(o.MaxConns)
 	}
 	if o.HTTP1 {
 		// A non-nil, empty TLSNextProto disables HTTP/2.

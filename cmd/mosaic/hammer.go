@@ -44,6 +44,7 @@ func runHammer(ctx context.Context, args []string) error {
 	readers := fs.Int("readers", 0, "monitor-like readers fetching random tiles and tailing data tiles")
 	readRate := fs.Float64("read-rate", 10, "the readers' combined requests per second (0: unlimited)")
 	reconnect := fs.Bool("reconnect", false, "open a new connection (over HTTPS: a new TLS handshake) for every request, as clients without keep-alive do; with many -workers, a reconnect storm")
+	resume := fs.Bool("resume", false, "with -reconnect over HTTPS: resume TLS sessions (abbreviated handshakes), as most TLS clients that reconnect do")
 	http1 := fs.Bool("http1", false, "over HTTPS, use HTTP/1.1 instead of negotiating HTTP/2")
 	id := fs.String("id", "", "hammer ID mixed into serial numbers: give hammers on different machines different IDs")
 
@@ -126,7 +127,7 @@ func runHammer(ctx context.Context, args []string) error {
 	}
 	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *workers + *readers + 16, DisableKeepAlives: *reconnect, HTTP1: *http1}), UserAgent: tg.userAgent,
+		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *workers + *readers + 16, DisableKeepAlives: *reconnect, HTTP1: *http1, ResumeSessions: *resume}), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {
