@@ -25,6 +25,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/retry"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -63,7 +64,9 @@ type Config struct {
 	// Timeout bounds each attempt of each request; zero means 30s.
 	Timeout time.Duration
 	// Retries is how many more times a read is attempted after a
-	// retryable failure (pushback, 5xx, timeout, connection error).
+	// retryable failure (pushback, 5xx, timeout, connection error), after
+	// the wait the log asked for with Retry-After (at most a minute) or
+	// else an exponential backoff with full jitter (at most 5s).
 	// Submissions are never retried by the client: the caller decides.
 	Retries int
 	// WitnessKeys are the Ed25519 cosignature verifier keys
@@ -302,41 +305,25 @@ func (c *Client) FetchOnce(ctx context.Context, path string) ([]byte, error) {
 
 func (c *Client) fetch(ctx context.Context, path string, limit int64, retries int) ([]byte, error) {
 	var err error
-	for attempt := 0; ; attempt++ {
+	r := fetchRetry(retries).Start(ctx)
+	for r.Next() {
 		var b []byte
-		b, err = c.fetchOnce(ctx, path, limit)
-		if err == nil {
+		if b, err = c.fetchOnce(ctx, path, limit); err == nil {
 			return b, nil
 		}
-		if attempt >= retries || !Retryable(err) || ctx.Err() != nil {
-			break
-		}
-		if err := sleep(ctx, backoff(attempt, err)); err != nil {
+		after, _ := RetryAfter(err)
+		if !Retryable(err) || !r.Retry(after) {
 			break
 		}
 	}
 	return nil, &FetchError{Path: path, Err: err}
 }
 
-// backoff returns how long to wait before retry attempt+1: what the log
-// asked for with Retry-After (capped at a minute), or an exponential backoff
-// from 100ms to 5s.
-func backoff(attempt int, err error) time.Duration {
-	if d, ok := RetryAfter(err); ok {
-		return min(d, time.Minute)
-	}
-	return min(100*time.Millisecond<<min(attempt, 6), 5*time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// fetchRetry is how reads are retried: what the log asked for with
+// Retry-After (capped at a minute), or else an exponential backoff with
+// full jitter from up to 100ms to up to 5s.
+func fetchRetry(retries int) retry.Policy {
+	return retry.Policy{MaxAttempts: retries + 1, Base: 100 * time.Millisecond, Cap: 5 * time.Second, MaxRetryAfter: time.Minute}
 }
 
 func (c *Client) fetchOnce(ctx context.Context, path string, limit int64) ([]byte, error) {

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -346,5 +349,68 @@ func TestInsecure(t *testing.T) {
 		if !insecure && err == nil {
 			t.Error("the default client accepted a self-signed certificate")
 		}
+	}
+}
+
+// TestFetchRetries checks the read retries against a real HTTP server:
+// a 5xx is retried until the attempts are used up, a 404 is not retried,
+// and a 429's Retry-After is waited out before the next attempt.
+func TestFetchRetries(t *testing.T) {
+	var mu sync.Mutex
+	var times []time.Time
+	status := map[string][]int{ // the answers for each path, in order; then 200
+		"flaky":   {503},
+		"down":    {500, 500, 500, 500},
+		"missing": {404, 404},
+		"busy":    {429},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		times = append(times, time.Now())
+		p := strings.TrimPrefix(r.URL.Path, "/")
+		if s := status[p]; len(s) > 0 {
+			status[p] = s[1:]
+			if s[0] == 429 {
+				w.Header().Set("Retry-After", "1")
+			}
+			http.Error(w, "no", s[0])
+			return
+		}
+		io.WriteString(w, "ok "+p)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: srv.URL + "/", Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fetch := func(path string) (string, int, error) {
+		mu.Lock()
+		times = nil
+		mu.Unlock()
+		b, err := c.Fetch(ctx, path)
+		mu.Lock()
+		defer mu.Unlock()
+		return string(b), len(times), err
+	}
+	if b, n, err := fetch("flaky"); err != nil || b != "ok flaky" || n != 2 {
+		t.Errorf("flaky: %q, %d requests, %v; want the body after 2 requests", b, n, err)
+	}
+	if _, n, err := fetch("down"); n != 3 || staticct.Classify(err) != staticct.KindServer {
+		t.Errorf("down: %d requests, %v; want 3 requests (Retries 2) and a server error", n, err)
+	}
+	var fe *staticct.FetchError
+	if _, n, err := fetch("missing"); n != 1 || !errors.As(err, &fe) || !errors.Is(err, staticct.ErrNotFound) {
+		t.Errorf("missing: %d requests, %v; want 1 request and a FetchError for not found", n, err)
+	}
+	b, n, err := fetch("busy")
+	if err != nil || b != "ok busy" || n != 2 {
+		t.Fatalf("busy: %q, %d requests, %v; want the body after 2 requests", b, n, err)
+	}
+	// A lower bound only: the client must not come back before the second
+	// the log asked for (a loaded machine can only make it later).
+	if d := times[1].Sub(times[0]); d < time.Second {
+		t.Errorf("retried a 429 with Retry-After: 1 after %v", d)
 	}
 }

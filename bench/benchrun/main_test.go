@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,9 +70,13 @@ func TestOutputs(t *testing.T) {
 			break
 		}
 	}
-	if !strings.Contains(svg, "Test &lt;CPU&gt;") || strings.Count(svg, "<polyline") != 6 {
-		t.Errorf("chart lacks the title or its six lines")
+	if !strings.Contains(svg, "Test &lt;CPU&gt;") || strings.Count(svg, "<polyline") != 8 {
+		t.Errorf("chart lacks the title or its eight lines (no -dup: no offered new entries line)")
 	}
+	if strings.Contains(svg, "resubmissions") || strings.Contains(svg, "<polygon") {
+		t.Errorf("a run without resubmissions explains a resubmission gap")
+	}
+	chartChecks(t, r, 8)
 	md := markdown(r)
 	if !strings.Contains(md, "| max | 3000 | 2700 |") || !strings.Contains(md, "| 100 | 100 | 90 |") {
 		t.Errorf("markdown table:\n%s", md)
@@ -249,5 +255,108 @@ func TestS3PerK(t *testing.T) {
 	}
 	if groups := s3Groups([]Step{s}); len(groups) != 1 || !slices.Equal(groups[0].ops, []string{"put", "get"}) {
 		t.Errorf("s3Groups without clients = %+v", groups)
+	}
+}
+
+// chartChecks parses the chart as XML and checks the text a reader needs:
+// the title naming the backend, the server CPU and RSS panel with both
+// axes labelled, the resubmission gap explained when there is one, and
+// lines polylines in all.
+func chartChecks(t *testing.T, r *Results, lines int) {
+	t.Helper()
+	svg := chart(r)
+	d := xml.NewDecoder(strings.NewReader(svg))
+	var texts []string
+	polylines := 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("chart is not well-formed XML: %v", err)
+			}
+			break
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if tok.Name.Local == "polyline" {
+				polylines++
+			}
+		case xml.CharData:
+			if s := strings.TrimSpace(string(tok)); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	all := strings.Join(texts, "\n")
+	on := "local disk"
+	if r.Backend == "s3" {
+		on = "S3 + PostgreSQL"
+	}
+	for _, want := range []string{
+		"Mosaic end to end on " + on + ": ",
+		"server: CPU per accepted entry (µs, left axis) and peak RSS (MB, right axis)",
+		"CPU µs/entry (left)", "RSS MB (right)",
+		"throughput (entries/s)", "latency (ms)", "offered rate (submissions/s)",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("chart text lacks %q:\n%s", want, all)
+		}
+	}
+	if r.Dup > 0 {
+		for _, want := range []string{"offered new entries", fmt.Sprintf("shaded: the %g%% of submissions that are resubmissions,", r.Dup*100), "not counted as accepted: not loss."} {
+			if !strings.Contains(all, want) {
+				t.Errorf("chart of a run with -dup %g lacks %q:\n%s", r.Dup, want, all)
+			}
+		}
+	}
+	if polylines != lines {
+		t.Errorf("chart has %d lines, want %d", polylines, lines)
+	}
+}
+
+// TestChart draws the committed results: a local run and an S3 run each
+// get their own title, the server CPU and RSS panel, and the 10%
+// resubmissions labelled as such; the right axis's top tick is the RSS
+// scale, not the CPU one.
+func TestChart(t *testing.T) {
+	for _, dir := range []string{"2026-11-22", "2026-11-22-local", "2026-11-22-s3"} {
+		t.Run(dir, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("..", "results", dir, "results.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Results
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Dup != 0.1 {
+				t.Fatalf("results have -dup %v, want the default 0.1", r.Dup)
+			}
+			chartChecks(t, &r, 9)
+			svg := chart(&r)
+			rssMax := 0.0
+			for _, s := range r.Steps {
+				rssMax = max(rssMax, s.RSSMaxMB)
+			}
+			if want := fmt.Sprintf(`fill="#ff7f0e">%s</text>`, tick(niceCeil(rssMax))); !strings.Contains(svg, want) {
+				t.Errorf("the RSS axis lacks its top tick %s", tick(niceCeil(rssMax)))
+			}
+		})
+	}
+	// The committed charts are the ones chart draws from the committed
+	// results (redraw with: go run ./bench/benchrun -render DIR/results.json -out DIR).
+	for _, dir := range []string{"2026-11-22", "2026-11-22-local", "2026-11-22-s3"} {
+		b, _ := os.ReadFile(filepath.Join("..", "results", dir, "results.json"))
+		var r Results
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		committed, err := os.ReadFile(filepath.Join("..", "results", dir, "chart.svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(committed) != chart(&r) {
+			t.Errorf("bench/results/%s/chart.svg is not what the code draws from its results.json; redraw it", dir)
+		}
 	}
 }

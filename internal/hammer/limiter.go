@@ -4,37 +4,60 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	xrate "golang.org/x/time/rate"
 )
 
 // Limiter paces operations at an adjustable rate, shared by many workers:
-// together they start at most rate operations per second. Workers take
-// turns: only the next slot is ever reserved, so a rate change takes effect
-// at once rather than after a queue of slots reserved at the old rate, and
-// slots that nobody was ready to take are not saved up beyond a 20ms
-// catch-up window, so a stall is never followed by a large burst. PauseUntil holds every worker back until a given
-// time, which is how pushback from the log (Retry-After) is honoured by the
-// whole hammer rather than by one worker. Hold holds them back until
-// Release, which is how a person pauses the run from the live view.
+// together they start at most rate operations per second. The pacing is a
+// golang.org/x/time/rate token bucket; Limiter adds what the hammer needs
+// around it:
+//
+//   - Workers take turns: only the next slot is ever reserved, so a rate
+//     change takes effect at once rather than after a queue of slots
+//     reserved at the old rate (a bare rate.Limiter shared by 100 waiting
+//     workers holds 100 such reservations). A worker asleep for its slot
+//     is woken by SetRate and Hold.
+//   - The bucket holds slots for catchUp: a worker that wakes a little
+//     late (timers do, by a fraction of a millisecond) does not lower the
+//     rate, and a stall is never followed by a burst of more than
+//     1 + catchUp×rate operations. After a pause, a hold, a rate change or
+//     at the start there is no catch-up at all: the pace starts afresh.
+//   - PauseUntil holds every worker back until a given time, which is how
+//     pushback from the log (Retry-After) is honoured by the whole hammer
+//     rather than by one worker. Hold holds them back until Release, which
+//     is how a person pauses the run from the live view.
 type Limiter struct {
 	turn chan struct{} // held by the one worker waiting for the next slot
 
-	mu     sync.Mutex
-	rate   float64   // operations per second; 0 means unlimited
-	next   time.Time // earliest start of the next slot
+	mu   sync.Mutex
+	rate float64 // operations per second; 0 means unlimited
+	// lim paces slots at rate (nil when unlimited). It is replaced on every
+	// rate change, so a slot reserved at the old rate is forgotten.
+	lim *xrate.Limiter
+	// fresh asks the next reservation to drop the slots saved up before
+	// it: the pace starts afresh.
+	fresh  bool
+	last   time.Time // time of the latest reservation; lim must see times in order
 	paused time.Time // no slot starts before this
 	// held, while open, stops every slot from starting; Release closes it.
 	// nil when not held.
 	held chan struct{}
-	now  func() time.Time
+	// changed is closed (and replaced) by SetRate and Hold, to wake the
+	// worker asleep for a slot that may no longer be its.
+	changed chan struct{}
+	now     func() time.Time
 }
 
 // catchUp bounds how far behind schedule the Limiter lets workers catch up
-// (a burst of at most catchUp×rate operations).
+// (a burst of at most 1 + catchUp×rate operations).
 const catchUp = 20 * time.Millisecond
 
 // NewLimiter returns a Limiter at rate operations per second (0: no limit).
 func NewLimiter(rate float64) *Limiter {
-	return &Limiter{turn: make(chan struct{}, 1), rate: max(rate, 0), now: time.Now}
+	l := &Limiter{turn: make(chan struct{}, 1), changed: make(chan struct{}), now: time.Now}
+	l.setRate(rate)
+	return l
 }
 
 // Rate returns the current rate.
@@ -44,16 +67,31 @@ func (l *Limiter) Rate() float64 {
 	return l.rate
 }
 
-// SetRate changes the rate; 0 removes the limit.
+// SetRate changes the rate; 0 removes the limit. The next slot is taken at
+// once, and the following ones at the new rate.
 func (l *Limiter) SetRate(rate float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rate = max(rate, 0)
-	// Start the new pace from now: a slot reserved at the old rate far in
-	// the future must not hold back a faster rate.
-	if now := l.now(); l.next.After(now) {
-		l.next = now
+	l.setRate(rate)
+	l.wake()
+}
+
+func (l *Limiter) setRate(r float64) {
+	l.rate = max(r, 0)
+	l.lim = nil
+	if l.rate > 0 {
+		// The bucket holds one slot plus catchUp's worth; it starts full
+		// and fresh drains it to one slot at the first reservation.
+		burst := 1 + int(l.rate*catchUp.Seconds())
+		l.lim = xrate.NewLimiter(xrate.Limit(l.rate), burst)
+		l.fresh = true
 	}
+}
+
+// wake wakes the worker asleep for its slot. Called with mu held.
+func (l *Limiter) wake() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 // PauseUntil stops slots from starting before t. An earlier pause is never
@@ -63,6 +101,7 @@ func (l *Limiter) PauseUntil(t time.Time) {
 	defer l.mu.Unlock()
 	if t.After(l.paused) {
 		l.paused = t
+		l.fresh = true
 	}
 }
 
@@ -80,6 +119,7 @@ func (l *Limiter) Hold() {
 	defer l.mu.Unlock()
 	if l.held == nil {
 		l.held = make(chan struct{})
+		l.wake()
 	}
 }
 
@@ -91,9 +131,7 @@ func (l *Limiter) Release() {
 	if l.held != nil {
 		close(l.held)
 		l.held = nil
-		if now := l.now(); l.next.Before(now) {
-			l.next = now
-		}
+		l.fresh = true
 	}
 }
 
@@ -104,11 +142,12 @@ func (l *Limiter) Held() bool {
 	return l.held != nil
 }
 
-// hold returns the channel that Release closes, or nil if not held.
-func (l *Limiter) hold() chan struct{} {
+// state returns the channel that Release closes (nil if not held) and the
+// one that SetRate and Hold close.
+func (l *Limiter) state() (held, changed chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held
+	return l.held, l.changed
 }
 
 // reserve takes the next slot and returns how long to wait for it.
@@ -116,25 +155,27 @@ func (l *Limiter) reserve() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	start, catch := now, catchUp
-	if l.paused.After(now) {
-		start, catch = l.paused, 0
+	t := now
+	if l.paused.After(t) {
+		t = l.paused
 	}
-	if l.rate > 0 {
-		// A slot missed by up to catchUp (a worker woke late, which
-		// timers do by a fraction of a millisecond) is still taken, or
-		// high rates would lose a little on every slot; slots missed by
-		// more are dropped.
-		if l.next.IsZero() {
-			l.next = start // the first slot: nothing to catch up
-		}
-		if earliest := start.Add(-catch); l.next.Before(earliest) {
-			l.next = earliest
-		}
-		start = l.next
-		l.next = start.Add(time.Duration(float64(time.Second) / l.rate))
+	if l.lim == nil {
+		return t.Sub(now)
 	}
-	return max(start.Sub(now), 0)
+	// rate.Limiter counts the time between reservations as saved-up
+	// slots, so it must never be handed a time before an earlier one (a
+	// reservation at the end of a pause is in the future).
+	if t.Before(l.last) {
+		t = l.last
+	}
+	l.last = t
+	if l.fresh {
+		l.fresh = false
+		if n := int(l.lim.TokensAt(t)) - 1; n > 0 {
+			l.lim.ReserveN(t, n) // drop the saved-up slots but one
+		}
+	}
+	return max(l.lim.ReserveN(t, 1).DelayFrom(now), 0)
 }
 
 // Wait blocks until the caller's slot, or until ctx is done.
@@ -146,12 +187,14 @@ func (l *Limiter) Wait(ctx context.Context) error {
 	}
 	defer func() { <-l.turn }()
 	for {
-		if held := l.hold(); held != nil {
+		held, changed := l.state()
+		if held != nil {
 			select {
 			case <-held:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			continue
 		}
 		d := l.reserve()
 		if d <= 0 {
@@ -165,6 +208,11 @@ func (l *Limiter) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-changed:
+			// The rate changed or the limiter was held while this worker
+			// slept: its slot was reserved under the old terms.
+			t.Stop()
+			continue
 		case <-t.C:
 		}
 		// A pause or hold that began while this worker slept applies to

@@ -25,14 +25,21 @@ type credentials struct {
 // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY environment variables. There is
 // deliberately no fallback to instance metadata, SSO or shared profiles: an
 // operator can always tell which keys Mosaic uses.
+//
+// Its errors are read by operators of the YAML config, whose storage.s3
+// section has credentials_file but no field for the keys themselves (they
+// stay out of the config file): so they name only credentials_file and the
+// environment variables, and the two errors only a program that sets the
+// AccessKeyID/SecretAccessKey fields can get name no config field at all.
+// TestCredentialErrorsNameOnlyConfigFields holds them to that.
 func resolveCredentials(cfg Config) (credentials, error) {
 	explicit := cfg.AccessKeyID != "" || cfg.SecretAccessKey != ""
 	switch {
 	case explicit && cfg.CredentialsFile != "":
-		return credentials{}, fmt.Errorf("s3: both access_key_id/secret_access_key and credentials_file are set; set only one")
+		return credentials{}, errors.New("s3: both static keys and a credentials file are given; give only one")
 	case explicit:
 		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
-			return credentials{}, fmt.Errorf("s3: access_key_id and secret_access_key must be set together")
+			return credentials{}, errors.New("s3: static keys need both an access key ID and a secret access key")
 		}
 		return credentials{accessKeyID: cfg.AccessKeyID, secretAccessKey: cfg.SecretAccessKey, source: "config"}, nil
 	case cfg.CredentialsFile != "":
@@ -45,8 +52,8 @@ func resolveCredentials(cfg Config) (credentials, error) {
 		}
 		return credentials{accessKeyID: id, secretAccessKey: secret, sessionToken: os.Getenv("AWS_SESSION_TOKEN"), source: "environment"}, nil
 	}
-	return credentials{}, fmt.Errorf("s3: no credentials: set access_key_id and secret_access_key, or credentials_file, " +
-		"or the AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY environment variables")
+	return credentials{}, errors.New("s3: no credentials: set storage.s3.credentials_file to a credentials file, " +
+		"or set the AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY environment variables")
 }
 
 // readCredentialsFile reads and parses a credentials file. Like a log key
@@ -136,7 +143,7 @@ func parseCredentials(data []byte) (credentials, error) {
 		return credentials{}, errors.New("has a line too long to be a credential")
 	}
 	if c.accessKeyID == "" || c.secretAccessKey == "" {
-		return credentials{}, errors.New("must set both access_key_id and secret_access_key")
+		return credentials{}, errors.New("must have both an access_key_id line and a secret_access_key line")
 	}
 	return c, nil
 }

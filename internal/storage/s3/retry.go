@@ -7,21 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/mosaic-ct/mosaic/internal/retry"
 )
 
-// Backoff between attempts: the n-th retry waits a uniformly random time in
-// [0, min(backoffCap, backoffBase·2ⁿ⁻¹)] ("full jitter"), which spreads
-// retries of many concurrent requests after a throttling response.
-const (
-	backoffBase = 100 * time.Millisecond
-	backoffCap  = 5 * time.Second
-)
+// retryPolicy is the backoff between attempts: the n-th retry waits a
+// uniformly random time in [0, min(5s, 100ms·2ⁿ⁻¹)] ("full jitter"), which
+// spreads retries of many concurrent requests after a throttling response.
+// MaxAttempts is the Store's.
+var retryPolicy = retry.Policy{Base: 100 * time.Millisecond, Cap: 5 * time.Second}
 
 // errClass is how a request's outcome is handled.
 type errClass int
@@ -38,20 +37,17 @@ const (
 // used up or ctx is done. Each attempt gets its own timeout. It returns how
 // many attempts ran and the last attempt's error.
 func (s *Store) do(ctx context.Context, op string, attempt func(context.Context) error) (int, error) {
-	for n := 1; ; n++ {
+	var err error
+	r := s.retry.Start(ctx)
+	for r.Next() {
 		actx, cancel := context.WithTimeout(ctx, s.timeout)
 		start := time.Now()
-		err := attempt(actx)
+		err = attempt(actx)
 		cancel()
 		elapsed := time.Since(start).Seconds()
 
-		class := classify(err)
-		if class == classRetry && ctx.Err() != nil {
-			// The caller gave up; the attempt's failure is theirs.
-			class = classPermanent
-			err = fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
-		}
-		switch class {
+		n := r.Attempt()
+		switch classify(err) {
 		case classOK:
 			s.metrics.observe(op, resultOK, elapsed)
 			return n, nil
@@ -62,41 +58,24 @@ func (s *Store) do(ctx context.Context, op string, attempt func(context.Context)
 			s.metrics.observe(op, resultConflict, elapsed)
 			return n, err
 		case classRetry:
-			if n < s.maxAttempts {
+			if r.Retry(0) {
 				s.metrics.observe(op, resultRetry, elapsed)
-				if werr := sleep(ctx, backoff(n)); werr != nil {
-					s.metrics.observe(op, resultError, -1)
-					return n, fmt.Errorf("%w (while retrying after: %v)", werr, err)
-				}
 				continue
 			}
 			s.metrics.observe(op, resultError, elapsed)
+			if cerr := r.Err(); cerr != nil {
+				// The caller gave up; the attempt's failure is theirs.
+				return n, fmt.Errorf("%w (last attempt: %v)", cerr, err)
+			}
 			return n, fmt.Errorf("giving up after %d attempts: %w", n, err)
 		default:
 			s.metrics.observe(op, resultError, elapsed)
 			return n, err
 		}
 	}
-}
-
-// backoff returns the wait before retry n (n ≥ 1).
-func backoff(n int) time.Duration {
-	d := backoffCap
-	if n < 16 {
-		d = min(backoffCap, backoffBase<<(n-1))
-	}
-	return rand.N(d + 1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// The context ended while waiting to retry.
+	s.metrics.observe(op, resultError, -1)
+	return r.Attempt(), fmt.Errorf("%w (while retrying after: %v)", r.Err(), err)
 }
 
 // classify decides whether err is worth retrying.

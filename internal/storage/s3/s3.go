@@ -36,8 +36,8 @@
 //
 // Requests that fail with throttling (429, 503 SlowDown), other 5xx
 // responses, timeouts or connection errors are retried with exponential
-// backoff and full jitter, at most Config.MaxAttempts times in all and never
-// past the caller's context. Every attempt is counted in
+// backoff and full jitter (the loop of internal/retry), at most
+// Config.MaxAttempts times in all and never past the caller's context. Every attempt is counted in
 // mosaic_storage_requests_total{backend="s3",op,result} and timed in
 // mosaic_storage_request_duration_seconds{backend="s3",op}, registered with
 // Config.Registerer (nil registers nothing).
@@ -61,6 +61,7 @@ import (
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mosaic-ct/mosaic/internal/retry"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -118,15 +119,15 @@ type Config struct {
 // Store is a storage.Backend on one bucket and prefix. It is safe for
 // concurrent use.
 type Store struct {
-	client      *minio.Client
-	bucket      string
-	prefix      string
-	endpoint    string // for messages
-	pathStyle   bool
-	credSource  string // where the credentials came from, for messages
-	maxAttempts int
-	timeout     time.Duration
-	metrics     *metrics
+	client     *minio.Client
+	bucket     string
+	prefix     string
+	endpoint   string // for messages
+	pathStyle  bool
+	credSource string // where the credentials came from, for messages
+	retry      retry.Policy
+	timeout    time.Duration
+	metrics    *metrics
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -202,18 +203,19 @@ func newStoreNoProbe(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		client:      client,
-		bucket:      cfg.Bucket,
-		prefix:      prefix,
-		endpoint:    u.Scheme + "://" + u.Host,
-		pathStyle:   cfg.PathStyle,
-		credSource:  creds.source,
-		maxAttempts: cfg.MaxAttempts,
-		timeout:     cfg.AttemptTimeout,
-		metrics:     m,
+		client:     client,
+		bucket:     cfg.Bucket,
+		prefix:     prefix,
+		endpoint:   u.Scheme + "://" + u.Host,
+		pathStyle:  cfg.PathStyle,
+		credSource: creds.source,
+		retry:      retryPolicy,
+		timeout:    cfg.AttemptTimeout,
+		metrics:    m,
 	}
-	if s.maxAttempts <= 0 {
-		s.maxAttempts = 5
+	s.retry.MaxAttempts = cfg.MaxAttempts
+	if s.retry.MaxAttempts <= 0 {
+		s.retry.MaxAttempts = 5
 	}
 	if s.timeout <= 0 {
 		s.timeout = 30 * time.Second

@@ -270,8 +270,8 @@ func TestNewBadConfig(t *testing.T) {
 		{"no bucket", func(c *Config) { c.Bucket = "" }, "bucket is required"},
 		{"no scheme", func(c *Config) { c.Endpoint = "127.0.0.1:9000" }, "want a URL"},
 		{"path", func(c *Config) { c.Endpoint = "http://127.0.0.1:9000/bucket" }, "scheme://host[:port] only"},
-		{"half credentials", func(c *Config) { c.SecretAccessKey = "" }, "must be set together"},
-		{"two sources", func(c *Config) { c.CredentialsFile = "/x" }, "set only one"},
+		{"half credentials", func(c *Config) { c.SecretAccessKey = "" }, "need both an access key ID and a secret access key"},
+		{"two sources", func(c *Config) { c.CredentialsFile = "/x" }, "give only one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
