@@ -59,7 +59,7 @@ func chart(r *Results) string {
 		chartW, height, chartW, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft,
-		html.EscapeString(fmt.Sprintf("Mosaic end to end: %s, %d cores, %s", r.CPU, r.Cores, r.Date.Format("2006-01-02"))))
+		html.EscapeString(fmt.Sprintf("%s end to end: %s, %d cores, %s", r.implementation(), r.CPU, r.Cores, r.Date.Format("2006-01-02"))))
 	panel(&b, marginTop, "throughput (entries/s)", xMax, tMax, []series{
 		{name: "offered (ideal)", color: "#999999", dash: true, pts: offered},
 		{name: "accepted", color: "#1f77b4", pts: accepted, notes: notes},
