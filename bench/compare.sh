@@ -103,7 +103,11 @@ done
 # hammer's 30 s drain, a loaded machine) and 3 minutes to start and check.
 if [[ -z ${MOSAIC_COMPARE_BOUNDED:-} ]]; then
 	MAX_TIME=${MAX_TIME:-$((1200 + ${#logs[@]} * (${#rates[@]} * (step_s + 120) + 180)))}
-	MOSAIC_COMPARE_BOUNDED=1 exec timeout --foreground -s TERM -k 60 "$MAX_TIME" "$BASH" "$0" "$@"
+	if ! [[ $MAX_TIME =~ ^[0-9]+$ ]] || ((MAX_TIME == 0)); then
+		echo "MAX_TIME must be a whole number of seconds, not '$MAX_TIME'" >&2
+		exit 2
+	fi
+	MOSAIC_COMPARE_BOUNDED=$MAX_TIME exec timeout --foreground -s TERM -k 60 "$MAX_TIME" "$BASH" "$0" "$@"
 fi
 for tool in go curl; do
 	command -v "$tool" >/dev/null || { echo "bench/compare.sh needs $tool" >&2; exit 1; }
@@ -133,7 +137,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "bench/compare.sh: stopped by SIGTERM (the time limit is MAX_TIME=$MOSAIC_COMPARE_BOUNDED s)" >&2; exit 143' TERM
 
 mkdir -p "$out" "$cache"
 commit=$(bench_commit "$root")
@@ -167,7 +171,7 @@ build_sunlight() {
 			CGO_ENABLED=1 go build -o bin/sunlight_mkdb sunlight_mkdb.go
 	) >"$tmp/build.log" 2>&1; then
 		cat "$tmp/build.log" >&2
-		echo "Sunlight $SUNLIGHT_VERSION did not build: $(grep -v '^go: downloading' "$tmp/build.log" | tail -n 1)"
+		echo "Sunlight $SUNLIGHT_VERSION did not build: $(grep -v '^go: \(downloading\|added\|finding\|creating new go.mod\|to add module\)' "$tmp/build.log" | tr -s '\n\t ' ' ' | cut -c1-300)"
 		return 1
 	fi
 	# Into the cache only once complete (the temporary directory goes
@@ -195,7 +199,7 @@ build_tesseract() {
 			go build -o bin/tesseract-posix github.com/transparency-dev/tesseract/cmd/tesseract/posix
 	) >"$tmp/build.log" 2>&1; then
 		cat "$tmp/build.log" >&2
-		echo "TesseraCT $TESSERACT_VERSION did not build from the Go module proxy: $(grep -v '^go: \(downloading\|added\|finding\)' "$tmp/build.log" | tr '\n' ' ' | cut -c1-300)"
+		echo "TesseraCT $TESSERACT_VERSION did not build from the Go module proxy: $(grep -v '^go: \(downloading\|added\|finding\|creating new go.mod\|to add module\)' "$tmp/build.log" | tr -s '\n\t ' ' ' | cut -c1-300)"
 		return 1
 	fi
 	# Into the cache only once complete (the temporary directory goes
@@ -402,7 +406,7 @@ YAML
 			fi
 		done
 		[[ -n $started ]] || { fail tesseract "TesseraCT did not start, see server.log"; continue; }
-		printf '%s\n' "${args[@]}" >"$out/tesseract/flags.txt"
+		printf '%q ' tesseract-posix "${args[@]}" | sed 's/ $/\n/' >"$out/tesseract/flags.txt"
 		echo "TesseraCT $TESSERACT_VERSION (tessera v1.0.1) POSIX binary, built with $(go env GOVERSION): storage and antispam database in its storage directory, -checkpoint_interval 200ms (default 1.5s) to match the others' period, -rate_limit_dedup=-1 (default 100/s: resubmissions beyond it are pushed back), batching at its defaults (256 entries or 250 ms) (flags.txt). Built from the Go module proxy with tesseract's own hash pinned: the checksum database has no record of v0.1.1." >"$out/tesseract/notes.txt"
 		if measure tesseract "TesseraCT $TESSERACT_VERSION" -submission="http://127.0.0.1:$port/bench/" -origin=127.0.0.1/bench \
 			-monitoring="file://$d/data" -pubkey="$pubkey" "${common[@]}"; then
