@@ -65,28 +65,8 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/mosaic-bench.XXXXXX")
 server_pid= minio_pid= bench_pid= pg_role= pg_db=
 
-# alive PID: the process runs (a child that exited but was not yet waited
-# for is a zombie, which kill -0 would still find).
-alive() {
-	local st
-	st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]
-}
-
-# stop PID: SIGTERM, up to 30 s to exit (mosaic answers what is pending
-# first), then SIGKILL.
-stop() {
-	local pid=$1
-	[[ -n $pid ]] || return 0
-	if alive "$pid"; then
-		kill -TERM "$pid" 2>/dev/null || true
-		for _ in $(seq 1 300); do
-			alive "$pid" || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 
 psql_admin() {
 	psql -h "$PGHOST" -p "$PGPORT" -U "$pg_role" -d test -v ON_ERROR_STOP=1 -Atq "$@"
@@ -111,34 +91,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
-
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on, below
-# Linux's ephemeral range so that outgoing connections do not take it.
-free_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 12000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	echo "no free port found" >&2
-	return 1
-}
-
-# wait_http URL PID LOG: wait up to 60 s for URL to answer 200 while PID
-# runs; on failure show LOG.
-wait_http() {
-	for _ in $(seq 1 600); do
-		curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null && return 0
-		alive "$2" || break
-		sleep 0.1
-	done
-	echo "no answer from $1; log $3:" >&2
-	tail -n 50 "$3" >&2
-	return 1
-}
 
 echo "building mosaic and the benchmark driver" >&2
 (cd "$root" && go build -o "$work/mosaic" ./cmd/mosaic && go build -o "$work/benchrun" ./bench/benchrun)
@@ -241,10 +193,7 @@ else
 	echo "dev log up (pid $server_pid); results in $out" >&2
 fi
 
-commit=$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || true)
-if [[ -n $commit && -n $(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
-	commit="$commit-dirty"
-fi
+commit=$(bench_commit "$root")
 settings="RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE"
 [[ $BACKEND == local ]] || settings="BACKEND=$BACKEND $settings"
 # In the background, so that a signal reaches the traps at once.

@@ -136,7 +136,7 @@ func chartTitle(r *Results) string {
 	if r.Backend == "s3" {
 		on = "S3 + PostgreSQL"
 	}
-	return fmt.Sprintf("Mosaic end to end on %s: %s, %d cores, %s", on, r.CPU, r.Cores, r.Date.Format("2006-01-02"))
+	return fmt.Sprintf("%s end to end on %s: %s, %d cores, %s", r.implementation(), on, r.CPU, r.Cores, r.Date.Format("2006-01-02"))
 }
 
 // plot maps data to the coordinates of a panel's left axis.

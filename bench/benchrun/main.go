@@ -1,12 +1,14 @@
 // Command benchrun drives the end-to-end benchmark that bench/run.sh sets
-// up: against an already running `mosaic serve` process described by a
-// dev.json, it runs the hammer headless at each rate of a ladder for a
+// up: against an already running log server (`mosaic serve` described by a
+// dev.json, or with -hammer-flag any Static CT log, as bench/compare.sh
+// does for Sunlight and TesseraCT), it runs the hammer headless at each rate of a ladder for a
 // bounded time, samples the server's CPU time (utime+stime from
 // /proc/PID/stat) and RSS (/proc/PID/status) around each step and, with
 // -metrics, its S3 request counters (mosaic_storage_requests_total, split
 // by the client label into the write path and the read path), and writes
 // the results as JSON, a Markdown table and a hand-drawn SVG chart (no
-// dependencies).
+// dependencies). With -compare it instead combines the results of several
+// logs into one comparison table (compare.go).
 package main
 
 import (
@@ -88,6 +90,9 @@ type Results struct {
 	Cores  int       `json:"cores"`
 	Go     string    `json:"go"`
 	Commit string    `json:"commit,omitempty"`
+	// Implementation names the log software measured, with its version
+	// ("Sunlight v0.8.1"). Empty: Mosaic (results from before the field).
+	Implementation string `json:"implementation,omitempty"`
 	// Backend is the log's storage and lock backend: "local" (a directory
 	// and the embedded database) or "s3" (S3 storage, PostgreSQL lock and
 	// dedup cache). Empty in results from before the option existed.
@@ -113,6 +118,11 @@ func main() {
 func run() error {
 	mosaic := flag.String("mosaic", "", "path of the mosaic binary")
 	dev := flag.String("dev", "", "directory of the dev.json describing the log (hammer -dev)")
+	var hammerFlags multiFlag
+	flag.Var(&hammerFlags, "hammer-flag", "one extra argument for every hammer run, after the benchmark's own (repeatable; write hammer flags as -name=value; a later flag overrides an earlier one): "+
+		"-hammer-flag -monitoring=file:///DIR reads the log from its storage directory; without -dev, give the log with -submission=URL, -pubkey=KEY, -ca-cert=FILE... this way")
+	implName := flag.String("name", "", "the log software measured, with its version, recorded in the results (default: Mosaic)")
+	compare := flag.Bool("compare", false, "combine the results of several logs: benchrun -compare -out DIR NAME=SUBDIR... (see compare.go)")
 	pid := flag.Int("pid", 0, "the server's process ID")
 	backend := flag.String("backend", "", "the log's backend, recorded in the results (local or s3)")
 	metricsURL := flag.String("metrics", "", "the server's /metrics URL: sample mosaic_storage_requests_total{backend=\"s3\"} by client and op around each step")
@@ -129,6 +139,20 @@ func run() error {
 	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
 	render := flag.String("render", "", "only redraw results.md and chart.svg in -out from this results.json")
 	flag.Parse()
+	if *compare {
+		if *out == "" || flag.NArg() == 0 {
+			return errors.New("-compare needs -out DIR and at least one NAME=SUBDIR")
+		}
+		c, err := loadComparison(*out, flag.Args())
+		if err != nil {
+			return err
+		}
+		c.Command = *command
+		return writeComparison(c, *out)
+	}
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (NAME=SUBDIR arguments go with -compare)", flag.Args())
+	}
 	if *render != "" && *out != "" {
 		b, err := os.ReadFile(*render)
 		if err != nil {
@@ -140,9 +164,9 @@ func run() error {
 		}
 		return writeOutputs(&res, *out, false)
 	}
-	if *mosaic == "" || *dev == "" || *pid == 0 || *out == "" {
+	if *mosaic == "" || (*dev == "" && len(hammerFlags) == 0) || *pid == 0 || *out == "" {
 		flag.Usage()
-		return errors.New("need -mosaic, -dev, -pid and -out")
+		return errors.New("need -mosaic, -dev or -hammer-flag, -pid and -out")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
@@ -152,7 +176,7 @@ func run() error {
 
 	res := Results{
 		Date: time.Now().UTC(), CPU: cpuModel(), Cores: runtime.NumCPU(), Go: runtime.Version(),
-		Commit: os.Getenv("BENCH_COMMIT"), Backend: *backend, Command: *command, StepS: step.Seconds(),
+		Commit: os.Getenv("BENCH_COMMIT"), Implementation: *implName, Backend: *backend, Command: *command, StepS: step.Seconds(),
 		Workers: *workers, Dup: *dup, Precert: *precert, Readers: *readers, ReadRate: *readRate,
 	}
 	res.Host, _ = os.Hostname()
@@ -170,8 +194,8 @@ func run() error {
 			name = strconv.FormatFloat(rate, 'f', -1, 64)
 		}
 		fmt.Fprintf(os.Stderr, "step: rate %s for %v\n", name, *step)
-		s, err := runStep(ctx, *mosaic, *dev, *pid, *clkTck, *metricsURL, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate,
-			filepath.Join(*out, "hammer-"+name))
+		args := hammerArgs(*dev, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate, filepath.Join(*out, "hammer-"+name), hammerFlags)
+		s, err := runStep(ctx, *mosaic, args, *pid, *clkTck, *metricsURL, rate, filepath.Join(*out, "hammer-"+name))
 		if err != nil {
 			return fmt.Errorf("step at rate %s: %w", name, err)
 		}
@@ -231,15 +255,39 @@ type hammerReport struct {
 	Result               string                     `json:"result"`
 }
 
-// runStep runs the hammer once and samples the server around it.
-func runStep(ctx context.Context, mosaic, dev string, pid, clkTck int, metricsURL string, rate float64, premint int, step time.Duration,
-	workers int, dup, precert float64, readers int, readRate float64, base string) (*Step, error) {
-	args := []string{"hammer", "-dev", dev, "-ui=false", "-progress", "5s",
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, " ") }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
+}
+
+// hammerArgs returns the arguments of one step's `mosaic hammer`: the log
+// (-dev DIR, if dev is set), the step's load, the report in base.json, then
+// extra, so that an extra flag overrides the benchmark's own (the flag
+// package keeps the last value).
+func hammerArgs(dev string, rate float64, premint int, step time.Duration,
+	workers int, dup, precert float64, readers int, readRate float64, base string, extra []string) []string {
+	args := []string{"hammer"}
+	if dev != "" {
+		args = append(args, "-dev", dev)
+	}
+	args = append(args, "-ui=false", "-progress", "5s",
 		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-workers", strconv.Itoa(workers),
 		"-duration", step.String(), "-dup", strconv.FormatFloat(dup, 'f', -1, 64),
 		"-precert", strconv.FormatFloat(precert, 'f', -1, 64), "-premint", strconv.Itoa(premint),
 		"-readers", strconv.Itoa(readers), "-read-rate", strconv.FormatFloat(readRate, 'f', -1, 64),
-		"-report", base + ".json"}
+		"-report", base+".json")
+	return append(args, extra...)
+}
+
+// runStep runs the hammer once with args and samples the server around
+// it; the hammer writes its report to base.json and its output to
+// base.log.
+func runStep(ctx context.Context, mosaic string, args []string, pid, clkTck int, metricsURL string, rate float64, base string) (*Step, error) {
 	logf, err := os.Create(base + ".log")
 	if err != nil {
 		return nil, err
@@ -481,6 +529,14 @@ func cpuModel() string {
 	return runtime.GOARCH
 }
 
+// implementation returns the name of the log software measured.
+func (r *Results) implementation() string {
+	if r.Implementation == "" {
+		return "Mosaic"
+	}
+	return r.Implementation
+}
+
 func rateName(r float64) string {
 	if r == 0 {
 		return "max"
@@ -501,8 +557,8 @@ func markdown(r *Results) string {
 	default:
 		backend = "; backend " + r.Backend
 	}
-	fmt.Fprintf(&b, "Mosaic end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d%s.\n\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers, backend)
+	fmt.Fprintf(&b, "%s end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d%s.\n\n",
+		r.implementation(), r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers, backend)
 	// The S3 columns (write path, then read path, one per operation) come
 	// after the server RSS, and only when there are S3 figures.
 	groups := s3Groups(r.Steps)
