@@ -1,8 +1,11 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"runtime/debug"
+
+	"github.com/mosaic-ct/mosaic/internal/config"
 )
 
 // tuneGC sets the garbage collector's target heap growth to percent unless
@@ -19,4 +22,21 @@ func tuneGC(percent int) {
 		return
 	}
 	debug.SetGCPercent(percent)
+}
+
+// limitMemory sets the Go runtime's soft memory limit from the config
+// (limits.memory_mb, or its default: see config.Config.MemoryLimitMB)
+// unless the operator set GOMEMLIMIT. With a heap target above Go's default
+// (tuneGC), the limit is what keeps a process under load, holding thousands
+// of connections and waiting submissions, from growing its heap to three
+// times its live data: near the limit the collector runs as often as it
+// needs to (and at most half the CPU, so a working set above the limit
+// slows the process rather than stopping it).
+func limitMemory(c *config.Config, logger *slog.Logger) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	mb := c.MemoryLimitMB()
+	debug.SetMemoryLimit(int64(mb) << 20)
+	logger.Info("memory limit", "soft_limit_mb", mb)
 }

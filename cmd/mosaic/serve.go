@@ -95,6 +95,7 @@ func runServe(ctx context.Context, args []string) error {
 			c.Standby.Advertise = *advertise
 		}
 	}
+	limitMemory(c, logger)
 	srv, err := server.New(ctx, c, logger)
 	if err != nil {
 		for _, ln := range lns {

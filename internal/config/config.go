@@ -79,6 +79,9 @@ type Limits struct {
 	// IdleTimeout is how long an idle keep-alive connection stays open
 	// (default 30s).
 	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty"`
+	// MemoryMB is the Go runtime's soft memory limit in MiB (GOMEMLIMIT
+	// overrides it); see MemoryLimitMB for the default.
+	MemoryMB int `yaml:"memory_mb,omitempty"`
 }
 
 // Standby configures hot standby.
@@ -654,9 +657,28 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 	if lim.IdleTimeout < time.Second || lim.IdleTimeout > 10*time.Minute {
 		bad("limits.idle_timeout", "%v is out of range (1s to 10m)", lim.IdleTimeout)
 	}
+	if lim.MemoryMB != 0 && (lim.MemoryMB < 32 || lim.MemoryMB > 1<<20) {
+		bad("limits.memory_mb", "%d is out of range (32 to 1048576, in MiB)", lim.MemoryMB)
+	}
 	if _, err := c.PerClientExempt(); err != nil {
 		bad("limits.per_client_exempt", "%v", err)
 	}
+}
+
+// MemoryLimitMB returns the soft memory limit (limits.memory_mb): by default
+// 192 MiB, enough for tens of thousands of connections and full pools,
+// plus each log's S3 read cache, which is sized separately.
+func (c *Config) MemoryLimitMB() int {
+	if c.Limits.MemoryMB > 0 {
+		return c.Limits.MemoryMB
+	}
+	mb := 192
+	for _, l := range c.Logs {
+		if l.Storage.S3 != nil && *l.ReadPath {
+			mb += l.Storage.S3.ReadCacheMB
+		}
+	}
+	return mb
 }
 
 // PerClientExempt returns limits.per_client_exempt as prefixes: loopback

@@ -653,3 +653,26 @@ func TestParseErrorsInOperatorTerms(t *testing.T) {
 		t.Errorf("config with a trailing empty document: %v", err)
 	}
 }
+
+// TestMemoryLimit: the soft memory limit defaults to 192 MiB plus each
+// S3 read cache, limits.memory_mb replaces it, and a nonsense value names
+// its field.
+func TestMemoryLimit(t *testing.T) {
+	c, err := Parse([]byte(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MemoryLimitMB(); got != 192 {
+		t.Errorf("default memory limit %d MiB, want 192", got)
+	}
+	c, err = Parse([]byte("limits: {memory_mb: 512}\n" + base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MemoryLimitMB(); got != 512 {
+		t.Errorf("configured memory limit %d MiB, want 512", got)
+	}
+	if _, err := Parse([]byte("limits: {memory_mb: 4}\n" + base())); err == nil || !strings.Contains(err.Error(), "limits.memory_mb") {
+		t.Errorf("a 4 MiB limit: %v, want an error naming limits.memory_mb", err)
+	}
+}
