@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -69,4 +73,44 @@ func FuzzParseAddChainFast(f *testing.F) {
 	f.Add([]byte(" {\n\"chain\" :[\"MIIB\" , \"AAAA\"]}"))
 	f.Add([]byte(`{"chain":[]}`))
 	f.Fuzz(func(t *testing.T, body []byte) { checkFastAgrees(t, body) })
+}
+
+// TestReadBody: readBody reads every byte whatever the announced length
+// (absent, exact, too small, too large or a lie), stops at the limit with
+// MaxBytesError, and never allocates more than maxBodyHint up front.
+func TestReadBody(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 3000) // 48,000 bytes
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, maxBodyHint, maxBodyHint + 1, len(body)} {
+		for _, cl := range []int64{-1, 0, int64(n), int64(n) / 2, int64(n) + 1000, 1 << 40} {
+			// Reads come in 1,000-byte pieces, as from a socket.
+			got, err := readBody(&chunkReader{data: body[:n], chunk: 1000}, cl)
+			if err != nil || !bytes.Equal(got, body[:n]) {
+				t.Fatalf("%d bytes announced as %d: got %d bytes, %v", n, cl, len(got), err)
+			}
+			if cl > maxBodyHint && n <= maxBodyHint && cap(got) > maxBodyHint+1 {
+				t.Fatalf("%d bytes announced as %d: allocated %d up front", n, cl, cap(got))
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	r := http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(body)), 40000)
+	var mbe *http.MaxBytesError
+	if _, err := readBody(r, int64(len(body))); !errors.As(err, &mbe) {
+		t.Fatalf("over the limit: %v, want a MaxBytesError", err)
+	}
+}
+
+// chunkReader returns data at most chunk bytes per Read.
+type chunkReader struct {
+	data  []byte
+	chunk int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.chunk)], c.data)
+	c.data = c.data[n:]
+	return n, nil
 }

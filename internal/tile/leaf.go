@@ -3,8 +3,10 @@ package tile
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/tlog"
@@ -42,12 +44,19 @@ const maxLeafIndex = 1<<40 - 1
 // name another entry, in a signed SCT. No log reaches 2^40 entries; the
 // panic guards the invariant rather than handles an input.
 func Extensions(leafIndex uint64) []byte {
+	return appendExtensions(make([]byte, 0, extensionsLen), leafIndex)
+}
+
+// extensionsLen is the length of what Extensions returns.
+const extensionsLen = 8
+
+func appendExtensions(b []byte, leafIndex uint64) []byte {
 	if leafIndex > maxLeafIndex {
 		panic(fmt.Sprintf("tile: leaf index %d does not fit in the 40-bit leaf_index extension", leafIndex))
 	}
-	return []byte{0, 0, 5,
-		byte(leafIndex >> 32), byte(leafIndex >> 24), byte(leafIndex >> 16),
-		byte(leafIndex >> 8), byte(leafIndex)}
+	return append(b, 0, 0, 5,
+		byte(leafIndex>>32), byte(leafIndex>>24), byte(leafIndex>>16),
+		byte(leafIndex>>8), byte(leafIndex))
 }
 
 // ParseExtensions returns the leaf_index carried in a CtExtensions value.
@@ -84,46 +93,89 @@ func ParseExtensions(ext []byte) (uint64, error) {
 	return idx, nil
 }
 
-// appendTimestampedEntry appends the RFC 6962 §3.4 TimestampedEntry.
-func (e *Entry) appendTimestampedEntry(b *cryptobyte.Builder) {
-	b.AddUint64(e.Timestamp)
-	if e.IsPrecert {
-		b.AddUint16(1) // precert_entry
-		b.AddBytes(e.IssuerKeyHash[:])
-	} else {
-		b.AddUint16(0) // x509_entry
+// The encoders below append the TLS presentation language's structures
+// (RFC 8446 §3) by hand rather than through a cryptobyte.Builder, whose
+// nested length prefixes allocate and copy once per level: they run twice
+// per entry on the submission path (the SCT's signed input and the leaf
+// hash) and once more when the entry joins its data tile. Their output is
+// byte for byte what ReadTileLeaf parses and what the
+// cryptobyte encoding gave (both checked by FuzzTileLeafRoundTrip).
+//
+// Every length is bounded well below its prefix's limit by what reaches
+// them: a certificate or precertificate comes from a request body of at
+// most 512 KiB (a 24-bit prefix allows 16 MiB), and a chain from at most
+// max_chain_length issuers (a 16-bit prefix allows 2,047 fingerprints). A
+// longer value would encode a different entry than the one signed, so it
+// panics, as cryptobyte's BytesOrPanic did, rather than truncate.
+
+// appendUint24Prefixed appends v with a 24-bit length prefix.
+func appendUint24Prefixed(b, v []byte) []byte {
+	if len(v) >= 1<<24 {
+		panic(fmt.Sprintf("tile: a %d-byte value does not fit a 24-bit length prefix", len(v)))
 	}
-	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.Certificate) })
-	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(Extensions(e.LeafIndex)) })
+	b = append(b, byte(len(v)>>16), byte(len(v)>>8), byte(len(v)))
+	return append(b, v...)
+}
+
+// appendTimestampedEntry appends the RFC 6962 §3.4 TimestampedEntry.
+func (e *Entry) appendTimestampedEntry(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, e.Timestamp)
+	if e.IsPrecert {
+		b = append(b, 0, 1) // precert_entry
+		b = append(b, e.IssuerKeyHash[:]...)
+	} else {
+		b = append(b, 0, 0) // x509_entry
+	}
+	b = appendUint24Prefixed(b, e.Certificate)
+	b = append(b, 0, extensionsLen)
+	return appendExtensions(b, e.LeafIndex)
+}
+
+// merkleTreeLeafLen is the length of e's MerkleTreeLeaf.
+func (e *Entry) merkleTreeLeafLen() int {
+	n := 2 + 8 + 2 + 3 + len(e.Certificate) + 2 + extensionsLen
+	if e.IsPrecert {
+		n += len(e.IssuerKeyHash)
+	}
+	return n
 }
 
 // MerkleTreeLeaf returns the RFC 6962 §3.4 MerkleTreeLeaf encoding of e.
 func (e *Entry) MerkleTreeLeaf() []byte {
-	b := cryptobyte.NewBuilder(make([]byte, 0, 64+len(e.Certificate)))
-	b.AddUint8(0) // v1
-	b.AddUint8(0) // timestamped_entry
-	e.appendTimestampedEntry(b)
-	return b.BytesOrPanic()
+	return e.AppendMerkleTreeLeaf(make([]byte, 0, e.merkleTreeLeafLen()))
+}
+
+// AppendMerkleTreeLeaf appends the RFC 6962 §3.4 MerkleTreeLeaf encoding of
+// e to b.
+func (e *Entry) AppendMerkleTreeLeaf(b []byte) []byte {
+	b = append(b, 0, 0) // v1, timestamped_entry
+	return e.appendTimestampedEntry(b)
 }
 
 // LeafHash returns the Merkle leaf hash, SHA-256(0x00 || MerkleTreeLeaf).
 func (e *Entry) LeafHash() tlog.Hash {
-	return tlog.RecordHash(e.MerkleTreeLeaf())
+	// One buffer for the 0x00 prefix and the leaf, hashed in one call:
+	// tlog.RecordHash would allocate a hasher to prepend the byte.
+	b := make([]byte, 1, 1+e.merkleTreeLeafLen())
+	return sha256.Sum256(e.AppendMerkleTreeLeaf(b))
 }
 
 // AppendTileLeaf appends e encoded as a static-ct-api TileLeaf to tile.
 func AppendTileLeaf(tile []byte, e *Entry) []byte {
-	b := cryptobyte.NewBuilder(tile)
-	e.appendTimestampedEntry(b)
+	tile = slices.Grow(tile, e.merkleTreeLeafLen()+3+len(e.PreCertificate)+2+32*len(e.ChainFingerprints))
+	tile = e.appendTimestampedEntry(tile)
 	if e.IsPrecert {
-		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.PreCertificate) })
+		tile = appendUint24Prefixed(tile, e.PreCertificate)
 	}
-	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-		for _, fp := range e.ChainFingerprints {
-			b.AddBytes(fp[:])
-		}
-	})
-	return b.BytesOrPanic()
+	n := 32 * len(e.ChainFingerprints)
+	if n >= 1<<16 {
+		panic(fmt.Sprintf("tile: %d chain fingerprints do not fit a 16-bit length prefix", len(e.ChainFingerprints)))
+	}
+	tile = binary.BigEndian.AppendUint16(tile, uint16(n))
+	for _, fp := range e.ChainFingerprints {
+		tile = append(tile, fp[:]...)
+	}
+	return tile
 }
 
 // ReadTileLeaf parses the first TileLeaf in tile and returns it and the rest
