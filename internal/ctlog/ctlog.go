@@ -52,6 +52,9 @@ type Log struct {
 	RFC6962ReadAPI bool
 	// HashIndex finds entries by leaf hash for get-proof-by-hash.
 	HashIndex dedup.HashIndex
+	// Workers runs validation and SCT signing (nil: on the submitter's
+	// goroutine); see Workers for why.
+	Workers *Workers
 	// Witnesses gathers witness cosignatures for the log's checkpoints
 	// (nil if the log has no witnesses); the home page shows its state.
 	Witnesses *witness.Publisher
@@ -184,7 +187,10 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 		return nil, err
 	}
 	defer done()
-	v, err := l.Validator.Validate(chainDER, precert)
+	var v *chain.Entry
+	if werr := l.Workers.Do(ctx, func() { v, err = l.Validator.Validate(chainDER, precert) }); werr != nil {
+		return nil, werr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +226,9 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 	e := p.Entry
 	e.LeafIndex = res.Index
 	e.Timestamp = res.Timestamp
-	return sct.Sign(l.Keys.ECDSA, l.LogID, &e)
+	var resp *sct.Response
+	l.Workers.Finish(func() { resp, err = sct.Sign(l.Keys.ECDSA, l.LogID, &e) })
+	return resp, err
 }
 
 // PublicKey returns the log's ECDSA public key.

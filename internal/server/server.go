@@ -524,6 +524,13 @@ func Listen(c *config.Config) ([]net.Listener, error) {
 // waiting submitters and returns.
 func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer s.b.close()
+	// One pool of CPU workers for every log's validation and signing
+	// (see ctlog.Workers), set before any listener serves.
+	workers := ctlog.NewWorkers(0)
+	defer workers.Close()
+	for _, l := range s.logs {
+		l.Workers = workers
+	}
 	defer s.api.FlushWarnings()
 	handler := s.api.Handler()
 	exempt, err := s.cfg.PerClientExempt()
