@@ -62,8 +62,14 @@ type Step struct {
 	AddChainP99  float64 `json:"add_chain_p99_ms"`
 	IntegrateP50 float64 `json:"integrate_p50_ms"`
 	IntegrateP99 float64 `json:"integrate_p99_ms"`
-	// RSSMaxMB is the largest server RSS sampled during the step.
+	// RSSMaxMB is the largest server RSS (VmRSS) sampled during the
+	// step. It includes file pages the process maps, such as the
+	// embedded database's (bbolt reads through mmap), which are the
+	// kernel's page cache rather than memory the process holds.
 	RSSMaxMB float64 `json:"rss_max_mb"`
+	// RSSAnonMaxMB is the largest anonymous part of it (RssAnon: heap,
+	// stacks), the memory only the process can give back.
+	RSSAnonMaxMB float64 `json:"rss_anon_max_mb,omitempty"`
 	// S3RequestsPer1kEntries is, by operation (put, get, put_conditional,
 	// delete), the S3 requests the server made during the step (every
 	// attempt, retries included, all clients), per 1,000 entries it
@@ -133,7 +139,7 @@ func run() error {
 	precert := flag.Float64("precert", 0.5, "hammer -precert")
 	readers := flag.Int("readers", 0, "hammer -readers")
 	readRate := flag.Float64("read-rate", 20, "hammer -read-rate")
-	maxPremint := flag.Int("max-premint", 60000, "premint at most this many certificates per step")
+	maxPremint := flag.Int("max-premint", 250000, "premint at most this many certificates per step (a step at the fastest rate mints this many)")
 	clkTck := flag.Int("clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
 	out := flag.String("out", "", "output directory")
 	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
@@ -200,8 +206,8 @@ func run() error {
 			return fmt.Errorf("step at rate %s: %w", name, err)
 		}
 		res.Steps = append(res.Steps, *s)
-		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB, other load %.2f cores\n",
-			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.OtherCores)
+		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB (%.0f anonymous), other load %.2f cores\n",
+			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.RSSAnonMaxMB, s.OtherCores)
 		for _, g := range s3Groups([]Step{*s}) {
 			fmt.Fprintf(os.Stderr, "  S3 requests per 1,000 entries, %s:", g.name)
 			for _, op := range g.ops {
@@ -303,7 +309,7 @@ func runStep(ctx context.Context, mosaic string, args []string, pid, clkTck int,
 	// the hammer's submission and drain phases (its report says when they
 	// were), leaving out the preminting before them.
 	var samples, machine []cpuSample
-	var rssMax float64
+	var rssMax, anonMax float64
 	var mu sync.Mutex
 	done := make(chan struct{})
 	sampled := make(chan struct{})
@@ -314,7 +320,7 @@ func runStep(ctx context.Context, mosaic string, args []string, pid, clkTck int,
 		for {
 			now := time.Now()
 			cpu, cerr := serverCPU(pid, clkTck)
-			rss, rerr := serverRSS(pid)
+			rss, anon, rerr := serverRSS(pid)
 			all, merr := machineCPU(clkTck)
 			mu.Lock()
 			if cerr == nil {
@@ -325,6 +331,7 @@ func runStep(ctx context.Context, mosaic string, args []string, pid, clkTck int,
 			}
 			if rerr == nil {
 				rssMax = max(rssMax, rss)
+				anonMax = max(anonMax, anon)
 			}
 			mu.Unlock()
 			select {
@@ -385,6 +392,7 @@ func runStep(ctx context.Context, mosaic string, args []string, pid, clkTck int,
 		s.Errors += n
 	}
 	s.RSSMaxMB = rssMax
+	s.RSSAnonMaxMB = anonMax
 	submitEnd := r.Start.Add(time.Duration(r.DurationS * float64(time.Second)))
 	drainEnd := submitEnd.Add(time.Duration(r.DrainS * float64(time.Second)))
 	if len(samples) < 2 {
@@ -495,23 +503,35 @@ func serverCPU(pid, clkTck int) (time.Duration, error) {
 }
 
 // serverRSS returns a process's resident set size in MB.
-func serverRSS(pid int) (float64, error) {
+// serverRSS returns the process's VmRSS and RssAnon in MB (MiB, as the
+// kernel's kB are KiB).
+func serverRSS(pid int) (rss, anon float64, err error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
+	var got int
 	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0, err
+	for sc.Scan() && got < 2 {
+		for _, field := range []struct {
+			prefix string
+			v      *float64
+		}{{"VmRSS:", &rss}, {"RssAnon:", &anon}} {
+			if v, ok := strings.CutPrefix(sc.Text(), field.prefix); ok {
+				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				if err != nil {
+					return 0, 0, err
+				}
+				*field.v = kb / 1024
+				got++
 			}
-			return kb / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc/PID/status")
+	if got < 2 {
+		return 0, 0, errors.New("no VmRSS or RssAnon in /proc/PID/status")
+	}
+	return rss, anon, nil
 }
 
 func cpuModel() string {
@@ -563,7 +583,7 @@ func markdown(r *Results) string {
 	// after the server RSS, and only when there are S3 figures.
 	groups := s3Groups(r.Steps)
 	ncols := 0
-	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB |")
+	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | of which anonymous MB |")
 	for _, g := range groups {
 		for _, op := range g.ops {
 			fmt.Fprintf(&b, " %sS3 %s /1k entries |", g.title, opTitle(op))
@@ -571,11 +591,11 @@ func markdown(r *Results) string {
 		}
 	}
 	b.WriteString(" other load (cores) | errors | verification failures |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", ncols) + "---:|---:|---:|\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", ncols) + "---:|---:|---:|\n")
 	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
 			rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
-			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB)
+			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB, s.RSSAnonMaxMB)
 		for _, g := range groups {
 			m := g.of(s)
 			for _, op := range g.ops {

@@ -39,8 +39,8 @@ func TestProcSampling(t *testing.T) {
 	if _, err := serverCPU(os.Getpid(), 100); err != nil {
 		t.Error(err)
 	}
-	if rss, err := serverRSS(os.Getpid()); err != nil || rss <= 0 {
-		t.Errorf("serverRSS = %v, %v", rss, err)
+	if rss, anon, err := serverRSS(os.Getpid()); err != nil || rss <= 0 || anon <= 0 || anon > rss {
+		t.Errorf("serverRSS = %v, %v, %v; want 0 < anonymous <= total", rss, anon, err)
 	}
 	if _, err := machineCPU(100); err != nil {
 		t.Error(err)
@@ -81,8 +81,8 @@ func TestOutputs(t *testing.T) {
 	if !strings.Contains(md, "| max | 3000 | 2700 |") || !strings.Contains(md, "| 100 | 100 | 90 |") {
 		t.Errorf("markdown table:\n%s", md)
 	}
-	if strings.Contains(md, "S3") || strings.Count(strings.Split(md, "\n")[2], "|") != 15 {
-		t.Errorf("a local run's table has S3 columns or not 14 columns:\n%s", md)
+	if strings.Contains(md, "S3") || strings.Count(strings.Split(md, "\n")[2], "|") != 16 {
+		t.Errorf("a local run's table has S3 columns or not 15 columns:\n%s", md)
 	}
 
 	// An S3 run from a server without the client label: one column per
@@ -96,18 +96,18 @@ func TestOutputs(t *testing.T) {
 	lines := strings.Split(md, "\n")
 	for _, want := range []string{
 		"PostgreSQL lock and dedup cache.",
-		"| server RSS MB | S3 PUT /1k entries | S3 GET /1k entries | S3 PUT conditional /1k entries | other load (cores) |",
+		"| server RSS MB | of which anonymous MB | S3 PUT /1k entries | S3 GET /1k entries | S3 PUT conditional /1k entries | other load (cores) |",
 		"| 0 | 151 | 12.3 | 1.0 | 0.00 | 0 | 0 |",
 		"| 0 | 20.0 | 0.5 |  | 0.00 | 0 | 0 |",
-		"| 5 | 0 | 0 | 0 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 |  |  |  | 0.00 | 0 | 0 |",
+		"| 5 | 0 | 0 | 0 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |  |  |  | 0.00 | 0 | 0 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("S3 table lacks %q:\n%s", want, md)
 		}
 	}
 	for _, l := range lines[2:6] {
-		if n := strings.Count(l, "|"); n != 18 {
-			t.Errorf("%d cells, want 17: %s", n-1, l)
+		if n := strings.Count(l, "|"); n != 19 {
+			t.Errorf("%d cells, want 18: %s", n-1, l)
 		}
 	}
 	b, err := json.Marshal(r)
@@ -133,7 +133,7 @@ func TestOutputs(t *testing.T) {
 	md = markdown(r)
 	lines = strings.Split(md, "\n")
 	for _, want := range []string{
-		"| server RSS MB | write path S3 PUT /1k entries | write path S3 GET /1k entries | write path S3 DELETE /1k entries | write path S3 PUT conditional /1k entries | read path S3 GET /1k entries | read path S3 HEAD /1k entries | other load (cores) |",
+		"| server RSS MB | of which anonymous MB | write path S3 PUT /1k entries | write path S3 GET /1k entries | write path S3 DELETE /1k entries | write path S3 PUT conditional /1k entries | read path S3 GET /1k entries | read path S3 HEAD /1k entries | other load (cores) |",
 		"| 0 | 150 |  | 3.0 | 0.6 | 12.3 |  | 0.00 | 0 | 0 |",
 		"| 0 | 20.0 | 0.0 | 2.0 |  | 0.5 | 1.0 | 0.00 | 0 | 0 |",
 		"| 0 |  |  |  |  |  |  | 0.00 | 0 | 0 |",
@@ -144,8 +144,8 @@ func TestOutputs(t *testing.T) {
 		}
 	}
 	for _, l := range lines[2:6] {
-		if n := strings.Count(l, "|"); n != 21 {
-			t.Errorf("%d cells, want 20: %s", n-1, l)
+		if n := strings.Count(l, "|"); n != 22 {
+			t.Errorf("%d cells, want 21: %s", n-1, l)
 		}
 	}
 	b, err = json.Marshal(r)

@@ -22,8 +22,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/sct"
@@ -228,21 +230,40 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return h.report(cp0.Size, start, submitEnd, end, cpu, interrupted, abandoned), nil
 }
 
-// premint fills the pool of certificates minted ahead of the run.
+// premint fills the pool of certificates minted ahead of the run, on
+// every CPU (Minter.Mint is safe for concurrent use).
 func (h *hammer) premint(ctx context.Context) error {
-	for i := range h.cfg.Premint {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c, err := h.minter.Mint(rand.Float64() < h.cfg.Precert)
+	if h.cfg.Premint <= 0 {
+		return nil
+	}
+	certs := make([]*Cert, h.cfg.Premint)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, runtime.GOMAXPROCS(0))
+	for w := range errs {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(certs)); i = next.Add(1) - 1 {
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				c, err := h.minter.Mint(rand.Float64() < h.cfg.Precert)
+				if err != nil {
+					errs[w] = err
+					next.Store(int64(len(certs))) // stop the others
+					return
+				}
+				certs[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return err
 		}
-		if i == 0 {
-			h.preminted = make([]*Cert, 0, h.cfg.Premint)
-		}
-		h.preminted = append(h.preminted, c)
 	}
+	h.preminted = certs
 	return nil
 }
 
