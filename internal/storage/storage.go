@@ -51,7 +51,9 @@ type Backend interface {
 	// Get returns the object stored at key, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Delete removes the object at key. Deleting a missing object
-	// succeeds. Only the sequencer's own staging objects are ever deleted.
+	// succeeds. The sequencer deletes its own staging objects, and the
+	// superseded partial tiles it collects (see DeleteBatch); nothing
+	// else is ever deleted.
 	Delete(ctx context.Context, key string) error
 }
 

@@ -22,8 +22,8 @@ import (
 	cttls "github.com/google/certificate-transparency-go/tls"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/sumdb/tlog"
-	"gopkg.in/yaml.v3"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
