@@ -370,6 +370,21 @@ func uintParam(w http.ResponseWriter, req *http.Request, name string) (int64, bo
 	return n, true
 }
 
+// rangeParams reads two uintParams that must be in order, lo <= hi.
+func rangeParams(w http.ResponseWriter, req *http.Request, loName, hiName string) (lo, hi int64, ok bool) {
+	if lo, ok = uintParam(w, req, loName); !ok {
+		return 0, 0, false
+	}
+	if hi, ok = uintParam(w, req, hiName); !ok {
+		return 0, 0, false
+	}
+	if lo > hi {
+		http.Error(w, fmt.Sprintf("The parameter %s (%d) is larger than %s (%d).", loName, lo, hiName, hi), http.StatusBadRequest)
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
 // writeAPIJSON writes an RFC 6962 API response (compact, not cached).
 func writeAPIJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
@@ -411,16 +426,8 @@ func (r *rfc6962) getSTH(w http.ResponseWriter, req *http.Request) {
 
 // getSTHConsistency serves RFC 6962 §4.4.
 func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
-	first, ok := uintParam(w, req, "first")
+	first, second, ok := rangeParams(w, req, "first", "second")
 	if !ok {
-		return
-	}
-	second, ok := uintParam(w, req, "second")
-	if !ok {
-		return
-	}
-	if first > second {
-		http.Error(w, fmt.Sprintf("The parameter first (%d) is larger than second (%d).", first, second), http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, second)
@@ -698,16 +705,8 @@ func (r *rfc6962) entriesError(w http.ResponseWriter, tr *rfcTileReader, err err
 // most MaxGetEntries and never past the end of start's data tile or of the
 // latest tree.
 func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
-	start, ok := uintParam(w, req, "start")
+	start, end, ok := rangeParams(w, req, "start", "end")
 	if !ok {
-		return
-	}
-	end, ok := uintParam(w, req, "end")
-	if !ok {
-		return
-	}
-	if start > end {
-		http.Error(w, fmt.Sprintf("The parameter start (%d) is larger than end (%d).", start, end), http.StatusBadRequest)
 		return
 	}
 	cp := r.latestOr(w, req, start+1)
