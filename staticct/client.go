@@ -20,11 +20,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/retry"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -93,6 +95,12 @@ type Client struct {
 	cache      *tileCache
 	witnesses  []*checkpoint.CosignatureVerifier
 	quorum     int
+
+	// sctKey is pub with its table of multiples, built by the first
+	// VerifySCT (a few milliseconds, about 770 KB), which makes every SCT
+	// check about 2.5 times cheaper; nil if it could not be built.
+	sctKeyOnce sync.Once
+	sctKey     *p256key.Key
 }
 
 // New returns a Client for the log described by cfg.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 )
 
@@ -69,7 +70,14 @@ func (c *Client) VerifySCT(resp *SCTResponse, e Entry) (uint64, error) {
 	if c.pub == nil {
 		return 0, errNoKey
 	}
-	idx, err := sct.Verify(c.pub, c.logID, resp, e)
+	c.sctKeyOnce.Do(func() { c.sctKey, _ = p256key.New(c.pub) })
+	var idx uint64
+	var err error
+	if c.sctKey != nil {
+		idx, err = sct.VerifyKey(c.sctKey, c.logID, resp, e)
+	} else {
+		idx, err = sct.Verify(c.pub, c.logID, resp, e)
+	}
 	if err != nil {
 		return 0, &VerifyError{Kind: VerifySCT, Err: err}
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -87,6 +88,16 @@ func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error)
 // expects to be logged (Timestamp and LeafIndex are taken from the response)
 // and returns the leaf index the SCT names.
 func Verify(pub *ecdsa.PublicKey, logID [32]byte, r *Response, e tile.Entry) (uint64, error) {
+	return verify(func(digest, sig []byte) bool { return ecdsa.VerifyASN1(pub, digest, sig) }, logID, r, e)
+}
+
+// VerifyKey is Verify with a precomputed key, for a client that verifies
+// many SCTs from one log (see package p256key).
+func VerifyKey(k *p256key.Key, logID [32]byte, r *Response, e tile.Entry) (uint64, error) {
+	return verify(k.VerifyASN1, logID, r, e)
+}
+
+func verify(verifySig func(digest, sig []byte) bool, logID [32]byte, r *Response, e tile.Entry) (uint64, error) {
 	if r.SCTVersion != 0 {
 		return 0, fmt.Errorf("sct_version %d, want 0", r.SCTVersion)
 	}
@@ -121,7 +132,7 @@ func Verify(pub *ecdsa.PublicKey, logID [32]byte, r *Response, e tile.Entry) (ui
 	e.Timestamp = r.Timestamp
 	e.LeafIndex = idx
 	digest := sha256.Sum256(SignatureInput(&e))
-	if !ecdsa.VerifyASN1(pub, digest[:], sig) {
+	if !verifySig(digest[:], sig) {
 		return 0, errors.New("SCT signature does not verify")
 	}
 	return idx, nil

@@ -1,0 +1,181 @@
+package p256key
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"math/big"
+	"testing"
+
+	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/crypto/cryptobyte/asn1"
+)
+
+// testKey is a fixed key, so that fuzz corpora stay meaningful.
+func testKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	d := sha256.Sum256([]byte("p256key test key"))
+	k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func encode(r, s *big.Int) []byte {
+	var b cryptobyte.Builder
+	b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddASN1BigInt(r)
+		b.AddASN1BigInt(s)
+	})
+	return b.BytesOrPanic()
+}
+
+func decode(t testing.TB, sig []byte) (r, s *big.Int) {
+	r, s = new(big.Int), new(big.Int)
+	var inner cryptobyte.String
+	in := cryptobyte.String(sig)
+	if !in.ReadASN1(&inner, asn1.SEQUENCE) || !inner.ReadASN1Integer(r) || !inner.ReadASN1Integer(s) {
+		t.Fatalf("cannot decode %x", sig)
+	}
+	return r, s
+}
+
+// check compares k's fast path and its answer with crypto/ecdsa's verdict.
+func check(t testing.TB, k *Key, hash, sig []byte) bool {
+	t.Helper()
+	want := ecdsa.VerifyASN1(k.PublicKey(), hash, sig)
+	if got := k.verify(hash, sig); got != want {
+		t.Fatalf("fast path says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
+	}
+	if got := k.VerifyASN1(hash, sig); got != want {
+		t.Fatalf("VerifyASN1 says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
+	}
+	return want
+}
+
+func TestAgreesWithCryptoECDSA(t *testing.T) {
+	priv := testKey(t)
+	k, err := New(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	one := big.NewInt(1)
+	for i := range 300 {
+		msg := []byte{byte(i), byte(i >> 8)}
+		hash := sha256.Sum256(msg)
+		sig, err := ecdsa.SignASN1(rand.Reader, priv, hash[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !check(t, k, hash[:], sig) {
+			t.Fatalf("a valid signature was refused")
+		}
+		r, s := decode(t, sig)
+		// The other s of the same signature (n - s) is valid too.
+		check(t, k, hash[:], encode(r, new(big.Int).Sub(n, s)))
+		// Altered signatures, digests and keys must all be refused.
+		for _, bad := range [][2]*big.Int{
+			{new(big.Int).Add(r, one), s}, {r, new(big.Int).Add(s, one)}, {s, r},
+			{new(big.Int).Add(r, n), s}, {r, new(big.Int).Add(s, n)}, {new(big.Int).Neg(r), s},
+			{big.NewInt(0), s}, {r, big.NewInt(0)}, {n, s}, {r, n},
+		} {
+			if check(t, k, hash[:], encode(bad[0], bad[1])) {
+				t.Fatalf("altered signature (%x, %x) accepted", bad[0], bad[1])
+			}
+		}
+		hash[i%32] ^= 1
+		if check(t, k, hash[:], sig) {
+			t.Fatal("a signature over another digest was accepted")
+		}
+		otherSig, _ := ecdsa.SignASN1(rand.Reader, other, hash[:])
+		if check(t, k, hash[:], otherSig) {
+			t.Fatal("another key's signature was accepted")
+		}
+		// Longer digests are truncated to 256 bits, as crypto/ecdsa does.
+		long := sha512.Sum512(msg)
+		sig, _ = ecdsa.SignASN1(rand.Reader, priv, long[:])
+		if !check(t, k, long[:], sig) {
+			t.Fatal("a valid signature over a SHA-512 digest was refused")
+		}
+	}
+	// Trailing bytes, truncation and garbage.
+	hash := sha256.Sum256([]byte("x"))
+	sig, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
+	for _, bad := range [][]byte{append(sig, 0), sig[:len(sig)-1], nil, {0x30, 0}, {0x30, 0x06, 2, 1, 1, 2, 1, 1}} {
+		if check(t, k, hash[:], bad) {
+			t.Fatalf("malformed signature %x accepted", bad)
+		}
+	}
+}
+
+func TestNewRefusesOtherKeys(t *testing.T) {
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	for name, pub := range map[string]*ecdsa.PublicKey{
+		"nil":        nil,
+		"P-384":      &p384.PublicKey,
+		"off-curve":  {Curve: elliptic.P256(), X: big.NewInt(1), Y: big.NewInt(1)},
+		"zero point": {Curve: elliptic.P256(), X: new(big.Int), Y: new(big.Int)},
+	} {
+		if _, err := New(pub); err == nil {
+			t.Errorf("New(%s) succeeded", name)
+		}
+	}
+}
+
+// FuzzVerify: the fast path's verdict is crypto/ecdsa's, for signatures
+// the fuzzer builds from a valid one (by altering r, s or the digest) and
+// for arbitrary bytes.
+func FuzzVerify(f *testing.F) {
+	priv := testKey(f)
+	k, err := New(&priv.PublicKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	hash := sha256.Sum256([]byte("seed"))
+	sig, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
+	f.Add([]byte("seed"), sig, int64(0), int64(0), false)
+	f.Add([]byte("seed"), sig, int64(1), int64(-1), true)
+	f.Add([]byte("other"), []byte{0x30, 0x06, 2, 1, 1, 2, 1, 1}, int64(0), int64(0), false)
+	f.Fuzz(func(t *testing.T, msg, raw []byte, dr, ds int64, resign bool) {
+		hash := sha256.Sum256(msg)
+		if resign {
+			// A valid signature over msg, then moved by (dr, ds).
+			sig, err := ecdsa.SignASN1(rand.Reader, priv, hash[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, s := decode(t, sig)
+			raw = encode(r.Add(r, big.NewInt(dr)), s.Add(s, big.NewInt(ds)))
+		}
+		check(t, k, hash[:], raw)
+	})
+}
+
+func BenchmarkVerify(b *testing.B) {
+	priv := testKey(b)
+	k, err := New(&priv.PublicKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hash := sha256.Sum256([]byte("bench"))
+	sig, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
+	b.Run("crypto-ecdsa", func(b *testing.B) {
+		for b.Loop() {
+			ecdsa.VerifyASN1(&priv.PublicKey, hash[:], sig)
+		}
+	})
+	b.Run("p256key", func(b *testing.B) {
+		for b.Loop() {
+			k.VerifyASN1(hash[:], sig)
+		}
+	})
+	b.Run("New", func(b *testing.B) {
+		for b.Loop() {
+			New(&priv.PublicKey)
+		}
+	})
+}
