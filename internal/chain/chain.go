@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/google/certificate-transparency-go/x509"
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -172,6 +173,7 @@ type Validator struct {
 	setMu sync.Mutex // serializes SetRoots
 
 	hits, misses atomic.Uint64 // issuer cache lookups, over every set
+	leafKeys     atomic.Int64  // issuer chains' precomputed keys in existence (leaf.go)
 }
 
 // rootSet is one set of trust anchors and the issuer chains verified
@@ -383,7 +385,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		}
 		// The cache vouches only for the issuers. The leaf's own signature
 		// is checked on every submission.
-		if err := leaf.checkSignatureFrom(issuers.certs[0], issuers.std0); err != nil {
+		if err := leaf.checkSignatureFromChain(issuers, &v.leafKeys); err != nil {
 			return nil, notSigned(1, 0, err)
 		}
 	}
@@ -635,6 +637,10 @@ type issuerChain struct {
 	// std0 is crypto/x509's parse of certs[0], or nil if it refused it
 	// (see leaf.go).
 	std0 *stdx509.Certificate
+	// uses counts the leaves crypto/x509 verified against std0, and key
+	// is std0's precomputed key once it has one (see leaf.go).
+	uses atomic.Int64
+	key  atomic.Pointer[p256key.Key]
 }
 
 // entryChain returns the DER chain for an Entry. The slice is a copy, so a

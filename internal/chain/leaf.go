@@ -1,8 +1,15 @@
 package chain
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
 	stdx509 "crypto/x509"
+	"runtime"
+	"sync/atomic"
 	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 
 	"github.com/google/certificate-transparency-go/x509"
 )
@@ -94,6 +101,73 @@ func (l *leafCert) checkSignatureFrom(issuer *x509.Certificate, std *stdx509.Cer
 		return err
 	}
 	return c.CheckSignatureFrom(issuer)
+}
+
+// Leaf signatures by frequent issuers.
+//
+// Nearly every submission's leaf is signed by one of a few intermediates,
+// and verifying its ECDSA signature is the largest cost of a submission.
+// An issuer chain that has verified leafKeyAfter leaves through crypto/x509
+// gets a p256key.Key for its first certificate's P-256 key, which verifies
+// about 2.5 times faster; further leaves signed with ECDSA-with-SHA256 are
+// checked with it.
+//
+// Why this accepts nothing crypto/x509 would refuse: the key is built only
+// after crypto/x509's CheckSignatureFrom accepted a leaf from this very
+// issuer (std0), which proves the issuer passes the checks that depend on
+// the issuer alone (a CA, allowed to sign certificates, a known key
+// algorithm); for a leaf whose algorithm is ECDSA-with-SHA256, what remains
+// of CheckSignatureFrom is ecdsa.VerifyASN1 of its signature over the
+// SHA-256 of its raw TBSCertificate with the issuer's key, which is what
+// the key checks (see package p256key for why it agrees). A leaf the key
+// refuses, or with another algorithm, goes the usual way.
+//
+// Why chosen issuers cannot make the log build tables (4 ms and 770 KB
+// each): only issuer chains already verified up to a root can have one,
+// only after leafKeyAfter leaves (so the build costs under 2% of the
+// verifications it follows), and at most maxLeafKeys exist at once; the
+// count goes down when an issuer chain with a key is garbage (evicted from
+// the issuer cache, or its root set replaced).
+const (
+	leafKeyAfter = 256
+	maxLeafKeys  = 16
+)
+
+// checkSignatureFromChain is checkSignatureFrom for ic's first certificate,
+// with ic's key once it has one. live counts the keys in existence.
+func (l *leafCert) checkSignatureFromChain(ic *issuerChain, live *atomic.Int64) error {
+	if k := ic.key.Load(); k != nil && l.std != nil && l.std.SignatureAlgorithm == stdx509.ECDSAWithSHA256 {
+		digest := sha256.Sum256(l.std.RawTBSCertificate)
+		if k.VerifyASN1(digest[:], l.std.Signature) {
+			return nil
+		}
+	}
+	if l.std != nil && ic.std0 != nil && l.std.CheckSignatureFrom(ic.std0) == nil {
+		if n := ic.uses.Add(1); n%leafKeyAfter == 0 && ic.key.Load() == nil {
+			ic.buildKey(live)
+		}
+		return nil
+	}
+	return l.checkSignatureFrom(ic.certs[0], nil)
+}
+
+// buildKey gives ic a key for std0's public key if it is a P-256 key and
+// fewer than maxLeafKeys exist.
+func (ic *issuerChain) buildKey(live *atomic.Int64) {
+	pub, ok := ic.std0.PublicKey.(*ecdsa.PublicKey)
+	if !ok || pub.Curve != elliptic.P256() {
+		return
+	}
+	if live.Add(1) > maxLeafKeys {
+		live.Add(-1)
+		return
+	}
+	k, err := p256key.New(pub)
+	if err != nil || !ic.key.CompareAndSwap(nil, k) {
+		live.Add(-1)
+		return
+	}
+	runtime.AddCleanup(ic, func(live *atomic.Int64) { live.Add(-1) }, live)
 }
 
 // hasExtension reports whether the leaf carries the extension id.
