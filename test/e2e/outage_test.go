@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/url"
 	"sort"
 	"sync"
 	"testing"
@@ -28,15 +29,16 @@ const (
 
 // TestBackendOutages makes a backend of a log on S3 + PostgreSQL
 // unavailable for 30s under steady load: MinIO frozen (SIGSTOP: its
-// connections stay open and nothing answers), PostgreSQL frozen the same
-// way, and PostgreSQL down (connections reset), the last two through a
-// proxy since the PostgreSQL server is shared. During the outage every
+// connections stay open and nothing answers), MinIO down (connections
+// reset, as for a stopped server), PostgreSQL frozen the same way, and
+// PostgreSQL down; all but the first through a proxy, since those servers
+// are shared. During the outage every
 // submission must be answered 503 with Retry-After (never a 200 for an
 // entry that is not logged, never a hang past round_timeout plus a
 // margin); within 5s of the backend's return a submission must get an SCT;
 // and every SCT given before, during or after must be provably in the log.
 //
-// The three outages run at the same time, each with its own log and
+// The four outages run at the same time, each with its own log and
 // services, so that the suite waits 30s once rather than three times.
 // (They are started from goroutines rather than with t.Parallel, which
 // would run only GOMAXPROCS of them at once.)
@@ -53,6 +55,19 @@ func TestBackendOutages(t *testing.T) {
 			m := testenv.StartOwnMinIO(t)
 			l := newTunedS3Log(t, opts(m.MinIOServer, testenv.Postgres(t)))
 			runOutage(t, l, m.Freeze, m.Thaw)
+		}},
+		{"minio-down", func(t *testing.T) {
+			// Through a proxy that refuses connections while down, as a
+			// stopped MinIO (or an unreachable endpoint) would.
+			m := *testenv.MinIO(t)
+			u, err := url.Parse(m.Endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testenv.StartProxy(t, u.Host)
+			m.Endpoint = "http://" + p.Addr
+			l := newTunedS3Log(t, opts(&m, testenv.Postgres(t)))
+			runOutage(t, l, func() error { p.Down(); return nil }, func() error { p.Up(); return nil })
 		}},
 		{"postgres-frozen", func(t *testing.T) {
 			p, dsn := postgresViaProxy(t, testenv.Postgres(t))
