@@ -3,6 +3,7 @@ package staticct
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,21 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/sct"
 )
 
-// addChainRequest is the RFC 6962 §4.1 add-chain (and §4.2 add-pre-chain)
-// request body. encoding/json encodes []byte as standard base64, which is
-// what the RFC asks for.
-type addChainRequest struct {
-	Chain [][]byte `json:"chain"`
+// appendAddChainRequest appends the RFC 6962 §4.1 add-chain (and §4.2
+// add-pre-chain) request body, {"chain":["BASE64",...]}, byte for byte what
+// encoding/json gives for a struct whose Chain [][]byte field is tagged
+// "chain": standard base64 needs no escaping in a JSON string.
+func appendAddChainRequest(b []byte, chain [][]byte) []byte {
+	b = append(b, `{"chain":[`...)
+	for i, der := range chain {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, der)
+		b = append(b, '"')
+	}
+	return append(b, "]}"...)
 }
 
 // AddChain submits a certificate chain (DER, leaf first) to add-chain and
@@ -37,10 +48,11 @@ func (c *Client) submit(ctx context.Context, endpoint string, chain [][]byte) (*
 	if c.submission == "" {
 		return nil, errors.New("client has no submission prefix")
 	}
-	body, err := json.Marshal(addChainRequest{Chain: chain})
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s request: %w", endpoint, err)
+	n := len(`{"chain":[]}`)
+	for _, der := range chain {
+		n += base64.StdEncoding.EncodedLen(len(der)) + 3
 	}
+	body := appendAddChainRequest(make([]byte, 0, n), chain)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.submission+endpoint, bytes.NewReader(body))
