@@ -354,6 +354,17 @@ func (r *rfc6962) latestOr(w http.ResponseWriter, req *http.Request, atLeast int
 	return cp
 }
 
+// treeOf is latestOr for a request about the tree of the given size (the
+// query parameter name): a 400 if the latest tree is smaller.
+func (r *rfc6962) treeOf(w http.ResponseWriter, req *http.Request, name string, size int64) *checkpoint.Verified {
+	cp := r.latestOr(w, req, size)
+	if cp != nil && size > cp.Size {
+		http.Error(w, fmt.Sprintf("The parameter %s (%d) is larger than the latest tree size (%d).", name, size, cp.Size), http.StatusBadRequest)
+		return nil
+	}
+	return cp
+}
+
 // uintParam parses a required non-negative decimal query parameter, writing
 // a 400 and returning false if it is missing or malformed.
 func uintParam(w http.ResponseWriter, req *http.Request, name string) (int64, bool) {
@@ -430,12 +441,8 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	cp := r.latestOr(w, req, second)
+	cp := r.treeOf(w, req, "second", second)
 	if cp == nil {
-		return
-	}
-	if second > cp.Size {
-		http.Error(w, fmt.Sprintf("The parameter second (%d) is larger than the latest tree size (%d).", second, cp.Size), http.StatusBadRequest)
 		return
 	}
 	var proof tlog.TreeProof
@@ -497,12 +504,8 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "The parameter tree_size must be at least 1.", http.StatusBadRequest)
 		return
 	}
-	cp := r.latestOr(w, req, size)
+	cp := r.treeOf(w, req, "tree_size", size)
 	if cp == nil {
-		return
-	}
-	if size > cp.Size {
-		http.Error(w, fmt.Sprintf("The parameter tree_size (%d) is larger than the latest tree size (%d).", size, cp.Size), http.StatusBadRequest)
 		return
 	}
 	if r.l.HashIndex == nil {
@@ -762,12 +765,8 @@ func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("The parameter leaf_index (%d) must be below tree_size (%d).", idx, size), http.StatusBadRequest)
 		return
 	}
-	cp := r.latestOr(w, req, size)
+	cp := r.treeOf(w, req, "tree_size", size)
 	if cp == nil {
-		return
-	}
-	if size > cp.Size {
-		http.Error(w, fmt.Sprintf("The parameter tree_size (%d) is larger than the latest tree size (%d).", size, cp.Size), http.StatusBadRequest)
 		return
 	}
 	entries, tr, err := r.entries(req.Context(), cp, idx, idx, false)
