@@ -31,8 +31,9 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
-// enableRFC6962 turns rfc6962_read_api on in a dev log's config file.
-func enableRFC6962(t *testing.T, dir string) {
+// setDevLogField sets a field of the (only) log in a dev log's config
+// file, such as rfc6962_read_api or witnesses.
+func setDevLogField(t *testing.T, dir, field string, value any) {
 	t.Helper()
 	p := filepath.Join(dir, devmode.ConfigFile)
 	b, err := os.ReadFile(p)
@@ -43,7 +44,7 @@ func enableRFC6962(t *testing.T, dir string) {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	c["logs"].([]any)[0].(map[string]any)["rfc6962_read_api"] = true
+	c["logs"].([]any)[0].(map[string]any)[field] = value
 	if b, err = yaml.Marshal(c); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestRFC6962ReadAPI(t *testing.T) {
 		t.Fatalf("get-sth without rfc6962_read_api: %d, want 404", code)
 	}
 	s.stop()
-	enableRFC6962(t, dir)
+	setDevLogField(t, dir, "rfc6962_read_api", true)
 	s = startDev(t, dir)
 	c = newClient(t, s)
 

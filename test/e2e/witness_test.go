@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,35 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
 )
-
-// setWitnesses writes a witnesses section into a dev log's config file.
-func setWitnesses(t *testing.T, dir string, section map[string]any) {
-	t.Helper()
-	p := filepath.Join(dir, devmode.ConfigFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c map[string]any
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		t.Fatal(err)
-	}
-	c["logs"].([]any)[0].(map[string]any)["witnesses"] = section
-	if b, err = yaml.Marshal(c); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // cosignedBy waits until the published checkpoint covers size entries and
 // carries valid cosignatures from exactly the witnesses named in want
@@ -127,7 +103,7 @@ func TestWitnessesEndToEnd(t *testing.T) {
 	live := witnesstest.Start(t, "witness.test/live", lg)
 	hung := witnesstest.Start(t, "witness.test/hung", lg)
 	hung.Freeze()
-	setWitnesses(t, dir, map[string]any{
+	setDevLogField(t, dir, "witnesses", map[string]any{
 		"quorum":  1,
 		"timeout": "1s",
 		"list": []map[string]string{
