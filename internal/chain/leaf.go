@@ -138,7 +138,8 @@ const (
 func (l *leafCert) checkSignatureFromChain(ic *issuerChain, live *atomic.Int64) error {
 	if k := ic.key.Load(); k != nil && l.std != nil && l.std.SignatureAlgorithm == stdx509.ECDSAWithSHA256 {
 		digest := sha256.Sum256(l.std.RawTBSCertificate)
-		if k.VerifyASN1(digest[:], l.std.Signature) {
+		// Check, not VerifyASN1: a refusal falls back to crypto/x509 below.
+		if k.Check(digest[:], l.std.Signature) {
 			return nil
 		}
 	}

@@ -19,9 +19,10 @@
 // and the signature), so nothing needs to be constant-time; the checks on
 // r and s, the digest's conversion and the final comparison follow
 // crypto/ecdsa (FIPS 186-5 §6.4.2), and nistec's point addition is
-// complete (it handles equal points and the identity). A Key can only err
-// towards rejecting: Verify asks crypto/ecdsa again before it answers
-// false, so a bug here could at worst accept a bad signature, and
+// complete (it handles equal points and the identity). A Key never
+// refuses what crypto/ecdsa accepts: VerifyASN1 asks crypto/ecdsa again
+// before it answers false (Check leaves that to its caller), so a bug here
+// could at worst accept a bad signature, and
 // FuzzVerify compares the two verdicts on valid, altered and arbitrary
 // signatures.
 package p256key
@@ -86,6 +87,11 @@ func (k *Key) VerifyASN1(hash, sig []byte) bool {
 	// Rejections are rare and must never be this package's mistake.
 	return ecdsa.VerifyASN1(k.pub, hash, sig)
 }
+
+// Check is VerifyASN1 without asking crypto/ecdsa again before refusing,
+// for a caller that falls back to crypto/ecdsa or crypto/x509 by itself
+// (so that a bad signature is not checked twice on the same path).
+func (k *Key) Check(hash, sig []byte) bool { return k.verify(hash, sig) }
 
 func (k *Key) verify(hash, sig []byte) bool {
 	r, s := new(big.Int), new(big.Int)

@@ -47,7 +47,7 @@ func decode(t testing.TB, sig []byte) (r, s *big.Int) {
 func check(t testing.TB, k *Key, hash, sig []byte) bool {
 	t.Helper()
 	want := ecdsa.VerifyASN1(k.PublicKey(), hash, sig)
-	if got := k.verify(hash, sig); got != want {
+	if got := k.Check(hash, sig); got != want {
 		t.Fatalf("fast path says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
 	}
 	if got := k.VerifyASN1(hash, sig); got != want {
