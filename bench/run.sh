@@ -46,6 +46,7 @@ DUP=${DUP:-0.1}
 PRECERT=${PRECERT:-0.5}
 READERS=${READERS:-0}
 READ_RATE=${READ_RATE:-20}
+MAX_PREMINT=${MAX_PREMINT:-250000}
 KEEP=${KEEP:-0}
 PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
@@ -194,13 +195,13 @@ else
 fi
 
 commit=$(bench_commit "$root")
-settings="RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE"
+settings="RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE MAX_PREMINT=$MAX_PREMINT"
 [[ $BACKEND == local ]] || settings="BACKEND=$BACKEND $settings"
 # In the background, so that a signal reaches the traps at once.
 BENCH_COMMIT=$commit "$work/benchrun" -mosaic "$work/mosaic" -dev "$work/devlog" -pid "$server_pid" \
 	-backend "$BACKEND" -metrics "$metrics" \
 	-clk-tck "$(getconf CLK_TCK)" -rates "$RATES" -step "$STEP" -workers "$WORKERS" \
-	-dup "$DUP" -precert "$PRECERT" -readers "$READERS" -read-rate "$READ_RATE" -out "$out" \
+	-dup "$DUP" -precert "$PRECERT" -readers "$READERS" -read-rate "$READ_RATE" -max-premint "$MAX_PREMINT" -out "$out" \
 	-command "$settings bench/run.sh" &
 bench_pid=$!
 wait "$bench_pid"
