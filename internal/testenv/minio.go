@@ -156,9 +156,16 @@ func minioFor(t testing.TB) *minioProcess {
 // findMinIO returns the path of the minio binary. Under CI, a missing binary
 // is built (a few minutes the first time, then cached by Go).
 func findMinIO(t testing.TB) (string, error) {
-	if p := os.Getenv("MINIO_BIN"); p != "" {
+	return findGoBinary(t, "minio", "MINIO_BIN", "github.com/minio/minio@"+MinIOVersion, " (a few minutes)")
+}
+
+// findGoBinary returns the path of a service binary that Go builds: $env if
+// set, else name in $(go env GOBIN or GOPATH)/bin, else on PATH. Under CI a
+// missing binary is built with go install pkg (note says how long it takes).
+func findGoBinary(t testing.TB, name, env, pkg, note string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("MINIO_BIN=%s: %w", p, err)
+			return "", fmt.Errorf("%s=%s: %w", env, p, err)
 		}
 		return p, nil
 	}
@@ -169,23 +176,23 @@ func findMinIO(t testing.TB) (string, error) {
 		}
 	}
 	if gobin != "" {
-		p := filepath.Join(gobin, "minio")
+		p := filepath.Join(gobin, name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath("minio"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	if !InCI() || gobin == "" {
-		return "", errors.New("no minio binary at $MINIO_BIN, in $(go env GOPATH)/bin or on PATH")
+		return "", fmt.Errorf("no %s binary at $%s, in $(go env GOPATH)/bin or on PATH", name, env)
 	}
-	t.Logf("testenv: minio binary missing; CI builds it: go install github.com/minio/minio@%s (a few minutes)", MinIOVersion)
-	out, err := exec.Command("go", "install", "github.com/minio/minio@"+MinIOVersion).CombinedOutput()
+	t.Logf("testenv: %s binary missing; CI builds it: go install %s%s", name, pkg, note)
+	out, err := exec.Command("go", "install", pkg).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("no minio binary, and building it failed: %v\n%s", err, out)
+		return "", fmt.Errorf("no %s binary, and building it failed: %v\n%s", name, err, out)
 	}
-	return filepath.Join(gobin, "minio"), nil
+	return filepath.Join(gobin, name), nil
 }
 
 func goEnv(name string) string {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -77,36 +76,7 @@ func StartPebble(t testing.TB, tlsPort int) *Pebble {
 // findPebble returns the path of the pebble binary. Under CI, a missing
 // binary is built (seconds).
 func findPebble(t testing.TB) (string, error) {
-	if p := os.Getenv("PEBBLE_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("PEBBLE_BIN=%s: %w", p, err)
-		}
-		return p, nil
-	}
-	gobin := goEnv("GOBIN")
-	if gobin == "" {
-		if gopath := goEnv("GOPATH"); gopath != "" {
-			gobin = filepath.Join(filepath.SplitList(gopath)[0], "bin")
-		}
-	}
-	if gobin != "" {
-		p := filepath.Join(gobin, "pebble")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pebble"); err == nil {
-		return p, nil
-	}
-	if !InCI() || gobin == "" {
-		return "", errors.New("no pebble binary at $PEBBLE_BIN, in $(go env GOPATH)/bin or on PATH")
-	}
-	t.Logf("testenv: pebble binary missing; CI builds it: go install github.com/letsencrypt/pebble/v2/cmd/pebble@%s", PebbleVersion)
-	out, err := exec.Command("go", "install", "github.com/letsencrypt/pebble/v2/cmd/pebble@"+PebbleVersion).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("no pebble binary, and building it failed: %v\n%s", err, out)
-	}
-	return filepath.Join(gobin, "pebble"), nil
+	return findGoBinary(t, "pebble", "PEBBLE_BIN", "github.com/letsencrypt/pebble/v2/cmd/pebble@"+PebbleVersion, "")
 }
 
 func startPebbleOnce(t testing.TB, bin string, tlsPort int) (*Pebble, error) {
