@@ -165,3 +165,41 @@ func BenchmarkRoundAtTreeSize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanRound measures the pure part of a round (encoding the data
+// tiles, hashing, the tree's edge) for 1,360 entries of realistic size, a
+// round's worth at 6,800 entries/s, on a tree whose partial data tile
+// already holds 100 entries. Its allocations are most of what a round
+// gives the garbage collector besides the dedup cache's.
+func BenchmarkPlanRound(b *testing.B) {
+	cert := bytes.Repeat([]byte{0x42}, 2048)
+	entry := func(i int) *tile.Entry {
+		p := pending(i)
+		p.Entry.Certificate = append(fmt.Appendf(nil, "%d", i), cert...)
+		if i%2 == 1 {
+			p.Entry.IsPrecert = true
+			p.Entry.PreCertificate = p.Entry.Certificate
+		}
+		return &p.Entry
+	}
+	var t treeState
+	t.edge = tile.NewEdge()
+	for i := range 100 {
+		e := entry(i)
+		e.LeafIndex = uint64(i)
+		t.dataTile = tile.AppendTileLeaf(t.dataTile, e)
+		t.edge.Append(e.LeafHash())
+		t.size++
+	}
+	entries := make([]*tile.Entry, 1360)
+	issuers := make([][][]byte, len(entries))
+	for i := range entries {
+		entries[i] = entry(100 + i)
+		issuers[i] = [][]byte{[]byte("issuer")}
+	}
+	stored := func([32]byte) bool { return true }
+	for b.Loop() {
+		planRound(t, "example.com/log", entries, issuers, 1, stored)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries))/1000, "µs/entry")
+}

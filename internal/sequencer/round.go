@@ -1,7 +1,6 @@
 package sequencer
 
 import (
-	"bytes"
 	"compress/gzip"
 	"encoding/hex"
 
@@ -66,7 +65,7 @@ type roundPlan struct {
 func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]byte, timestamp uint64, stored func([32]byte) bool) *roundPlan {
 	p := &roundPlan{
 		edge:       t.edge.Clone(),
-		dataTile:   bytes.Clone(t.dataTile),
+		dataTile:   reserveDataTile(t.dataTile, t.size, entries),
 		size:       t.size,
 		results:    make([]Result, len(entries)),
 		leafHashes: make([]tlog.Hash, len(entries)),
@@ -84,7 +83,7 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 		if p.size%tile.Width == 0 {
 			full := tile.Tile{Data: true, N: p.size/tile.Width - 1, W: tile.Width}
 			p.tiles = append(p.tiles, object{key: full.Path(), data: p.dataTile, gzip: gzip.DefaultCompression})
-			p.dataTile = nil
+			p.dataTile = reserveDataTile(nil, p.size, entries[i+1:])
 		}
 		for j, fp := range e.ChainFingerprints {
 			if stored(fp) || seen[fp] {
@@ -113,4 +112,21 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 	}
 	p.checkpoint = checkpoint.Checkpoint{Origin: origin, Size: p.size, Hash: p.edge.RootHash()}
 	return p
+}
+
+// reserveDataTile returns a copy of the data tile prefix (the TileLeaf
+// entries of leaves size - size%256 to size-1) with room for the entries
+// that follow it in the same tile, so that each data tile of a round is
+// allocated once, at its final size. Appending to it entry by entry would
+// instead reallocate and copy it at every 1.25-fold growth, about five
+// times its size in all (measured by BenchmarkPlanRound).
+func reserveDataTile(prefix []byte, size int64, entries []*tile.Entry) []byte {
+	need := 0
+	for _, e := range entries[:min(int64(len(entries)), tile.Width-size%tile.Width)] {
+		need += e.TileLeafLen()
+	}
+	if len(prefix)+need == 0 {
+		return nil
+	}
+	return append(make([]byte, 0, len(prefix)+need), prefix...)
 }

@@ -71,6 +71,9 @@ func FuzzParseDataTile(f *testing.F) {
 		for i, e := range entries {
 			before := len(re)
 			re = AppendTileLeaf(re, e)
+			if n := e.TileLeafLen(); n != len(re)-before {
+				t.Fatalf("entry %d: TileLeafLen is %d, its encoding %d bytes", i, n, len(re)-before)
+			}
 			if !bytes.Equal(re, data[:len(re)]) {
 				t.Fatalf("entry %d re-encodes differently:\n got %x\nwant %x", i, re[before:], data[before:min(len(data), len(re))])
 			}

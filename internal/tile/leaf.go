@@ -155,14 +155,27 @@ func (e *Entry) AppendMerkleTreeLeaf(b []byte) []byte {
 // LeafHash returns the Merkle leaf hash, SHA-256(0x00 || MerkleTreeLeaf).
 func (e *Entry) LeafHash() tlog.Hash {
 	// One buffer for the 0x00 prefix and the leaf, hashed in one call:
-	// tlog.RecordHash would allocate a hasher to prepend the byte.
-	b := make([]byte, 1, 1+e.merkleTreeLeafLen())
+	// tlog.RecordHash would allocate a hasher to prepend the byte. The
+	// buffer is on the stack for leaves of up to 4 KiB (nearly all of
+	// them), so that hashing a round's entries gives the garbage collector
+	// nothing to do; a larger leaf makes append move it to the heap.
+	var stack [4096]byte
+	b := append(stack[:0], 0)
 	return sha256.Sum256(e.AppendMerkleTreeLeaf(b))
+}
+
+// TileLeafLen returns the length of e's static-ct-api TileLeaf encoding.
+func (e *Entry) TileLeafLen() int {
+	n := e.merkleTreeLeafLen() - 2 + 2 + 32*len(e.ChainFingerprints) // no version and leaf type; the fingerprints' length prefix
+	if e.IsPrecert {
+		n += 3 + len(e.PreCertificate)
+	}
+	return n
 }
 
 // AppendTileLeaf appends e encoded as a static-ct-api TileLeaf to tile.
 func AppendTileLeaf(tile []byte, e *Entry) []byte {
-	tile = slices.Grow(tile, e.merkleTreeLeafLen()+3+len(e.PreCertificate)+2+32*len(e.ChainFingerprints))
+	tile = slices.Grow(tile, e.TileLeafLen())
 	tile = e.appendTimestampedEntry(tile)
 	if e.IsPrecert {
 		tile = appendUint24Prefixed(tile, e.PreCertificate)

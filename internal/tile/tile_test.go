@@ -285,3 +285,26 @@ func TestEdgeMatchesTlog(t *testing.T) {
 		t.Errorf("level-2 tile should not be full at size 70001")
 	}
 }
+
+// TestLeafSizes checks LeafHash and TileLeafLen on leaves below and above
+// the 4 KiB that LeafHash hashes from a stack buffer, so that the heap
+// path, taken by large certificates, is as right as the common one.
+func TestLeafSizes(t *testing.T) {
+	for _, size := range []int{0, 100, 4000, 4096, 5000, 70000} {
+		for _, precert := range []bool{false, true} {
+			e := &Entry{Timestamp: 1, LeafIndex: 42, Certificate: bytes.Repeat([]byte{7}, size),
+				ChainFingerprints: [][32]byte{{1}, {2}, {3}}}
+			if precert {
+				e.IsPrecert = true
+				e.IssuerKeyHash = sha256.Sum256([]byte("issuer"))
+				e.PreCertificate = bytes.Repeat([]byte{8}, size+10)
+			}
+			if got, want := e.LeafHash(), tlog.RecordHash(e.MerkleTreeLeaf()); got != want {
+				t.Errorf("certificate of %d bytes, precert %v: LeafHash %x, want %x", size, precert, got, want)
+			}
+			if got, want := e.TileLeafLen(), len(AppendTileLeaf(nil, e)); got != want {
+				t.Errorf("certificate of %d bytes, precert %v: TileLeafLen %d, want %d", size, precert, got, want)
+			}
+		}
+	}
+}
