@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -156,31 +157,50 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 	if len(records) == 0 {
 		return nil
 	}
+	// Each bucket's keys are written in ascending order (the records' keys
+	// are uniformly random): consecutive inserts then walk neighbouring
+	// pages of the B-tree, which are in the CPU's caches and already
+	// materialized by this transaction. The sorts are stable, so that of
+	// two records with the same key in one batch the first still wins,
+	// as when they were written in batch order.
+	byKey := make([]*dedup.Record, len(records))
+	var byHash []*dedup.Record
+	for i := range records {
+		byKey[i] = &records[i]
+		if records[i].LeafHash != ([32]byte{}) {
+			byHash = append(byHash, &records[i])
+		}
+	}
+	slices.SortStableFunc(byKey, func(a, b *dedup.Record) int { return bytes.Compare(a.Key[:], b.Key[:]) })
+	slices.SortStableFunc(byHash, func(a, b *dedup.Record) int {
+		return bytes.Compare(a.LeafHash[:dedup.HashIndexKeySize], b.LeafHash[:dedup.HashIndexKeySize])
+	})
 	return d.db.Update(func(tx *bbolt.Tx) error {
 		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
 		if err != nil {
 			return err
 		}
-		var hb *bbolt.Bucket
-		for _, r := range records {
-			if r.LeafHash != ([32]byte{}) {
-				if hb == nil {
-					if hb, err = tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:]); err != nil {
-						return err
-					}
-				}
-				k := r.LeafHash[:dedup.HashIndexKeySize]
-				if hb.Get(k) == nil {
-					if err := hb.Put(k, binary.BigEndian.AppendUint64(nil, r.Value.Index)); err != nil {
-						return err
-					}
-				}
-			}
+		for _, r := range byKey {
 			if lb.Get(r.Key[:]) != nil {
 				continue
 			}
 			if err := lb.Put(r.Key[:], dedup.EncodeValue(r.Value)); err != nil {
 				return err
+			}
+		}
+		if len(byHash) == 0 {
+			return nil
+		}
+		hb, err := tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range byHash {
+			k := r.LeafHash[:dedup.HashIndexKeySize]
+			if hb.Get(k) == nil {
+				if err := hb.Put(k, binary.BigEndian.AppendUint64(nil, r.Value.Index)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -159,6 +159,19 @@ func testFirstValueWins(t *testing.T, s dedup.Store) {
 	// Putting identical records again is harmless.
 	mustPut(t, s, id, records(0, 10))
 	want(t, s, id, key(3), value(3))
+	// Within one batch, too, the first record of a key wins, in whatever
+	// order the store writes the batch.
+	var batch []dedup.Record
+	for i := 29; i >= 20; i-- {
+		batch = append(batch, dedup.Record{Key: key(i), Value: value(200 + i)})
+	}
+	for i := 20; i < 30; i++ {
+		batch = append(batch, dedup.Record{Key: key(i), Value: value(300 + i)})
+	}
+	mustPut(t, s, id, batch)
+	for i := 20; i < 30; i++ {
+		want(t, s, id, key(i), value(200+i))
+	}
 }
 
 func testLogsIndependent(t *testing.T, s dedup.Store) {
@@ -367,6 +380,21 @@ func testHashIndex(t *testing.T, s dedup.Store) {
 	mustPut(t, s, a, []dedup.Record{{Key: key(1000), Value: value(1000), LeafHash: twin}})
 	if idx, ok := look(a, twin); !ok || idx != 0 {
 		t.Fatalf("LeafIndex(twin) = %d, %v; want the first entry's index 0", idx, ok)
+	}
+	// Twins within one batch: the first of them in the batch wins.
+	h1, h2 := leaf(500), leaf(500)
+	h2[31] ^= 1
+	if bytes.Compare(h2[:], h1[:]) > 0 {
+		h1, h2 = h2, h1 // the first in the batch sorts last by full hash
+	}
+	mustPut(t, s, a, []dedup.Record{
+		{Key: key(1001), Value: value(1001), LeafHash: h1},
+		{Key: key(1002), Value: value(1002), LeafHash: h2},
+	})
+	for _, h := range [][32]byte{h1, h2} {
+		if idx, ok := look(a, h); !ok || idx != 1001 {
+			t.Fatalf("LeafIndex(batch twin) = %d, %v; want the batch's first index 1001", idx, ok)
+		}
 	}
 	if r, ok := s.(dedup.Rebuilder); ok {
 		err := r.Rebuild(ctx(t), a, func(put func([]dedup.Record) error) error {
