@@ -83,7 +83,7 @@ func TestReadBody(t *testing.T) {
 	for _, n := range []int{0, 1, 511, 512, 513, 4096, maxBodyHint, maxBodyHint + 1, len(body)} {
 		for _, cl := range []int64{-1, 0, int64(n), int64(n) / 2, int64(n) + 1000, 1 << 40} {
 			// Reads come in 1,000-byte pieces, as from a socket.
-			got, err := readBody(&chunkReader{data: body[:n], chunk: 1000}, cl)
+			got, err := readBody(&chunkReader{data: body[:n], chunk: 1000}, cl, nil)
 			if err != nil || !bytes.Equal(got, body[:n]) {
 				t.Fatalf("%d bytes announced as %d: got %d bytes, %v", n, cl, len(got), err)
 			}
@@ -92,11 +92,48 @@ func TestReadBody(t *testing.T) {
 			}
 		}
 	}
+	// A reused buffer, still holding an earlier body, is used when it is
+	// large enough, and what it held does not show through.
+	for _, size := range []int{0, 100, 600, 5000, maxBodyHint + 1} {
+		old := bytes.Repeat([]byte{'x'}, size)
+		for _, n := range []int{0, 10, 700, 4096, 20000} {
+			got, err := readBody(&chunkReader{data: body[:n], chunk: 1000}, int64(n), old)
+			if err != nil || !bytes.Equal(got, body[:n]) {
+				t.Fatalf("%d bytes into a used buffer of %d: got %q…, %v", n, size, got[:min(len(got), 20)], err)
+			}
+		}
+	}
 	rec := httptest.NewRecorder()
 	r := http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(body)), 40000)
 	var mbe *http.MaxBytesError
-	if _, err := readBody(r, int64(len(body))); !errors.As(err, &mbe) {
+	if _, err := readBody(r, int64(len(body)), nil); !errors.As(err, &mbe) {
 		t.Fatalf("over the limit: %v, want a MaxBytesError", err)
+	}
+}
+
+// TestParsedChainOwnsItsMemory: the add-chain handler returns a request's
+// body buffer to its pool as soon as the chain is parsed, while the chain
+// waits for its round; so neither parser may return certificates that
+// share the body's memory. Overwriting the body must leave them intact.
+func TestParsedChainOwnsItsMemory(t *testing.T) {
+	for _, body := range []string{
+		`{"chain":["AAEC","AwQF"]}`,                 // the fast path
+		`{"chain":["AAEC","AwQF"],"extra":"field"}`, // encoding/json
+		`{"chain":["\u0041AEC","AwQF"]}`,            // encoding/json, an escape
+	} {
+		b := []byte(body)
+		chain, ok := parseAddChainFast(b)
+		if !ok {
+			if chain, ok = decodeAddChain(httptest.NewRecorder(), b); !ok {
+				t.Fatalf("%s: not parsed", body)
+			}
+		}
+		for i := range b {
+			b[i] = 'A'
+		}
+		if len(chain) != 2 || !bytes.Equal(chain[0], []byte{0, 1, 2}) || !bytes.Equal(chain[1], []byte{3, 4, 5}) {
+			t.Fatalf("%s: after the body was overwritten the chain is %x", body, chain)
+		}
 	}
 }
 

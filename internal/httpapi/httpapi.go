@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,8 @@ type Server struct {
 	// dash is the dashboard's state: each log's recent figures (see
 	// dashboard.go and history.go).
 	dash *dashboard
+	// bodies holds add-chain body buffers for reuse (*[]byte; see addChain).
+	bodies sync.Pool
 }
 
 // New returns a Server for logs. Metrics are registered on reg and served
@@ -185,12 +188,16 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 // not make each of its connections hold that much.
 const maxBodyHint = 16 << 10
 
-// readBody reads r to the end, like io.ReadAll, into a buffer sized from
-// the request's Content-Length (at most maxBodyHint; io.ReadAll starts at
-// 512 bytes and grows by copying, five times for a typical chain).
-func readBody(r io.Reader, contentLength int64) ([]byte, error) {
+// readBody reads r to the end, like io.ReadAll, into buf if it has room
+// for the request's Content-Length and otherwise into a new buffer of that
+// size (at most maxBodyHint; io.ReadAll starts at 512 bytes and grows by
+// copying, five times for a typical chain).
+func readBody(r io.Reader, contentLength int64, buf []byte) ([]byte, error) {
 	hint := min(max(contentLength, 512), maxBodyHint)
-	b := make([]byte, 0, hint+1) // +1: the read that reports EOF needs room
+	b := buf[:0]
+	if int64(cap(b)) < hint+1 {
+		b = make([]byte, 0, hint+1) // +1: the read that reports EOF needs room
+	}
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -211,9 +218,29 @@ type addChainRequest struct {
 	Chain []string `json:"chain"`
 }
 
+// maxPooledBody is the largest body buffer kept for reuse: a typical
+// add-chain body is a few kilobytes; an unusual one is not worth keeping.
+const maxPooledBody = 64 << 10
+
+// getBody returns a buffer from the pool of add-chain bodies, or nil.
+func (s *Server) getBody() []byte {
+	if b, ok := s.bodies.Get().(*[]byte); ok {
+		return *b
+	}
+	return nil
+}
+
+// putBody returns body's buffer to the pool. The caller must hold no
+// reference into it any more.
+func (s *Server) putBody(body []byte) {
+	if cap(body) <= maxPooledBody {
+		s.bodies.Put(&body)
+	}
+}
+
 func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+		body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength, s.getBody())
 		if err != nil {
 			var mbe *http.MaxBytesError
 			setReason(w, ReasonMalformed)
@@ -232,9 +259,16 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		}
 		chainDER, ok := parseAddChainFast(body)
 		if !ok {
-			if chainDER, ok = decodeAddChain(w, body); !ok {
-				return
-			}
+			chainDER, ok = decodeAddChain(w, body)
+		}
+		// Both parsers decode the chain into memory of its own (checked by
+		// TestParsedChainOwnsItsMemory), so the body can be reused now
+		// rather than held, with thousands of others, until the round
+		// that answers this submission. Not so above: a forwarded body
+		// may still be in the HTTP client's hands.
+		s.putBody(body)
+		if !ok {
+			return
 		}
 		if len(chainDER) == 0 {
 			setReason(w, ReasonMalformed)

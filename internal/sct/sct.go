@@ -71,7 +71,10 @@ func appendBase64String(b []byte, s string) []byte {
 // Sign returns the SCT for entry as an add-chain response. Signatures are
 // deterministic, so signing the same entry twice gives identical bytes.
 func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error) {
-	sig, err := checkpoint.SignECDSA(k, SignatureInput(e))
+	// SignatureInput's bytes, in a stack buffer for all but the rare leaf
+	// over 4 KiB: they are only hashed, and the heap has enough to do.
+	var stack [4096]byte
+	sig, err := checkpoint.SignECDSA(k, e.AppendMerkleTreeLeaf(stack[:0]))
 	if err != nil {
 		return nil, fmt.Errorf("signing SCT: %w", err)
 	}
