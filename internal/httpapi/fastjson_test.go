@@ -101,6 +101,9 @@ func TestReadBody(t *testing.T) {
 			if err != nil || !bytes.Equal(got, body[:n]) {
 				t.Fatalf("%d bytes into a used buffer of %d: got %q…, %v", n, size, got[:min(len(got), 20)], err)
 			}
+			if hint := min(max(n, 512), maxBodyHint); n > 0 && size > hint && n < size && &got[0] != &old[0] {
+				t.Fatalf("%d bytes: a used buffer of %d was not reused", n, size)
+			}
 		}
 	}
 	rec := httptest.NewRecorder()
@@ -108,6 +111,25 @@ func TestReadBody(t *testing.T) {
 	var mbe *http.MaxBytesError
 	if _, err := readBody(r, int64(len(body)), nil); !errors.As(err, &mbe) {
 		t.Fatalf("over the limit: %v, want a MaxBytesError", err)
+	}
+}
+
+// TestBodyPoolBound: a body buffer larger than readBody would allocate up
+// front is not kept for reuse, so that a stalled connection that takes a
+// buffer from the pool holds no more than maxBodyHint bytes.
+func TestBodyPoolBound(t *testing.T) {
+	var s Server
+	for _, size := range []int{maxPooledBody + 1, 64 << 10, MaxBodyBytes} {
+		s.putBody(s.getBody(), make([]byte, 10, size))
+	}
+	for range 10 {
+		if b := s.getBody(); cap(*b) > maxPooledBody {
+			t.Fatalf("the pool handed out a buffer of %d bytes", cap(*b))
+		}
+	}
+	s.putBody(s.getBody(), make([]byte, 10, 4096))
+	if b := s.getBody(); cap(*b) != 0 && len(*b) != 0 {
+		t.Fatalf("a pooled buffer comes back holding %d bytes", len(*b))
 	}
 }
 

@@ -218,29 +218,33 @@ type addChainRequest struct {
 	Chain []string `json:"chain"`
 }
 
-// maxPooledBody is the largest body buffer kept for reuse: a typical
-// add-chain body is a few kilobytes; an unusual one is not worth keeping.
-const maxPooledBody = 64 << 10
+// maxPooledBody is the largest body buffer kept for reuse: no more than
+// readBody allocates up front, so that a connection that announces a large
+// body and sends nothing still holds at most maxBodyHint bytes.
+const maxPooledBody = maxBodyHint + 1
 
-// getBody returns a buffer from the pool of add-chain bodies, or nil.
-func (s *Server) getBody() []byte {
+// getBody returns a buffer for an add-chain body from the pool (empty if
+// the pool is), to be given back with putBody.
+func (s *Server) getBody() *[]byte {
 	if b, ok := s.bodies.Get().(*[]byte); ok {
-		return *b
+		return b
 	}
-	return nil
+	return new([]byte)
 }
 
-// putBody returns body's buffer to the pool. The caller must hold no
-// reference into it any more.
-func (s *Server) putBody(body []byte) {
+// putBody gives b, now holding body, back to the pool. The caller must
+// hold no reference into body any more.
+func (s *Server) putBody(b *[]byte, body []byte) {
 	if cap(body) <= maxPooledBody {
-		s.bodies.Put(&body)
+		*b = body[:0]
+		s.bodies.Put(b)
 	}
 }
 
 func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength, s.getBody())
+		buf := s.getBody()
+		body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength, *buf)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			setReason(w, ReasonMalformed)
@@ -254,8 +258,16 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		if refuseReadOnly(w, l.CheckWritable(time.Now())) {
 			return
 		}
-		if l.Sequencer() == nil && s.forward(w, r, l, body) {
-			return
+		forwarded := false
+		if l.Sequencer() == nil {
+			if s.forward(w, r, l, body) {
+				return
+			}
+			// The relay failed and this process now leads. The HTTP
+			// client may still be reading the body in another goroutine
+			// (an http.RoundTripper may use the request body after Do
+			// returns), so its buffer must not be reused.
+			forwarded = true
 		}
 		chainDER, ok := parseAddChainFast(body)
 		if !ok {
@@ -264,9 +276,10 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		// Both parsers decode the chain into memory of its own (checked by
 		// TestParsedChainOwnsItsMemory), so the body can be reused now
 		// rather than held, with thousands of others, until the round
-		// that answers this submission. Not so above: a forwarded body
-		// may still be in the HTTP client's hands.
-		s.putBody(body)
+		// that answers this submission.
+		if !forwarded {
+			s.putBody(buf, body)
+		}
 		if !ok {
 			return
 		}

@@ -24,7 +24,12 @@ import (
 // (0), then the TimestampedEntry with the leaf_index extension. (Byte for
 // byte this is also the MerkleTreeLeaf, whose version and leaf_type are 0 too.)
 func SignatureInput(e *tile.Entry) []byte {
-	return e.MerkleTreeLeaf()
+	return appendSignatureInput(nil, e)
+}
+
+// appendSignatureInput appends SignatureInput(e) to b.
+func appendSignatureInput(b []byte, e *tile.Entry) []byte {
+	return e.AppendMerkleTreeLeaf(b)
 }
 
 // Response is the add-chain / add-pre-chain JSON response (RFC 6962 §4.1).
@@ -72,9 +77,9 @@ func appendBase64String(b []byte, s string) []byte {
 // deterministic, so signing the same entry twice gives identical bytes.
 func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error) {
 	// SignatureInput's bytes, in a stack buffer for all but the rare leaf
-	// over 4 KiB: they are only hashed, and the heap has enough to do.
+	// of 4 KiB or more: they are only hashed, and the heap has enough to do.
 	var stack [4096]byte
-	sig, err := checkpoint.SignECDSA(k, e.AppendMerkleTreeLeaf(stack[:0]))
+	sig, err := checkpoint.SignECDSA(k, appendSignatureInput(stack[:0], e))
 	if err != nil {
 		return nil, fmt.Errorf("signing SCT: %w", err)
 	}

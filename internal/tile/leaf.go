@@ -156,8 +156,8 @@ func (e *Entry) AppendMerkleTreeLeaf(b []byte) []byte {
 func (e *Entry) LeafHash() tlog.Hash {
 	// One buffer for the 0x00 prefix and the leaf, hashed in one call:
 	// tlog.RecordHash would allocate a hasher to prepend the byte. The
-	// buffer is on the stack for leaves of up to 4 KiB (nearly all of
-	// them), so that hashing a round's entries gives the garbage collector
+	// buffer is on the stack for leaves under 4 KiB (nearly all of them),
+	// so that hashing a round's entries gives the garbage collector
 	// nothing to do; a larger leaf makes append move it to the heap.
 	var stack [4096]byte
 	b := append(stack[:0], 0)
