@@ -502,7 +502,6 @@ func serverCPU(pid, clkTck int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / time.Duration(clkTck), nil
 }
 
-// serverRSS returns a process's resident set size in MB.
 // serverRSS returns the process's VmRSS and RssAnon in MB (MiB, as the
 // kernel's kB are KiB).
 func serverRSS(pid int) (rss, anon float64, err error) {

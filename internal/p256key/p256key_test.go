@@ -13,15 +13,20 @@ import (
 	"golang.org/x/crypto/cryptobyte/asn1"
 )
 
-// testKey is a fixed key, so that fuzz corpora stay meaningful.
-func testKey(t testing.TB) *ecdsa.PrivateKey {
+// testKey returns a fixed key, so that fuzz corpora stay meaningful, and
+// its precomputed Key.
+func testKey(t testing.TB) (*ecdsa.PrivateKey, *Key) {
 	t.Helper()
 	d := sha256.Sum256([]byte("p256key test key"))
-	k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+	priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k
+	k, err := New(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, k
 }
 
 func encode(r, s *big.Int) []byte {
@@ -57,11 +62,7 @@ func check(t testing.TB, k *Key, hash, sig []byte) bool {
 }
 
 func TestAgreesWithCryptoECDSA(t *testing.T) {
-	priv := testKey(t)
-	k, err := New(&priv.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, k := testKey(t)
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	one := big.NewInt(1)
 	for i := range 300 {
@@ -127,11 +128,7 @@ func TestNewRefusesOtherKeys(t *testing.T) {
 }
 
 func BenchmarkVerify(b *testing.B) {
-	priv := testKey(b)
-	k, err := New(&priv.PublicKey)
-	if err != nil {
-		b.Fatal(err)
-	}
+	priv, k := testKey(b)
 	hash := sha256.Sum256([]byte("bench"))
 	sig, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
 	b.Run("crypto-ecdsa", func(b *testing.B) {

@@ -24,10 +24,12 @@ import (
 // (0), then the TimestampedEntry with the leaf_index extension. (Byte for
 // byte this is also the MerkleTreeLeaf, whose version and leaf_type are 0 too.)
 func SignatureInput(e *tile.Entry) []byte {
-	return appendSignatureInput(nil, e)
+	return e.MerkleTreeLeaf()
 }
 
-// appendSignatureInput appends SignatureInput(e) to b.
+// appendSignatureInput appends SignatureInput(e) to b. Sign and verify
+// only hash it, so they give it a stack buffer (4 KiB, room for all but
+// the rare larger leaf, which append moves to the heap).
 func appendSignatureInput(b []byte, e *tile.Entry) []byte {
 	return e.AppendMerkleTreeLeaf(b)
 }
@@ -76,8 +78,6 @@ func appendBase64String(b []byte, s string) []byte {
 // Sign returns the SCT for entry as an add-chain response. Signatures are
 // deterministic, so signing the same entry twice gives identical bytes.
 func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error) {
-	// SignatureInput's bytes, in a stack buffer for all but the rare leaf
-	// of 4 KiB or more: they are only hashed, and the heap has enough to do.
 	var stack [4096]byte
 	sig, err := checkpoint.SignECDSA(k, appendSignatureInput(stack[:0], e))
 	if err != nil {
@@ -139,7 +139,8 @@ func verify(verifySig func(digest, sig []byte) bool, logID [32]byte, r *Response
 	}
 	e.Timestamp = r.Timestamp
 	e.LeafIndex = idx
-	digest := sha256.Sum256(SignatureInput(&e))
+	var stack [4096]byte
+	digest := sha256.Sum256(appendSignatureInput(stack[:0], &e))
 	if !verifySig(digest[:], sig) {
 		return 0, errors.New("SCT signature does not verify")
 	}
