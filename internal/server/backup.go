@@ -111,6 +111,10 @@ func Backup(ctx context.Context, c *config.Config, database, out string) ([]stri
 	var how string
 	src, err := bolt.OpenReadOnly(db.path, time.Second)
 	switch {
+	case err == nil && len(src.Unmerged()) > 0:
+		src.Close()
+		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it yet, because the last mosaic serve using it did not stop cleanly; start mosaic serve with it (it merges them) and stop it, then back it up",
+			db.path, len(src.Unmerged()), filepath.Base(src.Unmerged()[0]))
 	case err == nil:
 		_, err = src.WriteBackup(f, nil)
 		src.Close()
@@ -346,12 +350,30 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if err != nil {
 		return nil, fmt.Errorf("%s cannot be restored (%s is unchanged): %w", from, db.path, err)
 	}
-	if live {
+	// Dedup journals beside the replaced database hold its records, not
+	// the backup's: they go with it. (A journal names the database file
+	// it belongs to, but a backup of this database has the same ID, and
+	// Open would merge them into it.)
+	journals, err := bolt.Journals(db.path)
+	if err != nil {
+		return nil, err
+	}
+	if live || len(journals) > 0 {
 		old := db.path + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
-		if err := os.Rename(db.path, old); err != nil {
-			return nil, err
+		if live {
+			if err := os.Rename(db.path, old); err != nil {
+				return nil, err
+			}
+			report = append(report, "the replaced database is kept as "+old)
 		}
-		report = append(report, "the replaced database is kept as "+old)
+		for _, j := range journals {
+			if err := os.Rename(j, old+strings.TrimPrefix(j, db.path)); err != nil {
+				return nil, err
+			}
+		}
+		if len(journals) > 0 {
+			report = append(report, fmt.Sprintf("its %d dedup journal file(s) are kept beside it as %s.journal.*", len(journals), old))
+		}
 	}
 	if err := os.Rename(tmp, db.path); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mosaic-ct/mosaic/internal/devmode"
@@ -181,8 +182,32 @@ func TestBackupRestore(t *testing.T) {
 	if cp := s.checkpoint(t); cp.Size != 7 {
 		t.Fatalf("after putting the good database back: tree size %d, want 7", cp.Size)
 	}
-	add(7)
+	last := add(7)
 	s.waitForSize(t, 8)
+
+	// (c) Killed, the log leaves its latest dedup records in a journal
+	// beside the database: a cold backup refuses the file until serve has
+	// merged them, and the records are all there afterwards.
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	crashed := filepath.Join(backups, "crashed.db")
+	out, code = runMosaic(t, "backup", "-config", cfgPath, "-o", crashed)
+	if code == 0 || !strings.Contains(out, "not merged into it yet") || !strings.Contains(out, "start mosaic serve with it") {
+		t.Fatalf("backup after a crash: exit %d, want a refusal naming the journal\n%s", code, out)
+	}
+	s = startDev(t, dir)
+	for _, sub := range []*submission{first, last} {
+		again := &submission{name: sub.name + " again", chain: sub.chain}
+		submit(t, c, again)
+		if again.index(t) != sub.index(t) {
+			t.Fatalf("resubmission of %s after a SIGKILL got index %d, want %d", sub.name, again.index(t), sub.index(t))
+		}
+	}
+	s.stop()
+	if out, code := runMosaic(t, "backup", "-config", cfgPath, "-o", crashed); code != 0 || !strings.Contains(out, "copied directly") {
+		t.Fatalf("backup once serve merged the journal: exit %d\n%s", code, out)
+	}
+	s = startDev(t, dir)
 
 	// The whole log checks out, and every checkpoint seen is a prefix of it.
 	args := []string{"fsck", "-dev", dir}

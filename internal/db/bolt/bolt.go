@@ -1,5 +1,7 @@
 // Package bolt is the embedded database behind a single-machine Mosaic: one
 // bbolt file holds every log's checkpoint (the lock backend) and dedup cache.
+// The dedup cache's latest records are in a journal beside the file and in
+// memory until they are merged into it in sorted batches (recent.go).
 //
 // bbolt was chosen over SQLite because it is pure Go (no cgo, one static
 // binary), small, and gives exactly what is needed: serializable read-write
@@ -50,7 +52,20 @@ var (
 // DB is an embedded lock backend and dedup store.
 type DB struct {
 	db *bbolt.DB
+	// id is the database's random ID, which its journal files name.
+	id [16]byte
+	// recent is the dedup cache's recent tier and journal (recent.go);
+	// unused in a database opened read-only.
+	recent recent
+	// unmerged lists, in a database opened read-only, the journal files
+	// left beside it.
+	unmerged []string
 }
+
+// markDamagedJournal, as the value of a log's mark in rebuildingBucket,
+// says that the mark was set because a dedup journal was damaged; the
+// mark of an unfinished rebuild is 1.
+const markDamagedJournal = 2
 
 var (
 	_ lock.Backend    = (*DB)(nil)
@@ -84,11 +99,26 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("initializing database %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db, recent: recent{max: defaultRecentMax}}
+	if d.id, err = databaseID(db); err == nil {
+		err = d.recover(path)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening database %s: %w", path, err)
+	}
+	return d, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close merges the dedup cache's recent tier into the database and closes
+// it.
+func (d *DB) Close() error {
+	err := d.closeRecent()
+	if cerr := d.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Fetch implements lock.Backend.
 func (d *DB) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
@@ -132,8 +162,18 @@ func (d *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error
 	})
 }
 
-// Get implements dedup.Store.
+// Get implements dedup.Store. Its answer is the first value recorded:
+// the database's, else the frozen tier's, else the active tier's. The
+// tiers are read before the database, because a record leaves them only
+// after it is committed there (recent.go): read the other way round, a
+// record merged between the two reads would be missed.
 func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
+	d.recent.mu.RLock()
+	tv, tok := d.recent.frozen.get(logID, k)
+	if !tok {
+		tv, tok = d.recent.active.get(logID, k)
+	}
+	d.recent.mu.RUnlock()
 	var v dedup.Value
 	var ok bool
 	err := d.db.View(func(tx *bbolt.Tx) error {
@@ -148,12 +188,25 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 		}
 		return nil
 	})
+	if err == nil && !ok && tok {
+		return tv, true, nil
+	}
 	return v, ok, err
 }
 
-// Put implements dedup.Store: one transaction per batch. A key that is
-// already present keeps its first value.
+// Put implements dedup.Store: the records are durable (in the journal)
+// when it returns, and merged into the database later (see recent.go). A
+// key that is already present keeps its first value.
 func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	return d.put(ctx, logID, records)
+}
+
+// putDirect writes records to the database in one transaction, for
+// Rebuild. A key that is already present keeps its first value.
+func (d *DB) putDirect(ctx context.Context, logID [32]byte, records []dedup.Record) error {
 	if len(records) == 0 {
 		return nil
 	}
@@ -163,52 +216,29 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 	// materialized by this transaction. The sorts are stable, so that of
 	// two records with the same key in one batch the first still wins,
 	// as when they were written in batch order.
-	byKey := make([]*dedup.Record, len(records))
-	var byHash []*dedup.Record
-	for i := range records {
-		byKey[i] = &records[i]
-		if records[i].LeafHash != ([32]byte{}) {
-			byHash = append(byHash, &records[i])
+	keys := make([]kv, len(records))
+	var hashes []hv
+	for i, r := range records {
+		keys[i] = kv{r.Key, r.Value}
+		if r.LeafHash != ([32]byte{}) {
+			hashes = append(hashes, hv{[dedup.HashIndexKeySize]byte(r.LeafHash[:]), r.Value.Index})
 		}
 	}
-	slices.SortStableFunc(byKey, func(a, b *dedup.Record) int { return bytes.Compare(a.Key[:], b.Key[:]) })
-	slices.SortStableFunc(byHash, func(a, b *dedup.Record) int {
-		return bytes.Compare(a.LeafHash[:dedup.HashIndexKeySize], b.LeafHash[:dedup.HashIndexKeySize])
-	})
-	return d.db.Update(func(tx *bbolt.Tx) error {
-		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
-		if err != nil {
-			return err
-		}
-		for _, r := range byKey {
-			if lb.Get(r.Key[:]) != nil {
-				continue
-			}
-			if err := lb.Put(r.Key[:], dedup.EncodeValue(r.Value)); err != nil {
-				return err
-			}
-		}
-		if len(byHash) == 0 {
-			return nil
-		}
-		hb, err := tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:])
-		if err != nil {
-			return err
-		}
-		for _, r := range byHash {
-			k := r.LeafHash[:dedup.HashIndexKeySize]
-			if hb.Get(k) == nil {
-				if err := hb.Put(k, binary.BigEndian.AppendUint64(nil, r.Value.Index)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
+	slices.SortStableFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+	slices.SortStableFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
+	return d.db.Update(func(tx *bbolt.Tx) error { return writeSorted(tx, logID, keys, hashes) })
 }
 
-// LeafIndex implements dedup.HashIndex.
+// LeafIndex implements dedup.HashIndex, with the first index recorded, as
+// Get.
 func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64, bool, error) {
+	hk := [dedup.HashIndexKeySize]byte(h[:dedup.HashIndexKeySize])
+	d.recent.mu.RLock()
+	tidx, tok := d.recent.frozen.leafIndex(logID, hk)
+	if !tok {
+		tidx, tok = d.recent.active.leafIndex(logID, hk)
+	}
+	d.recent.mu.RUnlock()
 	var idx uint64
 	var ok bool
 	err := d.db.View(func(tx *bbolt.Tx) error {
@@ -224,6 +254,9 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 		}
 		return nil
 	})
+	if err == nil && !ok && tok {
+		return tidx, true, nil
+	}
 	return idx, ok, err
 }
 
@@ -231,7 +264,10 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 // keys, or with an unfinished rebuild, must be rebuilt.
 func (d *DB) Check(ctx context.Context, logID [32]byte) error {
 	return d.db.View(func(tx *bbolt.Tx) error {
-		if tx.Bucket(rebuildingBucket).Get(logID[:]) != nil {
+		if m := tx.Bucket(rebuildingBucket).Get(logID[:]); m != nil {
+			if bytes.Equal(m, []byte{markDamagedJournal}) {
+				return fmt.Errorf("%w: a dedup journal of this database was damaged (it was kept beside the database as a .damaged file), so records may be missing", dedup.ErrNeedsRebuild)
+			}
 			return fmt.Errorf("%w: a rebuild of it was started and did not finish", dedup.ErrNeedsRebuild)
 		}
 		if old := tx.Bucket(legacyDedupBucket); old != nil {
@@ -245,11 +281,18 @@ func (d *DB) Check(ctx context.Context, logID [32]byte) error {
 	})
 }
 
-// Rebuild implements dedup.Rebuilder. The mark, the deletion of the old
-// records (in both formats) and the removal of the mark are each one
-// fsynced transaction; fill's batches are one transaction each.
+// Rebuild implements dedup.Rebuilder. The recent tier is merged first; the
+// mark, the deletion of the old records (in both formats) and the removal
+// of the mark are each one fsynced transaction; fill's batches are one
+// transaction each, written straight to the database.
 func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
-	err := d.db.Update(func(tx *bbolt.Tx) error {
+	d.recent.put.Lock()
+	err := d.flush(ctx)
+	d.recent.put.Unlock()
+	if err != nil {
+		return fmt.Errorf("starting the rebuild: %w", err)
+	}
+	err = d.db.Update(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
 			return err
 		}
@@ -267,7 +310,7 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 	if err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
-	if err := fill(func(rs []dedup.Record) error { return d.Put(ctx, logID, rs) }); err != nil {
+	if err := fill(func(rs []dedup.Record) error { return d.putDirect(ctx, logID, rs) }); err != nil {
 		return err
 	}
 	return d.db.Update(func(tx *bbolt.Tx) error {

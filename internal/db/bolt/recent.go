@@ -1,0 +1,774 @@
+package bolt
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+)
+
+// The recent tier: why the dedup cache writes through a journal.
+//
+// A round's dedup records have uniformly random keys, so once the B-trees
+// hold more leaf pages than a round has keys, every key dirties a leaf page
+// of its own, and a round of 1,000 entries rewrites about 2,000 pages (a
+// leaf and a share of the branches above it per key). Written in batches
+// of thousands of sorted keys instead, several keys share each page: at
+// 2²⁰ entries in the cache a 32,768-key batch costs about a third per key
+// of what 1,000-key rounds cost (docs/BENCHMARKS.md, "The dedup cache at
+// size").
+//
+// So Put appends the round's records to a journal file (one sequential
+// write and one fdatasync, before Put returns, as the B-tree commit was)
+// and keeps them in memory, in the active tier, where Get and LeafIndex
+// find them. When the active tier holds recentMax records it is frozen and
+// merged into the B-trees in the background, in key order, while a new
+// journal file takes the next rounds; the frozen tier answers lookups until
+// its records are committed, and only then are it and its journal file
+// dropped. Open merges whatever journal files a crash left before anything
+// else reads the database, and Close merges the active tier.
+//
+// Why nothing is lost or made up:
+//   - A record is durable when Put returns: it is in the journal, fsynced,
+//     and the journal file's directory entry was fsynced when the file was
+//     created. A journal file is deleted only after a B-tree transaction
+//     holding all of its records has committed.
+//   - A lookup checks the active tier, then the frozen one, then the
+//     B-trees; a frozen tier is dropped only after its records committed,
+//     so a record is always in at least one of the places a lookup reads
+//     after it. Keys already present anywhere keep their first value: Put
+//     skips keys the tiers hold, and a merge skips keys the B-trees hold,
+//     tiers being merged oldest first.
+//   - A journal is read back only if its header names this database file
+//     (a random ID stored in it on creation), so a journal left beside a
+//     different or restored file is refused, never merged into it. Every
+//     frame carries a CRC-32C. A torn last frame of the newest journal is
+//     the write of a Put that never returned, and is dropped. Any other
+//     damage means records that were promised may be gone: every log in
+//     the database is marked as needing a rebuild (dedup.ErrNeedsRebuild)
+//     and the file is kept aside, so no process trusts an incomplete cache.
+
+// defaultRecentMax is how many records the active tier holds before it is
+// merged: about 3 MB of memory in each of the two tiers.
+const defaultRecentMax = 1 << 15
+
+// mergeChunk is how many keys one merge transaction writes, which bounds
+// the pages a transaction holds dirty in memory (about one per key at
+// most). Each chunk is a contiguous key range, so chunking does not take
+// away the sharing of pages between keys.
+const mergeChunk = 4096
+
+// journalMagic starts every journal file; the database's 16-byte ID follows.
+const journalMagic = "mosaic dedup journal v1\n"
+
+// journalSuffix separates the database's path and a journal's sequence
+// number in the journal's file name: mosaic.db.journal.000000000001.
+const journalSuffix = ".journal."
+
+var (
+	metaBucket = []byte("meta")
+	idKey      = []byte("id")
+	crcTable   = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// tier is a set of records in memory, per log.
+type tier struct {
+	n    int
+	logs map[[32]byte]*logTier
+	// file is the journal file holding exactly this tier's records.
+	file string
+}
+
+type logTier struct {
+	keys   map[dedup.Key]dedup.Value
+	hashes map[[dedup.HashIndexKeySize]byte]uint64
+}
+
+func newTier(file string) *tier {
+	return &tier{logs: make(map[[32]byte]*logTier), file: file}
+}
+
+func (t *tier) log(id [32]byte) *logTier {
+	lt := t.logs[id]
+	if lt == nil {
+		lt = &logTier{keys: make(map[dedup.Key]dedup.Value), hashes: make(map[[dedup.HashIndexKeySize]byte]uint64)}
+		t.logs[id] = lt
+	}
+	return lt
+}
+
+func (t *tier) get(id [32]byte, k dedup.Key) (dedup.Value, bool) {
+	if t == nil || t.logs[id] == nil {
+		return dedup.Value{}, false
+	}
+	v, ok := t.logs[id].keys[k]
+	return v, ok
+}
+
+func (t *tier) leafIndex(id [32]byte, h [dedup.HashIndexKeySize]byte) (uint64, bool) {
+	if t == nil || t.logs[id] == nil {
+		return 0, false
+	}
+	idx, ok := t.logs[id].hashes[h]
+	return idx, ok
+}
+
+// recent is the DB's recent tier and journal.
+type recent struct {
+	max int
+
+	// put serializes Put, rotations and flushes: everything that
+	// writes the journal or starts a merge.
+	put     sync.Mutex
+	journal *os.File
+	size    int64 // of journal
+	seq     uint64
+
+	// mu guards active and frozen (the pointers and their contents).
+	mu     sync.RWMutex
+	active *tier
+	frozen *tier
+	// merging is closed when the background merge of frozen ends; nil
+	// when none was started since the last wait.
+	merging chan struct{}
+	// known holds the logs that have a bucket in dedupBucket.
+	known map[[32]byte]bool
+}
+
+// journalPath returns the path of journal number seq of the database at path.
+func journalPath(path string, seq uint64) string {
+	return fmt.Sprintf("%s%s%012d", path, journalSuffix, seq)
+}
+
+// Journals returns the journal files beside the database file at path, in
+// the order they were written.
+func Journals(path string) ([]string, error) {
+	matches, err := filepath.Glob(globEscape(path) + journalSuffix + "*")
+	if err != nil {
+		return nil, err
+	}
+	type numbered struct {
+		path string
+		seq  uint64
+	}
+	var js []numbered
+	for _, m := range matches {
+		seq, err := strconv.ParseUint(strings.TrimPrefix(m, path+journalSuffix), 10, 64)
+		if err != nil {
+			continue // not one of ours (for example a .damaged one)
+		}
+		js = append(js, numbered{m, seq})
+	}
+	slices.SortFunc(js, func(a, b numbered) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.path
+	}
+	return out, nil
+}
+
+// globEscape escapes the characters filepath.Glob treats as a pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// databaseID returns the database's random ID, creating it if missing.
+func databaseID(db *bbolt.DB) ([16]byte, error) {
+	var id [16]byte
+	err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if v := b.Get(idKey); len(v) == len(id) {
+			copy(id[:], v)
+			return nil
+		}
+		rand.Read(id[:])
+		return b.Put(idKey, id[:])
+	})
+	return id, err
+}
+
+// recover merges the journal files a previous process left (after a crash)
+// into the B-trees and deletes them, and then starts a new journal.
+func (d *DB) recover(path string) error {
+	files, err := Journals(path)
+	if err != nil {
+		return fmt.Errorf("listing dedup journals: %w", err)
+	}
+	var last uint64
+	for i, f := range files {
+		last, _ = strconv.ParseUint(strings.TrimPrefix(f, path+journalSuffix), 10, 64)
+		t, damaged, err := d.readJournal(f, i == len(files)-1)
+		if err != nil {
+			return err
+		}
+		if damaged != nil {
+			if err := d.markAllForRebuild(t); err != nil {
+				return fmt.Errorf("dedup journal %s is damaged (%v), and marking the logs for a rebuild failed: %w", f, damaged, err)
+			}
+			if err := os.Rename(f, f+".damaged"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.merge(t); err != nil {
+			return fmt.Errorf("merging dedup journal %s: %w", f, err)
+		}
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	d.recent.seq = last
+	if err := d.rotate(path); err != nil {
+		return err
+	}
+	d.recent.active = newTier(d.recent.journal.Name())
+	// Every log with records is known to the database file before its
+	// first record goes to a journal (see put), so that damage to a
+	// journal can mark all of them.
+	d.recent.known = make(map[[32]byte]bool)
+	return d.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(dedupBucket).ForEach(func(k, _ []byte) error {
+			if len(k) == 32 {
+				d.recent.known[[32]byte(k)] = true
+			}
+			return nil
+		})
+	})
+}
+
+// readJournal reads a journal file into a tier. damaged is not nil when a
+// frame other than a torn last frame of the newest journal is bad; t then
+// holds the frames before it.
+func (d *DB) readJournal(f string, newest bool) (t *tier, damaged, err error) {
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading dedup journal: %w", err)
+	}
+	if len(raw) < len(journalMagic)+16 || string(raw[:len(journalMagic)]) != journalMagic {
+		if newest && len(raw) < len(journalMagic)+16 && strings.HasPrefix(journalMagic, string(raw[:min(len(raw), len(journalMagic))])) {
+			// Created, header not yet written: a crash at rotation.
+			return newTier(f), nil, nil
+		}
+		return nil, nil, fmt.Errorf("%s is not a Mosaic dedup journal; move it away", f)
+	}
+	if !bytes.Equal(raw[len(journalMagic):len(journalMagic)+16], d.id[:]) {
+		return nil, nil, fmt.Errorf("dedup journal %s belongs to another database file (was this database restored or copied?); move it away", f)
+	}
+	t = newTier(f)
+	rest := raw[len(journalMagic)+16:]
+	for off := len(raw) - len(rest); len(rest) > 0; off = len(raw) - len(rest) {
+		if newest && allZero(rest) {
+			// A crash can leave the end of a file that was being
+			// appended to as zeros.
+			return t, nil, nil
+		}
+		body, next, ok := nextFrame(rest)
+		if !ok {
+			if newest && frameMayBeTorn(rest) {
+				return t, nil, nil
+			}
+			return t, fmt.Errorf("bad frame at byte %d", off), nil
+		}
+		logID, records, ok := decodeFrame(body)
+		if !ok {
+			return t, fmt.Errorf("bad records at byte %d", off), nil
+		}
+		t.add(logID, records)
+		rest = next
+	}
+	return t, nil, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// A frame is a 4-byte big-endian length n, n bytes of body and the body's
+// CRC-32C (4 bytes). The body is the log ID (32 bytes), the record count
+// (4 bytes) and each record: key (32), index (8), timestamp (8), and a
+// flag byte, 1 when the leaf hash's first dedup.HashIndexKeySize bytes
+// follow.
+
+func nextFrame(b []byte) (body, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, nil, false
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(len(b)-4) < uint64(n)+4 {
+		return nil, nil, false
+	}
+	body = b[4 : 4+n]
+	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[4+n:]) {
+		return nil, nil, false
+	}
+	return body, b[8+n:], true
+}
+
+// frameMayBeTorn reports whether b, the unreadable end of the newest
+// journal, is one frame cut short or left unwritten by a crash: its length
+// reaches past the end of the file, or it is the very last frame.
+func frameMayBeTorn(b []byte) bool {
+	if len(b) < 4 {
+		return true
+	}
+	n := binary.BigEndian.Uint32(b)
+	return uint64(len(b)-4) <= uint64(n)+4
+}
+
+const recordSize = 32 + 8 + 8 + 1
+
+func appendFrame(dst []byte, logID [32]byte, records []dedup.Record) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = append(dst, logID[:]...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
+	for _, r := range records {
+		dst = append(dst, r.Key[:]...)
+		dst = binary.BigEndian.AppendUint64(dst, r.Value.Index)
+		dst = binary.BigEndian.AppendUint64(dst, r.Value.Timestamp)
+		if r.LeafHash == ([32]byte{}) {
+			dst = append(dst, 0)
+		} else {
+			dst = append(dst, 1)
+			dst = append(dst, r.LeafHash[:dedup.HashIndexKeySize]...)
+		}
+	}
+	body := dst[start+4:]
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(body, crcTable))
+}
+
+type frameRecord struct {
+	key     dedup.Key
+	value   dedup.Value
+	hashed  bool
+	hashKey [dedup.HashIndexKeySize]byte
+}
+
+func decodeFrame(body []byte) (logID [32]byte, records []frameRecord, ok bool) {
+	if len(body) < 36 {
+		return logID, nil, false
+	}
+	copy(logID[:], body)
+	n := binary.BigEndian.Uint32(body[32:])
+	body = body[36:]
+	if uint64(n)*recordSize > uint64(len(body)) {
+		return logID, nil, false
+	}
+	records = make([]frameRecord, 0, n)
+	for range n {
+		if len(body) < recordSize {
+			return logID, nil, false
+		}
+		var r frameRecord
+		copy(r.key[:], body)
+		r.value.Index = binary.BigEndian.Uint64(body[32:])
+		r.value.Timestamp = binary.BigEndian.Uint64(body[40:])
+		flag := body[48]
+		body = body[recordSize:]
+		switch flag {
+		case 0:
+		case 1:
+			if len(body) < dedup.HashIndexKeySize {
+				return logID, nil, false
+			}
+			r.hashed = true
+			copy(r.hashKey[:], body)
+			body = body[dedup.HashIndexKeySize:]
+		default:
+			return logID, nil, false
+		}
+		records = append(records, r)
+	}
+	return logID, records, len(body) == 0
+}
+
+// add records a frame's records in t; a key or leaf hash t already holds
+// keeps its first value.
+func (t *tier) add(logID [32]byte, records []frameRecord) {
+	for _, r := range records {
+		t.addUnlessIn(nil, logID, r)
+	}
+}
+
+// addUnlessIn records r in t unless t or older (which may be nil) already
+// holds its key, and its leaf hash unless either holds that.
+func (t *tier) addUnlessIn(older *tier, logID [32]byte, r frameRecord) {
+	lt := t.log(logID)
+	var ol *logTier
+	if older != nil {
+		ol = older.logs[logID]
+	}
+	if _, ok := lt.keys[r.key]; !ok && (ol == nil || !hasKey(ol, r.key)) {
+		lt.keys[r.key] = r.value
+		t.n++
+	}
+	if !r.hashed {
+		return
+	}
+	if _, ok := lt.hashes[r.hashKey]; !ok && (ol == nil || !hasHash(ol, r.hashKey)) {
+		lt.hashes[r.hashKey] = r.value.Index
+		t.n++
+	}
+}
+
+func hasKey(lt *logTier, k dedup.Key) bool {
+	_, ok := lt.keys[k]
+	return ok
+}
+
+func hasHash(lt *logTier, h [dedup.HashIndexKeySize]byte) bool {
+	_, ok := lt.hashes[h]
+	return ok
+}
+
+// rotate starts journal number seq+1, which holds only its header, for
+// the records Put from now on. The caller holds put, and then calls swap.
+func (d *DB) rotate(path string) error {
+	r := &d.recent
+	name := journalPath(path, r.seq+1)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating dedup journal: %w", err)
+	}
+	hdr := append([]byte(journalMagic), d.id[:]...)
+	_, err = f.Write(hdr)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(name))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(name)
+		return fmt.Errorf("creating dedup journal: %w", err)
+	}
+	if r.journal != nil {
+		r.journal.Close()
+	}
+	r.journal = f
+	r.size = int64(len(hdr))
+	r.seq++
+	return nil
+}
+
+// swap makes the active tier the frozen one and starts an empty active
+// tier for the new journal, in one step: a lookup finds each record in
+// one of them before and after.
+func (d *DB) swap() {
+	r := &d.recent
+	r.mu.Lock()
+	r.frozen = r.active
+	r.active = newTier(r.journal.Name())
+	r.mu.Unlock()
+}
+
+// put appends records to the journal and the active tier, freezing the
+// active tier first if it is full.
+func (d *DB) put(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+	r := &d.recent
+	r.put.Lock()
+	defer r.put.Unlock()
+	if r.journal == nil {
+		return errors.New("the database is closed or read-only")
+	}
+	if !r.known[logID] {
+		err := d.db.Update(func(tx *bbolt.Tx) error {
+			_, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		r.known[logID] = true
+	}
+	if r.active.n >= r.max {
+		if err := d.freeze(ctx); err != nil {
+			return err
+		}
+	}
+	// The frame goes to disk before any lookup can see its records, and
+	// Put returns only after the fdatasync.
+	frame := appendFrame(make([]byte, 0, 4+36+len(records)*(recordSize+dedup.HashIndexKeySize)+4), logID, records)
+	if err := appendSynced(r.journal, frame, r.size); err != nil {
+		return fmt.Errorf("writing the dedup journal: %w", err)
+	}
+	r.size += int64(len(frame))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range records {
+		fr := frameRecord{key: rec.Key, value: rec.Value, hashed: rec.LeafHash != ([32]byte{})}
+		copy(fr.hashKey[:], rec.LeafHash[:])
+		r.active.addUnlessIn(r.frozen, logID, fr)
+	}
+	return nil
+}
+
+// freeze waits for the previous merge, if one is running, then makes the
+// active tier the frozen one, starts a new journal and merges the frozen
+// tier in the background. The caller holds put.
+func (d *DB) freeze(ctx context.Context) error {
+	r := &d.recent
+	if err := d.waitMerge(ctx); err != nil {
+		return err
+	}
+	if err := d.rotate(d.db.Path()); err != nil {
+		return err
+	}
+	d.swap()
+	done := make(chan struct{})
+	r.merging = done
+	go func() {
+		defer close(done)
+		// A failure leaves the frozen tier in place; the next freeze,
+		// flush or close merges it again (waitMerge).
+		d.mergeFrozen()
+	}()
+	return nil
+}
+
+// waitMerge waits for the background merge, if one is running, to end,
+// and merges the frozen tier here if it is still there (because that
+// merge failed). The caller holds put.
+func (d *DB) waitMerge(ctx context.Context) error {
+	r := &d.recent
+	if r.merging != nil {
+		select {
+		case <-r.merging:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the dedup cache's merge: %w", ctx.Err())
+		}
+		r.merging = nil
+	}
+	r.mu.RLock()
+	pending := r.frozen != nil
+	r.mu.RUnlock()
+	if pending {
+		// The frozen tier still answers lookups meanwhile.
+		if err := d.mergeFrozen(); err != nil {
+			return fmt.Errorf("merging the dedup journal into the database: %w", err)
+		}
+	}
+	return nil
+}
+
+// mergeFrozen merges the frozen tier, deletes its journal and drops it.
+func (d *DB) mergeFrozen() error {
+	r := &d.recent
+	r.mu.RLock()
+	t := r.frozen
+	r.mu.RUnlock()
+	if t == nil {
+		return nil
+	}
+	// The frozen tier is not written while it is frozen, so reading it
+	// here without the lock is safe; Put only reads it under mu.
+	if err := d.merge(t); err != nil {
+		return err
+	}
+	if err := os.Remove(t.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	r.mu.Lock()
+	r.frozen = nil
+	r.mu.Unlock()
+	return nil
+}
+
+// flush merges both tiers into the B-trees now, and leaves an empty
+// active tier with a new journal. The caller holds put.
+func (d *DB) flush(ctx context.Context) error {
+	r := &d.recent
+	if err := d.waitMerge(ctx); err != nil {
+		return err
+	}
+	if r.active.n == 0 {
+		return nil
+	}
+	if err := d.rotate(d.db.Path()); err != nil {
+		return err
+	}
+	d.swap()
+	return d.mergeFrozen()
+}
+
+type kv struct {
+	k dedup.Key
+	v dedup.Value
+}
+
+type hv struct {
+	h   [dedup.HashIndexKeySize]byte
+	idx uint64
+}
+
+// merge writes t's records into the B-trees in key order, mergeChunk keys
+// per transaction; keys the B-trees already hold keep their value.
+func (d *DB) merge(t *tier) error {
+	for logID, lt := range t.logs {
+		keys := make([]kv, 0, len(lt.keys))
+		for k, v := range lt.keys {
+			keys = append(keys, kv{k, v})
+		}
+		slices.SortFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+		hashes := make([]hv, 0, len(lt.hashes))
+		for h, idx := range lt.hashes {
+			hashes = append(hashes, hv{h, idx})
+		}
+		slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
+		for len(keys) > 0 || len(hashes) > 0 {
+			kc, hc := keys[:min(len(keys), mergeChunk)], hashes[:min(len(hashes), mergeChunk)]
+			keys, hashes = keys[len(kc):], hashes[len(hc):]
+			if err := d.db.Update(func(tx *bbolt.Tx) error { return writeSorted(tx, logID, kc, hc) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeSorted writes keys and hashes, each in ascending order, to the log's
+// buckets; a key already present keeps its value.
+func writeSorted(tx *bbolt.Tx, logID [32]byte, keys []kv, hashes []hv) error {
+	if len(keys) > 0 {
+		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range keys {
+			if lb.Get(r.k[:]) != nil {
+				continue
+			}
+			if err := lb.Put(r.k[:], dedup.EncodeValue(r.v)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(hashes) > 0 {
+		hb, err := tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range hashes {
+			if hb.Get(r.h[:]) != nil {
+				continue
+			}
+			if err := hb.Put(r.h[:], binary.BigEndian.AppendUint64(nil, r.idx)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// markAllForRebuild marks every log of this database (with a checkpoint,
+// dedup records or leaf hash index records in it, or records in the
+// readable part of the damaged journal, t) as needing a rebuild.
+func (d *DB) markAllForRebuild(t *tier) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		mark := tx.Bucket(rebuildingBucket)
+		for id := range t.logs {
+			if err := mark.Put(id[:], []byte{markDamagedJournal}); err != nil {
+				return err
+			}
+		}
+		for _, name := range [][]byte{dedupBucket, leafHashBucket, checkpointsBucket} {
+			err := tx.Bucket(name).ForEach(func(k, _ []byte) error {
+				if len(k) != 32 {
+					return nil
+				}
+				return mark.Put(k, []byte{markDamagedJournal})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// closeRecent merges the tiers and deletes the journal; if that fails the
+// journal files stay for the next Open.
+func (d *DB) closeRecent() error {
+	r := &d.recent
+	r.put.Lock()
+	defer r.put.Unlock()
+	if r.journal == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := d.flush(ctx)
+	name := r.journal.Name()
+	r.journal.Close()
+	r.journal = nil
+	if err != nil {
+		return fmt.Errorf("merging the dedup journal (it is kept, and merged when the database is next opened): %w", err)
+	}
+	if err := os.Remove(name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+// appendSynced appends b to f and fsyncs it. If that fails, it cuts f back
+// to its previous size, so that a failed Put leaves no partial frame in
+// the middle of the journal (which Open would take for damage); if even
+// that fails, Open will, and the logs are rebuilt: safe, if slow.
+func appendSynced(f *os.File, b []byte, size int64) error {
+	_, err := f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		if terr := f.Truncate(size); terr != nil {
+			return fmt.Errorf("%w (and cutting the journal back failed: %v)", err, terr)
+		}
+	}
+	return err
+}
+
+// syncDir fsyncs a directory, so that the files created or removed in it
+// are so after a crash.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
