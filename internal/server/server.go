@@ -29,6 +29,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/procs"
 	"github.com/mosaic-ct/mosaic/internal/roots"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
@@ -596,6 +597,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	go func() {
 		defer wg.Done()
 		s.api.RunDashboard(seqCtx)
+	}()
+	// Fewer threads while the load is light (internal/procs); the Go
+	// collector's go_sched_gomaxprocs_threads shows how many.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		procs.Run(seqCtx, time.Second, nil)
 	}()
 	for _, p := range s.parts {
 		wg.Add(1)
