@@ -65,14 +65,15 @@ func Target(busy float64, cur, limit int) int {
 // GOMAXPROCS environment variable is set), on one CPU, where the process's
 // CPU time cannot be read, or while another Run is adapting it.
 func Run(ctx context.Context, interval time.Duration, set func(n int)) {
-	limit := runtime.GOMAXPROCS(0)
-	used, ok := cpuTime()
 	// GOMAXPROCS is the process's, so one Run adapts it at a time (tests
 	// run several servers in one process); the others leave it alone.
 	if !running.CompareAndSwap(false, true) {
 		return
 	}
 	defer running.Store(false)
+	// Read after the swap: a Run that just returned has given it back.
+	limit := runtime.GOMAXPROCS(0)
+	used, ok := cpuTime()
 	if os.Getenv("GOMAXPROCS") != "" || limit <= 1 || !ok {
 		if set != nil {
 			set(limit)
@@ -99,7 +100,10 @@ func Run(ctx context.Context, interval time.Duration, set func(n int)) {
 		case <-t.C:
 		}
 		now := time.Now()
-		u, _ := cpuTime()
+		u, ok := cpuTime()
+		if !ok {
+			continue
+		}
 		busy := (u - used).Seconds() / now.Sub(at).Seconds()
 		used, at = u, now
 		if n := Target(busy, cur, limit); n != cur {

@@ -278,6 +278,14 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a usable backup for this config: %w", from, err)
 	}
+	// A copy of a crashed database file (a snapshot of its directory, not
+	// a mosaic backup) lacks the dedup records in the journals beside it.
+	if js, err := bolt.Journals(from); err != nil {
+		return nil, err
+	} else if len(js) > 0 {
+		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it; restore a copy made by mosaic backup, or open this one with mosaic serve first (it merges them)",
+			from, len(js), filepath.Base(js[0]))
+	}
 	// Hold the live database, so that no mosaic serve starts meanwhile.
 	_, statErr := os.Stat(db.path)
 	live := statErr == nil
@@ -367,7 +375,9 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 			report = append(report, "the replaced database is kept as "+old)
 		}
 		for _, j := range journals {
-			if err := os.Rename(j, old+strings.TrimPrefix(j, db.path)); err != nil {
+			// mosaic.db.journal.N → mosaic.db.before-restore-TIME.journal.N
+			kept := filepath.Join(filepath.Dir(j), filepath.Base(old)+strings.TrimPrefix(filepath.Base(j), filepath.Base(db.path)))
+			if err := os.Rename(j, kept); err != nil {
 				return nil, err
 			}
 		}

@@ -56,9 +56,14 @@ import (
 //     tiers being merged oldest first.
 //   - A journal is read back only if its header names this database file
 //     (a random ID stored in it on creation), so a journal left beside a
-//     different or restored file is refused, never merged into it. Every
-//     frame carries a CRC-32C. A torn last frame of the newest journal is
-//     the write of a Put that never returned, and is dropped. Any other
+//     different file (one deleted and created anew) is refused, never
+//     merged into it. A backup has its database's ID, so mosaic restore
+//     moves the replaced file's journals aside with it, and refuses a
+//     backup file that has journals of its own beside it.
+//   - Every frame's length and body carry a CRC-32C each. A torn end of
+//     the newest journal (see frameTorn) is the write of a Put that never
+//     returned, and is dropped; a journal whose write failed and could not
+//     be cut back is made not the newest at once (see put). Any other
 //     damage means records that were promised may be gone: every log in
 //     the database is marked as needing a rebuild (dedup.ErrNeedsRebuild)
 //     and the file is kept aside, so no process trusts an incomplete cache.
@@ -79,6 +84,9 @@ const journalMagic = "mosaic dedup journal v1\n"
 // journalSuffix separates the database's path and a journal's sequence
 // number in the journal's file name: mosaic.db.journal.000000000001.
 const journalSuffix = ".journal."
+
+// damagedSuffix ends the name of a journal kept aside as damaged.
+const damagedSuffix = ".damaged"
 
 var (
 	metaBucket = []byte("meta")
@@ -138,6 +146,8 @@ type recent struct {
 	journal *os.File
 	size    int64 // of journal
 	seq     uint64
+	// broken: the journal holds a partial frame (see put).
+	broken bool
 
 	// mu guards active and frozen (the pointers and their contents).
 	mu     sync.RWMutex
@@ -152,46 +162,55 @@ type recent struct {
 
 // journalPath returns the path of journal number seq of the database at path.
 func journalPath(path string, seq uint64) string {
-	return fmt.Sprintf("%s%s%012d", path, journalSuffix, seq)
+	return filepath.Join(filepath.Dir(path), fmt.Sprintf("%s%s%012d", filepath.Base(path), journalSuffix, seq))
+}
+
+type journalFile struct {
+	path string
+	seq  uint64
+}
+
+// journalFiles returns the journal files beside the database file at path,
+// in the order they were written, and the highest sequence number in use,
+// counting journals kept aside as damaged. Names are compared in the
+// directory's listing, so the path need not be clean.
+func journalFiles(path string) (js []journalFile, last uint64, err error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)+journalSuffix
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), base)
+		if !ok {
+			continue
+		}
+		number, damaged := strings.CutSuffix(rest, damagedSuffix)
+		seq, err := strconv.ParseUint(number, 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s is named like a dedup journal of %s but is not one; move it away", filepath.Join(dir, e.Name()), path)
+		}
+		last = max(last, seq)
+		if !damaged {
+			js = append(js, journalFile{filepath.Join(dir, e.Name()), seq})
+		}
+	}
+	slices.SortFunc(js, func(a, b journalFile) int { return cmp.Compare(a.seq, b.seq) })
+	return js, last, nil
 }
 
 // Journals returns the journal files beside the database file at path, in
 // the order they were written.
 func Journals(path string) ([]string, error) {
-	matches, err := filepath.Glob(globEscape(path) + journalSuffix + "*")
-	if err != nil {
-		return nil, err
-	}
-	type numbered struct {
-		path string
-		seq  uint64
-	}
-	var js []numbered
-	for _, m := range matches {
-		seq, err := strconv.ParseUint(strings.TrimPrefix(m, path+journalSuffix), 10, 64)
-		if err != nil {
-			continue // not one of ours (for example a .damaged one)
-		}
-		js = append(js, numbered{m, seq})
-	}
-	slices.SortFunc(js, func(a, b numbered) int { return cmp.Compare(a.seq, b.seq) })
+	js, _, err := journalFiles(path)
 	out := make([]string, len(js))
 	for i, j := range js {
 		out[i] = j.path
 	}
-	return out, nil
-}
-
-// globEscape escapes the characters filepath.Glob treats as a pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteRune('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return out, err
 }
 
 // databaseID returns the database's random ID, creating it if missing.
@@ -215,30 +234,28 @@ func databaseID(db *bbolt.DB) ([16]byte, error) {
 // recover merges the journal files a previous process left (after a crash)
 // into the B-trees and deletes them, and then starts a new journal.
 func (d *DB) recover(path string) error {
-	files, err := Journals(path)
+	files, last, err := journalFiles(path)
 	if err != nil {
 		return fmt.Errorf("listing dedup journals: %w", err)
 	}
-	var last uint64
 	for i, f := range files {
-		last, _ = strconv.ParseUint(strings.TrimPrefix(f, path+journalSuffix), 10, 64)
-		t, damaged, err := d.readJournal(f, i == len(files)-1)
+		t, damaged, err := d.readJournal(f.path, i == len(files)-1)
 		if err != nil {
 			return err
 		}
 		if damaged != nil {
 			if err := d.markAllForRebuild(t); err != nil {
-				return fmt.Errorf("dedup journal %s is damaged (%v), and marking the logs for a rebuild failed: %w", f, damaged, err)
+				return fmt.Errorf("dedup journal %s is damaged (%v), and marking the logs for a rebuild failed: %w", f.path, damaged, err)
 			}
-			if err := os.Rename(f, f+".damaged"); err != nil {
+			if err := os.Rename(f.path, f.path+damagedSuffix); err != nil {
 				return err
 			}
 			continue
 		}
 		if err := d.merge(t); err != nil {
-			return fmt.Errorf("merging dedup journal %s: %w", f, err)
+			return fmt.Errorf("merging dedup journal %s: %w", f.path, err)
 		}
-		if err := os.Remove(f); err != nil {
+		if err := os.Remove(f.path); err != nil {
 			return err
 		}
 	}
@@ -273,28 +290,24 @@ func (d *DB) readJournal(f string, newest bool) (t *tier, damaged, err error) {
 		return nil, nil, fmt.Errorf("reading dedup journal: %w", err)
 	}
 	if len(raw) < len(journalMagic)+16 || string(raw[:len(journalMagic)]) != journalMagic {
-		if newest && len(raw) < len(journalMagic)+16 && strings.HasPrefix(journalMagic, string(raw[:min(len(raw), len(journalMagic))])) {
-			// Created, header not yet written: a crash at rotation.
+		if newest && (allZero(raw) || len(raw) < len(journalMagic)+16 && strings.HasPrefix(journalMagic, string(raw[:min(len(raw), len(journalMagic))]))) {
+			// Created, header not (all) written: a crash at rotation.
 			return newTier(f), nil, nil
 		}
 		return nil, nil, fmt.Errorf("%s is not a Mosaic dedup journal; move it away", f)
 	}
 	if !bytes.Equal(raw[len(journalMagic):len(journalMagic)+16], d.id[:]) {
-		return nil, nil, fmt.Errorf("dedup journal %s belongs to another database file (was this database restored or copied?); move it away", f)
+		return nil, nil, fmt.Errorf("dedup journal %s belongs to another database file (was this database replaced?); move it away", f)
 	}
 	t = newTier(f)
 	rest := raw[len(journalMagic)+16:]
 	for off := len(raw) - len(rest); len(rest) > 0; off = len(raw) - len(rest) {
-		if newest && allZero(rest) {
-			// A crash can leave the end of a file that was being
-			// appended to as zeros.
+		body, next, status := nextFrame(rest)
+		switch {
+		case status == frameTorn && newest:
+			// The write of a Put that never returned.
 			return t, nil, nil
-		}
-		body, next, ok := nextFrame(rest)
-		if !ok {
-			if newest && frameMayBeTorn(rest) {
-				return t, nil, nil
-			}
+		case status != frameOK:
 			return t, fmt.Errorf("bad frame at byte %d", off), nil
 		}
 		logID, records, ok := decodeFrame(body)
@@ -316,43 +329,52 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// A frame is a 4-byte big-endian length n, n bytes of body and the body's
-// CRC-32C (4 bytes). The body is the log ID (32 bytes), the record count
-// (4 bytes) and each record: key (32), index (8), timestamp (8), and a
-// flag byte, 1 when the leaf hash's first dedup.HashIndexKeySize bytes
-// follow.
+// A frame is a 4-byte big-endian length n, the CRC-32C of those 4 bytes, n
+// bytes of body and the body's CRC-32C. The body is the log ID (32 bytes),
+// the record count (4 bytes) and each record: key (32), index (8),
+// timestamp (8), and a flag byte, 1 when the leaf hash's first
+// dedup.HashIndexKeySize bytes follow. The length's own checksum tells a
+// damaged length (which would hide the frames after it) from a frame cut
+// short by a crash.
 
-func nextFrame(b []byte) (body, rest []byte, ok bool) {
-	if len(b) < 4 {
-		return nil, nil, false
-	}
-	n := binary.BigEndian.Uint32(b)
-	if uint64(len(b)-4) < uint64(n)+4 {
-		return nil, nil, false
-	}
-	body = b[4 : 4+n]
-	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[4+n:]) {
-		return nil, nil, false
-	}
-	return body, b[8+n:], true
-}
+// What nextFrame found.
+const (
+	frameOK = iota
+	// frameTorn: what a crash in the middle of appending a frame leaves
+	// at the end of the file: a header cut short, zeros, a body cut
+	// short, or a whole frame whose body did not reach the disk,
+	// followed by nothing but zeros.
+	frameTorn
+	// frameBad: anything else.
+	frameBad
+)
 
-// frameMayBeTorn reports whether b, the unreadable end of the newest
-// journal, is one frame cut short or left unwritten by a crash: its length
-// reaches past the end of the file, or it is the very last frame.
-func frameMayBeTorn(b []byte) bool {
-	if len(b) < 4 {
-		return true
+func nextFrame(b []byte) (body, rest []byte, status int) {
+	if allZero(b) || len(b) < 8 {
+		return nil, nil, frameTorn
 	}
-	n := binary.BigEndian.Uint32(b)
-	return uint64(len(b)-4) <= uint64(n)+4
+	if crc32.Checksum(b[:4], crcTable) != binary.BigEndian.Uint32(b[4:8]) {
+		return nil, nil, frameBad
+	}
+	n := uint64(binary.BigEndian.Uint32(b))
+	if uint64(len(b)) < 8+n+4 {
+		return nil, nil, frameTorn
+	}
+	body, rest = b[8:8+n], b[8+n+4:]
+	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[8+n:]) {
+		if allZero(rest) {
+			return nil, nil, frameTorn
+		}
+		return nil, nil, frameBad
+	}
+	return body, rest, frameOK
 }
 
 const recordSize = 32 + 8 + 8 + 1
 
 func appendFrame(dst []byte, logID [32]byte, records []dedup.Record) []byte {
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = append(dst, logID[:]...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
 	for _, r := range records {
@@ -366,8 +388,9 @@ func appendFrame(dst []byte, logID [32]byte, records []dedup.Record) []byte {
 			dst = append(dst, r.LeafHash[:dedup.HashIndexKeySize]...)
 		}
 	}
-	body := dst[start+4:]
+	body := dst[start+8:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
+	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start:start+4], crcTable))
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(body, crcTable))
 }
 
@@ -459,8 +482,19 @@ func hasHash(lt *logTier, h [dedup.HashIndexKeySize]byte) bool {
 // the records Put from now on. The caller holds put, and then calls swap.
 func (d *DB) rotate(path string) error {
 	r := &d.recent
-	name := journalPath(path, r.seq+1)
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	var name string
+	var f *os.File
+	var err error
+	// A number already taken (a file a failed rotation could not
+	// remove) is skipped: the file is left for Open to judge.
+	for range 100 {
+		name = journalPath(path, r.seq+1)
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+		r.seq++
+	}
 	if err != nil {
 		return fmt.Errorf("creating dedup journal: %w", err)
 	}
@@ -516,15 +550,20 @@ func (d *DB) put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 		}
 		r.known[logID] = true
 	}
-	if r.active.n >= r.max {
+	// A journal that could not be cut back after a failed write holds a
+	// partial frame; it must not stay the newest, where Open would take
+	// the frames after it for the torn end of a crash.
+	if r.active.n >= r.max || r.broken {
 		if err := d.freeze(ctx); err != nil {
 			return err
 		}
+		r.broken = false
 	}
 	// The frame goes to disk before any lookup can see its records, and
-	// Put returns only after the fdatasync.
-	frame := appendFrame(make([]byte, 0, 4+36+len(records)*(recordSize+dedup.HashIndexKeySize)+4), logID, records)
+	// Put returns only after the fsync.
+	frame := appendFrame(make([]byte, 0, 8+36+len(records)*(recordSize+dedup.HashIndexKeySize)+4), logID, records)
 	if err := appendSynced(r.journal, frame, r.size); err != nil {
+		r.broken = errors.Is(err, errNotCutBack)
 		return fmt.Errorf("writing the dedup journal: %w", err)
 	}
 	r.size += int64(len(frame))
@@ -745,10 +784,16 @@ func (d *DB) closeRecent() error {
 	return syncDir(filepath.Dir(name))
 }
 
+// errNotCutBack is wrapped by appendSynced's error when the journal could
+// not be cut back to its size before the failed write.
+var errNotCutBack = errors.New("cutting the journal back failed")
+
 // appendSynced appends b to f and fsyncs it. If that fails, it cuts f back
 // to its previous size, so that a failed Put leaves no partial frame in
 // the middle of the journal (which Open would take for damage); if even
-// that fails, Open will, and the logs are rebuilt: safe, if slow.
+// that fails, the error wraps errNotCutBack, and the caller starts a new
+// journal, so that Open finds the partial frame in one that is not the
+// newest and marks the logs for a rebuild: safe, if slow.
 func appendSynced(f *os.File, b []byte, size int64) error {
 	_, err := f.Write(b)
 	if err == nil {
@@ -756,7 +801,7 @@ func appendSynced(f *os.File, b []byte, size int64) error {
 	}
 	if err != nil {
 		if terr := f.Truncate(size); terr != nil {
-			return fmt.Errorf("%w (and cutting the journal back failed: %v)", err, terr)
+			return fmt.Errorf("%w (and %w: %v)", err, errNotCutBack, terr)
 		}
 	}
 	return err

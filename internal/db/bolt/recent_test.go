@@ -227,6 +227,18 @@ func TestJournalDamaged(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"length flipped", func(t *testing.T, path, newest string) {
+			// A damaged length would make the frames after it look
+			// like the torn end of a crash; its own checksum says not.
+			b, err := os.ReadFile(newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(journalMagic)+16+2] ^= 1
+			if err := os.WriteFile(newest, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"older journal torn", func(t *testing.T, path, newest string) {
 			b, err := os.ReadFile(newest)
 			if err != nil {
@@ -444,4 +456,71 @@ func drain(b *testing.B, db *DB) {
 	if err := db.flush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// TestJournalUncleanPath: a database path that is not clean (./, //) finds
+// the journals a crash left all the same.
+func TestJournalUncleanPath(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/./mosaic.db"
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, path, 8)
+	for i := 0; i < 40; i += 5 {
+		putRange(t, db, id, i, i+5)
+	}
+	crash(t, db)
+	db = open(t, dir+"//mosaic.db")
+	checkRange(t, db, id, 0, 40, true)
+	db.Close()
+	if js := journals(t, filepath.Join(dir, "mosaic.db")); len(js) != 0 {
+		t.Fatalf("journals left after a clean close: %v", js)
+	}
+}
+
+// TestJournalCrashAtRotation: a crash just after a new journal was created
+// leaves it empty or with a header of zeros; Open takes it for a journal
+// with no records. A number a failed rotation left taken is skipped.
+func TestJournalCrashAtRotation(t *testing.T) {
+	for name, content := range map[string][]byte{
+		"empty": nil,
+		"zeros": make([]byte, len(journalMagic)+16),
+		"half":  []byte(journalMagic[:10]),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mosaic.db")
+			id := sha256.Sum256([]byte("log"))
+			db := open(t, path)
+			putRange(t, db, id, 0, 10)
+			crash(t, db)
+			js := journals(t, path)
+			next := journalPath(path, uint64(len(js))+1)
+			if err := os.WriteFile(next, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db = open(t, path)
+			defer db.Close()
+			checkRange(t, db, id, 0, 10, true)
+			if err := db.Check(context.Background(), id); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+		})
+	}
+	t.Run("number taken", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "mosaic.db")
+		id := sha256.Sum256([]byte("log"))
+		db := withRecentMax(t, path, 4)
+		// The next rotation's number is taken by a journal of no
+		// records.
+		hdr := append([]byte(journalMagic), db.id[:]...)
+		if err := os.WriteFile(journalPath(path, db.recent.seq+1), hdr, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i += 5 {
+			putRange(t, db, id, i, i+5)
+		}
+		crash(t, db)
+		db = open(t, path)
+		defer db.Close()
+		checkRange(t, db, id, 0, 20, true)
+	})
 }
