@@ -195,6 +195,21 @@ func TestBackupRestore(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "not merged into it yet") || !strings.Contains(out, "start mosaic serve with it") {
 		t.Fatalf("backup after a crash: exit %d, want a refusal naming the journal\n%s", code, out)
 	}
+	// A copy of the crashed directory (the file and its journals) is not a
+	// backup: restore refuses it rather than drop the journals' records.
+	journals, _ := filepath.Glob(dbPath + ".journal.*")
+	if len(journals) == 0 {
+		t.Fatal("the killed log left no dedup journal")
+	}
+	snapshot := filepath.Join(backups, "snapshot.db")
+	copyFile(t, dbPath, snapshot)
+	for _, j := range journals {
+		copyFile(t, j, snapshot+strings.TrimPrefix(j, dbPath))
+	}
+	out, code = runMosaic(t, "restore", "-config", cfgPath, "-from", snapshot)
+	if code == 0 || !strings.Contains(out, "journal file(s) beside it") {
+		t.Fatalf("restoring a copy of a crashed database with its journals: exit %d, want a refusal\n%s", code, out)
+	}
 	s = startDev(t, dir)
 	for _, sub := range []*submission{first, last} {
 		again := &submission{name: sub.name + " again", chain: sub.chain}
