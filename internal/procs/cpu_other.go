@@ -4,5 +4,6 @@ package procs
 
 import "time"
 
-// cpuTime is not available here: Run leaves GOMAXPROCS alone.
-func cpuTime() (time.Duration, bool) { return 0, false }
+// CPUTime is not available here (ok is false): Run leaves GOMAXPROCS
+// alone.
+func CPUTime() (d time.Duration, ok bool) { return 0, false }

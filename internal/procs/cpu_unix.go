@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// cpuTime returns the CPU time (user and system) the process has used.
-func cpuTime() (time.Duration, bool) {
+// CPUTime returns the CPU time (user and system) the process has used.
+func CPUTime() (d time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0, false

@@ -6,7 +6,9 @@
 // at 1,000 entries/s on two cores, about a fifth of the server's CPU went
 // away when it ran on one thread (docs/BENCHMARKS.md, "Where the CPU goes").
 // So while the process uses well under what its threads could, it runs on
-// fewer, and as soon as it uses most of them, on more again.
+// fewer, and as soon as it uses most of them, on more again. CPUTime, the
+// measure it goes by, also gives the hammer and the benchmarks their own
+// CPU time.
 package procs
 
 import (
@@ -60,11 +62,10 @@ func Target(busy float64, cur, limit int) int {
 
 // Run adapts GOMAXPROCS every interval until ctx is done, between 1 and the
 // value it had when Run was called, and gives it back to the runtime's
-// default when it returns. set, if not nil, is told every value it sets,
-// and the first one. It does nothing when the operator chose a value (the
+// default when it returns. It does nothing when the operator chose a value (the
 // GOMAXPROCS environment variable is set), on one CPU, where the process's
 // CPU time cannot be read, or while another Run is adapting it.
-func Run(ctx context.Context, interval time.Duration, set func(n int)) {
+func Run(ctx context.Context, interval time.Duration) {
 	// GOMAXPROCS is the process's, so one Run adapts it at a time (tests
 	// run several servers in one process); the others leave it alone.
 	if !running.CompareAndSwap(false, true) {
@@ -73,34 +74,25 @@ func Run(ctx context.Context, interval time.Duration, set func(n int)) {
 	defer running.Store(false)
 	// Read after the swap: a Run that just returned has given it back.
 	limit := runtime.GOMAXPROCS(0)
-	used, ok := cpuTime()
+	used, ok := CPUTime()
 	if os.Getenv("GOMAXPROCS") != "" || limit <= 1 || !ok {
-		if set != nil {
-			set(limit)
-		}
 		return
 	}
 	// SetDefaultGOMAXPROCS, not GOMAXPROCS(limit): setting a value stops
 	// the runtime from following the container's CPU limit.
 	defer runtime.SetDefaultGOMAXPROCS()
 	cur := limit
-	if set != nil {
-		set(cur)
-	}
 	at := time.Now()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if set != nil {
-				set(limit)
-			}
 			return
 		case <-t.C:
 		}
 		now := time.Now()
-		u, ok := cpuTime()
+		u, ok := CPUTime()
 		if !ok {
 			continue
 		}
@@ -109,9 +101,6 @@ func Run(ctx context.Context, interval time.Duration, set func(n int)) {
 		if n := Target(busy, cur, limit); n != cur {
 			runtime.GOMAXPROCS(n)
 			cur = n
-			if set != nil {
-				set(n)
-			}
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
 // A backup of the embedded database is only ever restorable as the
@@ -145,7 +146,7 @@ func Backup(ctx context.Context, c *config.Config, database, out string) ([]stri
 	if err := os.Link(tmp, out); err != nil {
 		return nil, fmt.Errorf("-o: %w", err)
 	}
-	if err := syncDir(filepath.Dir(out)); err != nil {
+	if err := localfs.SyncDir(filepath.Dir(out)); err != nil {
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("backed up %s to %s: %s", db.path, out, how)}, report...), nil
@@ -158,15 +159,6 @@ func createTemp(path string) (string, *os.File, error) {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial-"+hex.EncodeToString(b))
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	return tmp, f, err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // fetchHotBackup asks the mosaic serve at debugAddr for a copy of the
@@ -388,7 +380,7 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if err := os.Rename(tmp, db.path); err != nil {
 		return nil, err
 	}
-	if err := syncDir(filepath.Dir(db.path)); err != nil {
+	if err := localfs.SyncDir(filepath.Dir(db.path)); err != nil {
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil

@@ -603,7 +603,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		procs.Run(seqCtx, time.Second, nil)
+		procs.Run(seqCtx, time.Second)
 	}()
 	for _, p := range s.parts {
 		wg.Add(1)

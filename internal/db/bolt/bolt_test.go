@@ -20,6 +20,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/dedup/deduptest"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
+	"github.com/mosaic-ct/mosaic/internal/procs"
 )
 
 func open(t *testing.T, path string) *DB {
@@ -421,7 +422,7 @@ func putAtSize(b *testing.B, hashIndex bool, size int) {
 	const round = 1000
 	n := size
 	before := txWrites(db)
-	cpu := processCPU()
+	cpu, _ := procs.CPUTime()
 	for b.Loop() {
 		recs := make([]dedup.Record, round)
 		for j := range recs {
@@ -434,7 +435,8 @@ func putAtSize(b *testing.B, hashIndex bool, size int) {
 	}
 	// The rounds' share of merging the recent tier is part of their cost.
 	drain(b, db)
-	cpu = processCPU() - cpu
+	now, _ := procs.CPUTime()
+	cpu = now - cpu
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*round)/1000, "µs/entry")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*round)/1000, "cpu-µs/entry")
 	b.ReportMetric(float64(txWrites(db)-before)/float64(b.N), "pages/round")

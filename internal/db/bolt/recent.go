@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
 // The recent tier: why the dedup cache writes through a journal.
@@ -259,7 +260,7 @@ func (d *DB) recover(path string) error {
 			return err
 		}
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := localfs.SyncDir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	d.recent.seq = last
@@ -504,7 +505,7 @@ func (d *DB) rotate(path string) error {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(name))
+		err = localfs.SyncDir(filepath.Dir(name))
 	}
 	if err != nil {
 		f.Close()
@@ -781,7 +782,7 @@ func (d *DB) closeRecent() error {
 	if err := os.Remove(name); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(name))
+	return localfs.SyncDir(filepath.Dir(name))
 }
 
 // errNotCutBack is wrapped by appendSynced's error when the journal could
@@ -805,15 +806,4 @@ func appendSynced(f *os.File, b []byte, size int64) error {
 		}
 	}
 	return err
-}
-
-// syncDir fsyncs a directory, so that the files created or removed in it
-// are so after a crash.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

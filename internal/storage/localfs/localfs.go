@@ -100,7 +100,7 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte, _ storage.PutOpt
 	// Sync the directory holding the new name, and the parents of any
 	// directory created above, so that every new directory entry is durable.
 	for _, dd := range append([]string{dir}, created...) {
-		if err := syncDir(dd); err != nil {
+		if err := SyncDir(dd); err != nil {
 			return fmt.Errorf("put %s: %w", key, err)
 		}
 	}
@@ -133,7 +133,10 @@ func mkdirAll(dir string) ([]string, error) {
 	return parents, nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs the directory dir, so that the files created, renamed or
+// removed in it are so after a crash. The embedded database's journals and
+// mosaic backup use it too.
+func SyncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package hammer
-
-import "time"
-
-// processCPU is not measured on this platform.
-func processCPU() time.Duration { return 0 }
