@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -202,4 +204,37 @@ func BenchmarkPlanRound(b *testing.B) {
 		planRound(t, "example.com/log", entries, issuers, 1, stored)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries))/1000, "µs/entry")
+}
+
+// BenchmarkCompressDataTile gzips a full data tile of the production log
+// in ../shared/testdata at the level full tiles are stored with, and the
+// same entries as a partial tile at the partial tiles' level. Reported per
+// entry, with the stored size.
+func BenchmarkCompressDataTile(b *testing.B) {
+	data := productionDataTile(b)
+	for _, bc := range []struct {
+		name  string
+		level int
+	}{{"full", fullTileLevel}, {"partial", partialTileLevel}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var g gzipWriters
+			var out []byte
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				out = g.compress(data, bc.level)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tile.Width/1000, "µs/entry")
+			b.ReportMetric(float64(len(out)), "stored-bytes")
+		})
+	}
+}
+
+// productionDataTile returns the uncompressed full data tile 001 of the
+// production log in ../shared/testdata.
+func productionDataTile(tb testing.TB) []byte {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "testdata", "navigli2025h2", "tile", "data", "001"))
+	if err != nil {
+		tb.Fatalf("production test data is missing (expected next to the repository, in ../shared/testdata): %v", err)
+	}
+	return data
 }

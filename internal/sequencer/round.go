@@ -1,7 +1,6 @@
 package sequencer
 
 import (
-	"compress/gzip"
 	"encoding/hex"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -82,7 +81,7 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 		p.size++
 		if p.size%tile.Width == 0 {
 			full := tile.Tile{Data: true, N: p.size/tile.Width - 1, W: tile.Width}
-			p.tiles = append(p.tiles, object{key: full.Path(), data: p.dataTile, gzip: gzip.DefaultCompression})
+			p.tiles = append(p.tiles, object{key: full.Path(), data: p.dataTile, gzip: fullTileLevel})
 			p.dataTile = reserveDataTile(nil, p.size, entries[i+1:])
 		}
 		for j, fp := range e.ChainFingerprints {
@@ -98,7 +97,7 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 	if len(entries) > 0 {
 		if len(p.dataTile) > 0 {
 			part := tile.Tile{Data: true, N: p.size / tile.Width, W: int(p.size % tile.Width)}
-			p.tiles = append(p.tiles, object{key: part.Path(), data: p.dataTile, gzip: gzip.BestSpeed})
+			p.tiles = append(p.tiles, object{key: part.Path(), data: p.dataTile, gzip: partialTileLevel})
 		}
 		old := map[tile.Tile]bool{}
 		for _, pt := range tile.PartialTiles(t.size) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -533,5 +534,30 @@ func TestLowPriorityDeferred(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCompressDataTile checks that data tiles, compressed by
+// klauspost/compress, decompress with the standard library's reader (as
+// monitors' clients do) to exactly what was compressed, at both levels,
+// with writers reused across tiles of different sizes.
+func TestCompressDataTile(t *testing.T) {
+	tileData := productionDataTile(t)
+	var g gzipWriters
+	for _, level := range []int{fullTileLevel, partialTileLevel} {
+		for _, n := range []int{len(tileData), 1, len(tileData) / 3, 0, len(tileData)} {
+			data := tileData[:n]
+			zr, err := gzip.NewReader(bytes.NewReader(g.compress(data, level)))
+			if err != nil {
+				t.Fatalf("level %d, %d bytes: %v", level, n, err)
+			}
+			got, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatalf("level %d, %d bytes: %v", level, n, err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("level %d, %d bytes: decompressed to %d different bytes", level, n, len(got))
+			}
+		}
 	}
 }
