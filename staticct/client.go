@@ -97,7 +97,7 @@ type Client struct {
 	quorum     int
 
 	// sctKey is pub with its table of multiples, built by the first
-	// VerifySCT (a few milliseconds, about 770 KB), which makes every SCT
+	// VerifySCT (a few milliseconds, about 715 KB), which makes every SCT
 	// check about 2.5 times cheaper; nil if it could not be built.
 	sctKeyOnce sync.Once
 	sctKey     *p256key.Key

@@ -7,13 +7,20 @@
 // over the digest e, with w = s⁻¹, u1 = e·w and u2 = r·w (mod n), and
 // accepts when R is not the point at infinity and R.x ≡ r (mod n).
 // crypto/ecdsa multiplies the generator G through a precomputed table but
-// the key Q by double-and-add, which is most of its cost. A Key precomputes
-// the table T[i][j] = j·256ⁱ·Q (i < 32, j < 256) once, so that
+// the key Q by double-and-add, which is most of its cost. A Key writes u2
+// in signed base 2ᶜ (c = window = 9 bits), u2 = Σᵢ dᵢ·2ᶜⁱ with every
+// digit −2ᶜ⁻¹ ≤ dᵢ ≤ 2ᶜ⁻¹ (see digits), and precomputes the table
+// T[i][j] = j·2ᶜⁱ·Q (i < 29, 0 ≤ j ≤ 2ᶜ⁻¹) once, so that
 //
-//	u2·Q = Σᵢ T[i][byte i of u2, least significant first]
+//	u2·Q = Σᵢ sign(dᵢ)·T[i][|dᵢ|]
 //
-// is 32 point additions and no doublings. The table is 8,192 points,
-// about 770 KB, built in a few milliseconds.
+// is 29 point additions, no doublings, and a negation (one field
+// subtraction) for each negative digit. The table is 7,453 points, about
+// 715 KB, built in about 3 ms: the size of the table of unsigned bytes
+// (T[i][j] for i < 32, j < 256) it replaced, for 3 fewer additions. Wider
+// windows save little more for their size: the table stops fitting the
+// caches (in a server's profile, c = 10 was no faster and c = 8, half
+// the size, slower).
 //
 // Why this is safe: only public values are involved (the key, the digest
 // and the signature), so nothing needs to be constant-time; the checks on
@@ -30,6 +37,7 @@ package p256key
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"encoding/binary"
 	"errors"
 	"math/big"
 
@@ -42,8 +50,16 @@ import (
 // concurrent use.
 type Key struct {
 	pub   *ecdsa.PublicKey
-	table *[32][256]nistec.P256Point
+	table *[windows][half + 1]nistec.P256Point
 }
+
+// The signed digits: window bits each, enough of them for a 257-bit value
+// (a scalar below 2²⁵⁶ plus the carry the last digit may take).
+const (
+	window  = 9
+	windows = (256 + window) / window // ⌈257/window⌉
+	half    = 1 << (window - 1)
+)
 
 // n is the order of the P-256 group.
 var n = elliptic.P256().Params().N
@@ -61,13 +77,13 @@ func New(pub *ecdsa.PublicKey) (*Key, error) {
 	if err != nil {
 		return nil, errors.New("not a valid P-256 public key")
 	}
-	t := new([32][256]nistec.P256Point)
+	t := new([windows][half + 1]nistec.P256Point)
 	for i := range t {
 		t[i][0].Set(nistec.NewP256Point()) // the identity
-		for j := 1; j < 256; j++ {
+		for j := 1; j <= half; j++ {
 			t[i][j].Add(&t[i][j-1], base)
 		}
-		for range 8 { // base = 256·base
+		for range window { // base = 2ᶜ·base
 			base.Double(base)
 		}
 	}
@@ -121,14 +137,59 @@ func (k *Key) verify(hash, sig []byte) bool {
 	if err != nil {
 		return false
 	}
-	q := nistec.NewP256Point()
-	for i := range k.table {
-		q.Add(q, &k.table[i][b2[31-i]])
-	}
-	x, err := p.Add(p, q).BytesX() // fails for the point at infinity
+	x, err := p.Add(p, k.mul(&b2)).BytesX() // fails for the point at infinity
 	if err != nil {
 		return false
 	}
 	xn := new(big.Int).SetBytes(x)
 	return xn.Mod(xn, n).Cmp(r) == 0
+}
+
+// mul returns u·Q for the 256-bit big-endian scalar u.
+func (k *Key) mul(u *[32]byte) *nistec.P256Point {
+	q, neg := nistec.NewP256Point(), nistec.NewP256Point()
+	for i, d := range digits(u) {
+		switch {
+		case d > 0:
+			q.Add(q, &k.table[i][d])
+		case d < 0:
+			q.Add(q, neg.Negate(&k.table[i][-d]))
+		}
+	}
+	return q
+}
+
+// digits writes the 256-bit big-endian scalar b in signed base 2ᶜ
+// (c = window): b = Σᵢ dᵢ·2ᶜⁱ with −2ᶜ⁻¹ ≤ dᵢ ≤ 2ᶜ⁻¹.
+//
+// Window i holds the bits ci to ci+c−1 of b as v (0 ≤ v < 2ᶜ), plus the
+// carry (0 or 1) from window i−1. If v + carry > 2ᶜ⁻¹ the digit is
+// v + carry − 2ᶜ and the window carries 1 into the next (whose weight is
+// 2ᶜ times larger), so the sum is unchanged; otherwise the digit is
+// v + carry. The last window holds 256 − c·(windows−1) ≤ c − 1 bits of b
+// (that is what windows = ⌈257/c⌉ is chosen for), so there
+// v + carry ≤ 2ᶜ⁻¹ and nothing is carried out of it.
+func digits(b *[32]byte) [windows]int {
+	var le [5]uint64 // b as little-endian words, and a zero word past the end
+	for i := range 4 {
+		le[i] = binary.BigEndian.Uint64(b[32-8*(i+1):])
+	}
+	var d [windows]int
+	carry := 0
+	for i := range d {
+		bit := i * window
+		word, shift := bit/64, uint(bit%64)
+		v := le[word] >> shift
+		if shift+window > 64 {
+			v |= le[word+1] << (64 - shift)
+		}
+		x := int(v&(1<<window-1)) + carry
+		carry = 0
+		if x > half {
+			x -= 1 << window
+			carry = 1
+		}
+		d[i] = x
+	}
+	return d
 }

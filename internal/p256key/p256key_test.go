@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"testing"
 
+	"filippo.io/nistec"
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -146,4 +147,79 @@ func BenchmarkVerify(b *testing.B) {
 			New(&priv.PublicKey)
 		}
 	})
+}
+
+// edgeScalars are 256-bit values at the edges of the signed digits: zero,
+// one, the group order and its neighbours, all ones, and values whose
+// windows sit at, just under and just over half (where a digit turns
+// negative and carries).
+func edgeScalars() []*big.Int {
+	one := big.NewInt(1)
+	max := new(big.Int).Sub(new(big.Int).Lsh(one, 256), one)
+	out := []*big.Int{new(big.Int), one, new(big.Int).Sub(n, one), n, new(big.Int).Add(n, one), max}
+	for _, v := range []int64{half - 1, half, half + 1, 1<<window - 1} {
+		all := new(big.Int) // v in every window
+		for i := 0; i < 256; i += window {
+			all.Or(all, new(big.Int).Lsh(big.NewInt(v), uint(i)))
+		}
+		out = append(out, all.And(all, max), big.NewInt(v), new(big.Int).Lsh(big.NewInt(v), 256-window))
+	}
+	return out
+}
+
+// TestDigits checks that the signed digits of a scalar add up to it and
+// stay within ±2ᶜ⁻¹, at the edges and for random values.
+func TestDigits(t *testing.T) {
+	scalars := edgeScalars()
+	for range 2000 {
+		v, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 256))
+		scalars = append(scalars, v)
+	}
+	for _, v := range scalars {
+		var b [32]byte
+		v.FillBytes(b[:])
+		sum := new(big.Int)
+		for i, d := range digits(&b) {
+			if d < -half || d > half {
+				t.Fatalf("%x: digit %d is %d, outside ±%d", v, i, d, half)
+			}
+			sum.Add(sum, new(big.Int).Lsh(big.NewInt(int64(d)), uint(window*i)))
+		}
+		if sum.Cmp(v) != 0 {
+			t.Fatalf("digits of %x add up to %x", v, sum)
+		}
+	}
+}
+
+// TestMul checks the table's multiplication against nistec's ScalarMult,
+// at the edges of the signed digits and for random scalars.
+func TestMul(t *testing.T) {
+	priv, k := testKey(t)
+	q, err := nistec.NewP256Point().SetBytes(must(priv.PublicKey.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalars := edgeScalars()
+	for range 300 {
+		v, _ := rand.Int(rand.Reader, n)
+		scalars = append(scalars, v)
+	}
+	for _, v := range scalars {
+		var b [32]byte
+		v.FillBytes(b[:])
+		want, err := nistec.NewP256Point().ScalarMult(q, b[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.mul(&b); got.Equal(want) != 1 {
+			t.Fatalf("table product for %x: %x, want %x", v, got.Bytes(), want.Bytes())
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
