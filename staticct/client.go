@@ -36,7 +36,7 @@ import (
 const (
 	maxCheckpointSize = 1 << 20
 	maxHashTileSize   = tile.Width * 32
-	maxDataTileSize   = 256 << 20
+	maxDataTileSize   = tile.MaxDataTileSize
 	maxIssuerSize     = 1 << 20
 	maxResponseSize   = 1 << 20
 )

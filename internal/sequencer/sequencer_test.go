@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	kgzip "github.com/klauspost/compress/gzip"
+
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -540,16 +542,30 @@ func TestLowPriorityDeferred(t *testing.T) {
 // TestCompressDataTile checks that data tiles, compressed by
 // klauspost/compress, decompress with the standard library's reader (as
 // monitors' clients do) to exactly what was compressed, at both levels,
-// with writers reused across tiles of different sizes.
+// with writers reused across tiles of different sizes and levels; that a
+// reused writer writes what a new one at that level writes; and that the
+// header says no time, as compress/gzip's does.
 func TestCompressDataTile(t *testing.T) {
 	tileData := productionDataTile(t)
 	var g gzipWriters
-	for _, level := range []int{fullTileLevel, partialTileLevel} {
-		for _, n := range []int{len(tileData), 1, len(tileData) / 3, 0, len(tileData)} {
+	for _, n := range []int{len(tileData), 1, len(tileData) / 3, 0, len(tileData)} {
+		for _, level := range []int{fullTileLevel, partialTileLevel} {
 			data := tileData[:n]
-			zr, err := gzip.NewReader(bytes.NewReader(g.compress(data, level)))
+			gz := g.compress(data, level)
+			var fresh bytes.Buffer
+			zw, _ := kgzip.NewWriterLevel(&fresh, level)
+			zw.ModTime = time.Unix(0, 0)
+			zw.Write(data)
+			zw.Close()
+			if !bytes.Equal(gz, fresh.Bytes()) {
+				t.Fatalf("level %d, %d bytes: a pooled writer wrote %d bytes, a new one %d", level, n, len(gz), fresh.Len())
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(gz))
 			if err != nil {
 				t.Fatalf("level %d, %d bytes: %v", level, n, err)
+			}
+			if !zr.ModTime.IsZero() {
+				t.Fatalf("level %d, %d bytes: the header's time is %v, want none", level, n, zr.ModTime)
 			}
 			got, err := io.ReadAll(zr)
 			if err != nil {
@@ -558,6 +574,35 @@ func TestCompressDataTile(t *testing.T) {
 			if !bytes.Equal(got, data) {
 				t.Fatalf("level %d, %d bytes: decompressed to %d different bytes", level, n, len(got))
 			}
+		}
+	}
+}
+
+// TestGunzipRefuses: a data tile read back from storage that is not gzip,
+// is cut short or altered, or decompresses to more than a tile can hold, is
+// an error, not a panic or an allocation without end.
+func TestGunzipRefuses(t *testing.T) {
+	var g gzipWriters
+	gz := g.compress(bytes.Repeat([]byte("entry"), 1000), partialTileLevel)
+	if out, err := gunzipAtMost(gz, 5000); err != nil || len(out) != 5000 {
+		t.Fatalf("a tile of exactly the limit: %d bytes, %v", len(out), err)
+	}
+	flipped := bytes.Clone(gz)
+	flipped[len(flipped)-6] ^= 1 // in the CRC-32
+	for name, data := range map[string][]byte{
+		"empty":      nil,
+		"not gzip":   []byte("tile data"),
+		"cut short":  gz[:len(gz)/2],
+		"no trailer": gz[:len(gz)-8],
+		"altered":    flipped,
+		"over limit": gz, // 5,000 bytes against a limit of 4,999
+	} {
+		limit := 5000
+		if name == "over limit" {
+			limit = 4999
+		}
+		if out, err := gunzipAtMost(data, limit); err == nil {
+			t.Errorf("%s: decompressed to %d bytes without an error", name, len(out))
 		}
 	}
 }

@@ -250,6 +250,12 @@ func ReadTileLeaf(tile []byte) (*Entry, []byte, error) {
 	return e, s, nil
 }
 
+// MaxDataTileSize bounds a decompressed data tile: 256 entries of up to
+// 1 MiB each (a chain's certificates, the precertificate and the
+// fingerprints). Readers that decompress a tile stop there, so a hostile
+// or corrupt object cannot make them allocate without end.
+const MaxDataTileSize = 256 << 20
+
 // ParseDataTile parses every TileLeaf in a (decompressed) data tile.
 func ParseDataTile(tile []byte) ([]*Entry, error) {
 	var entries []*Entry
