@@ -266,6 +266,9 @@ func compareMarkdown(c *Comparison) string {
 				s.Errors, s.Pushback, s.Failures, cell(s.Result))
 		}
 	}
+	if rel := relative(c, rates); rel != "" {
+		b.WriteString("\n" + rel + "\n")
+	}
 	var notes []string
 	for _, l := range c.Logs {
 		if l.Notes != "" {
@@ -287,6 +290,50 @@ func compareMarkdown(c *Comparison) string {
 	}
 	b.WriteString(").\n")
 	return b.String()
+}
+
+// relative compares every log with the first, in ratios that the
+// machine's speed in the hour of the run moves far less than the absolute
+// figures (it slows every log alike): the CPU per entry at each rate, and
+// the accepted entries per second as fast as possible. It is empty when
+// the first log has no steps.
+func relative(c *Comparison, rates []float64) string {
+	if len(c.Logs) < 2 || len(c.Logs[0].Steps) == 0 {
+		return ""
+	}
+	first := c.Logs[0]
+	var parts []string
+	for _, l := range c.Logs[1:] {
+		var cpu []string
+		var throughput string
+		for _, r := range rates {
+			s0, ok0 := first.stepAt(r)
+			s, ok := l.stepAt(r)
+			if !ok0 || !ok || s0.ServerCPUUSPerEntry <= 0 || s.ServerCPUUSPerEntry <= 0 {
+				continue
+			}
+			at := "at " + rateTitle(r)
+			if r == 0 {
+				at = "as fast as possible"
+				if s0.AcceptedPerS > 0 {
+					throughput = fmt.Sprintf(", and accepted %.2f times as many entries per second as fast as possible", s.AcceptedPerS/s0.AcceptedPerS)
+				}
+			}
+			if len(cpu) == 0 {
+				cpu = append(cpu, fmt.Sprintf("%.2f times as much CPU per entry %s", s.ServerCPUUSPerEntry/s0.ServerCPUUSPerEntry, at))
+			} else {
+				cpu = append(cpu, fmt.Sprintf("%.2f times as much %s", s.ServerCPUUSPerEntry/s0.ServerCPUUSPerEntry, at))
+			}
+		}
+		if len(cpu) > 0 {
+			parts = append(parts, fmt.Sprintf("%s used %s%s", cmp.Or(l.Implementation, l.Name), strings.Join(cpu, " and "), throughput))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Relative to %s in the same run (the machine's speed, which changes from hour to hour, moves these ratios far less than the figures): %s.",
+		cmp.Or(first.Implementation, first.Name), strings.Join(parts, "; "))
 }
 
 // cell makes text safe in a Markdown table cell: one line, no column
