@@ -2,7 +2,6 @@ package staticct
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -607,16 +606,9 @@ func Gunzip(b []byte) ([]byte, error) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return b, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
+	out, err := tile.Gunzip(b)
 	if err != nil {
 		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxDataTileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	if len(out) > maxDataTileSize {
-		return nil, fmt.Errorf("gunzip: more than %d bytes", maxDataTileSize)
 	}
 	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // FuzzAddChain posts fuzzed bodies to add-chain and add-pre-chain of a
@@ -198,7 +199,7 @@ func FuzzReadPath(f *testing.F) {
 			return
 		}
 		if w.Header().Get("Content-Encoding") != "gzip" && strings.HasPrefix(p, "tile/data/") {
-			if want, err = gunzip(want); err != nil {
+			if want, err = tile.Gunzip(want); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,8 +8,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -452,8 +450,8 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			h.Add("Vary", "Accept-Encoding")
 			if acceptsGzip(r) {
 				h.Set("Content-Encoding", "gzip")
-			} else if data, err = gunzip(data); err != nil {
-				s.log.Error("stored data tile is not gzip", "log", l.Name, "key", key, "err", err)
+			} else if data, err = tile.Gunzip(data); err != nil {
+				s.log.Error("stored data tile does not decompress", "log", l.Name, "key", key, "err", err)
 				http.Error(w, "The data tile in storage is corrupt; this is a log failure, please report it.", http.StatusInternalServerError)
 				return
 			}
@@ -494,14 +492,6 @@ func acceptsGzip(r *http.Request) bool {
 		return gzipQ > 0
 	}
 	return starQ > 0
-}
-
-func gunzip(data []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(zr)
 }
 
 // health answers 200 only while every log has a fresh checkpoint and a

@@ -603,7 +603,7 @@ func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, e
 		tr.err = err
 		return nil, tr, err
 	}
-	data, err := gunzip(gz)
+	data, err := tile.Gunzip(gz)
 	if err != nil {
 		return nil, tr, fmt.Errorf("data tile %d: %w", n, err)
 	}

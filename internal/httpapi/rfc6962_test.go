@@ -168,7 +168,7 @@ func newRFCFixture(tb testing.TB, n int, wrap func(storage.Backend) storage.Back
 		if err != nil {
 			tb.Fatal(err)
 		}
-		data, err := gunzip(gzData)
+		data, err := tile.Gunzip(gzData)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestRFC6962TamperedStorage(t *testing.T) {
 	// A data tile whose entry is altered (the certificate's last byte),
 	// consistently gzipped: the entry no longer hashes to the tree.
 	origData := read("tile/data/000")
-	data, err := gunzip(origData)
+	data, err := tile.Gunzip(origData)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -715,7 +715,7 @@ func (r *faultRun) verify() (size int64, checkpoints int) {
 			if err != nil {
 				t.Fatalf("reading %s: %v", path, err)
 			}
-			raw, err := gunzip(gz)
+			raw, err := tile.Gunzip(gz)
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}

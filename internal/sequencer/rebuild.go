@@ -69,7 +69,7 @@ func RebuildDedup(ctx context.Context, cfg Config, progress func(done, total int
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", t.Path(), err)
 			}
-			data, err := gunzip(gz)
+			data, err := tile.Gunzip(gz)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Path(), err)
 			}

@@ -39,7 +39,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -475,7 +474,7 @@ func (s *Sequencer) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("log %s: reading %s: %w", name, t.Path(), err)
 		}
-		dataTile, err = gunzip(gz)
+		dataTile, err = tile.Gunzip(gz)
 		if err != nil {
 			return fmt.Errorf("log %s: %s: %w", name, t.Path(), err)
 		}
@@ -514,27 +513,6 @@ func (s *Sequencer) load(ctx context.Context) error {
 		s.gc.loaded(cp.Size)
 	}
 	return nil
-}
-
-// gunzip decompresses a data tile read back from storage, which is not
-// trusted: at most tile.MaxDataTileSize bytes, so that a corrupt or hostile
-// object is an error rather than an unbounded allocation (what it holds is
-// checked against the committed tree afterwards).
-func gunzip(data []byte) ([]byte, error) { return gunzipAtMost(data, tile.MaxDataTileSize) }
-
-func gunzipAtMost(data []byte, limit int) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("not gzip-compressed: %w", err)
-	}
-	var out bytes.Buffer
-	if _, err := out.ReadFrom(io.LimitReader(zr, int64(limit)+1)); err != nil {
-		return nil, fmt.Errorf("decompressing: %w", err)
-	}
-	if out.Len() > limit {
-		return nil, fmt.Errorf("decompresses to more than %d bytes, more than a data tile can hold", limit)
-	}
-	return out.Bytes(), nil
 }
 
 // Published returns the latest committed checkpoint.

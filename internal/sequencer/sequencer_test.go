@@ -161,7 +161,7 @@ func TestSequenceAndReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := gunzip(gz)
+		data, err := tile.Gunzip(gz)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +311,7 @@ func TestInconsistentState(t *testing.T) {
 		{"data tile corrupted", func(t *testing.T, e *env) Config {
 			p := filepath.Join(e.store.Root(), "tile", "data", "001.p", "44")
 			gz, _ := os.ReadFile(p)
-			data, _ := gunzip(gz)
+			data, _ := tile.Gunzip(gz)
 			data[20] ^= 1
 			cfg := e.config(t)
 			cfg.Storage.Put(ctx, "tile/data/001.p/44", gzipBytes(data), storage.PutOptions{})
@@ -574,35 +574,6 @@ func TestCompressDataTile(t *testing.T) {
 			if !bytes.Equal(got, data) {
 				t.Fatalf("level %d, %d bytes: decompressed to %d different bytes", level, n, len(got))
 			}
-		}
-	}
-}
-
-// TestGunzipRefuses: a data tile read back from storage that is not gzip,
-// is cut short or altered, or decompresses to more than a tile can hold, is
-// an error, not a panic or an allocation without end.
-func TestGunzipRefuses(t *testing.T) {
-	var g gzipWriters
-	gz := g.compress(bytes.Repeat([]byte("entry"), 1000), partialTileLevel)
-	if out, err := gunzipAtMost(gz, 5000); err != nil || len(out) != 5000 {
-		t.Fatalf("a tile of exactly the limit: %d bytes, %v", len(out), err)
-	}
-	flipped := bytes.Clone(gz)
-	flipped[len(flipped)-6] ^= 1 // in the CRC-32
-	for name, data := range map[string][]byte{
-		"empty":      nil,
-		"not gzip":   []byte("tile data"),
-		"cut short":  gz[:len(gz)/2],
-		"no trailer": gz[:len(gz)-8],
-		"altered":    flipped,
-		"over limit": gz, // 5,000 bytes against a limit of 4,999
-	} {
-		limit := 5000
-		if name == "over limit" {
-			limit = 4999
-		}
-		if out, err := gunzipAtMost(data, limit); err == nil {
-			t.Errorf("%s: decompressed to %d bytes without an error", name, len(out))
 		}
 	}
 }

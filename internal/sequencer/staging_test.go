@@ -185,7 +185,7 @@ func TestCommittedRoundFinishedFromStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := gunzip(gz)
+	raw, err := tile.Gunzip(gz)
 	if err != nil {
 		t.Fatal(err)
 	}
