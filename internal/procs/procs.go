@@ -61,8 +61,9 @@ func Target(busy float64, cur, limit int) int {
 }
 
 // Run adapts GOMAXPROCS every interval until ctx is done, between 1 and the
-// value it had when Run was called, and gives it back to the runtime's
-// default when it returns. It does nothing when the operator chose a value (the
+// runtime's default (which follows a container's CPU limit, and is read
+// again whenever Run is back at it), and gives it back to that default when
+// it returns. It does nothing when the operator chose a value (the
 // GOMAXPROCS environment variable is set), on one CPU, where the process's
 // CPU time cannot be read, or while another Run is adapting it.
 func Run(ctx context.Context, interval time.Duration) {
@@ -98,7 +99,20 @@ func Run(ctx context.Context, interval time.Duration) {
 		}
 		busy := (u - used).Seconds() / now.Sub(at).Seconds()
 		used, at = u, now
-		if n := Target(busy, cur, limit); n != cur {
+		if cur == limit {
+			// At the limit the runtime's default is in force (below), and
+			// it follows the container's CPU limit: take it up again.
+			limit = runtime.GOMAXPROCS(0)
+			cur = limit
+		}
+		switch n := Target(busy, cur, limit); {
+		case n == cur:
+		case n == limit:
+			// Back at the limit: the default again, not a set value, so
+			// that the runtime follows the CPU limit while load is high.
+			runtime.SetDefaultGOMAXPROCS()
+			cur = limit
+		default:
 			runtime.GOMAXPROCS(n)
 			cur = n
 		}
