@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/procs"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
@@ -418,11 +418,11 @@ func BenchmarkRFC6962(b *testing.B) {
 func measureCPU(b *testing.B, body func(*testing.PB)) {
 	b.Helper()
 	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
+		d, ok := procs.CPUTime()
+		if !ok {
+			b.Skip("the process's CPU time cannot be read here")
 		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		return d
 	}
 	runtime.GC()
 	b.ResetTimer()

@@ -31,11 +31,12 @@ import (
 // leaf and a share of the branches above it per key). Written in batches
 // of thousands of sorted keys instead, several keys share each page: at
 // 2²⁰ entries in the cache a 32,768-key batch costs about a third per key
-// of what 1,000-key rounds cost (docs/BENCHMARKS.md, "The dedup cache at
+// of what 1,000-key rounds cost (a batch is recentMax records: keys, and
+// leaf hashes where the RFC 6962 index is on, so 16,384 entries then) (docs/BENCHMARKS.md, "The dedup cache at
 // size").
 //
 // So Put appends the round's records to a journal file (one sequential
-// write and one fdatasync, before Put returns, as the B-tree commit was)
+// write and one fsync, before Put returns, as the B-tree commit was)
 // and keeps them in memory, in the active tier, where Get and LeafIndex
 // find them. When the active tier holds recentMax records it is frozen and
 // merged into the B-trees in the background, in key order, while a new
@@ -47,8 +48,9 @@ import (
 // Why nothing is lost or made up:
 //   - A record is durable when Put returns: it is in the journal, fsynced,
 //     and the journal file's directory entry was fsynced when the file was
-//     created. A journal file is deleted only after a B-tree transaction
-//     holding all of its records has committed.
+//     created. A journal file is deleted only after the B-tree
+//     transactions holding its records (one per 4,096 keys) have all
+//     committed.
 //   - A lookup checks the active tier, then the frozen one, then the
 //     B-trees; a frozen tier is dropped only after its records committed,
 //     so a record is always in at least one of the places a lookup reads

@@ -118,9 +118,11 @@ func journals(t *testing.T, path string) []string {
 	return js
 }
 
-// TestJournalRecoversAfterCrash: records Put before a crash, whether still
-// in the active tier, frozen or half merged, are all found after Open,
-// which merges the journals and deletes them.
+// TestJournalRecoversAfterCrash: records Put before a crash, whether only
+// in the active tier's journal or already merged by a background merge
+// that finished, are all found after Open, which merges the journals and
+// deletes them. (A crash in the middle of a merge is not staged here: see
+// crash.)
 func TestJournalRecoversAfterCrash(t *testing.T) {
 	for _, max := range []int{8, 50, defaultRecentMax} {
 		path := filepath.Join(t.TempDir(), "mosaic.db")
@@ -409,6 +411,11 @@ func TestWriteBackupIncludesRecentTier(t *testing.T) {
 	db := open(t, filepath.Join(dir, "mosaic.db"))
 	defer db.Close()
 	putRange(t, db, id, 0, 40)
+	// The records must still be in the tier (and so in a journal) for this
+	// to test anything.
+	if j, err := Journals(filepath.Join(dir, "mosaic.db")); err != nil || len(j) == 0 {
+		t.Fatalf("no journal beside the database (%v, %v): the records are not in the tier", j, err)
+	}
 	f, err := os.Create(filepath.Join(dir, "copy.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -422,9 +429,6 @@ func TestWriteBackupIncludesRecentTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	if u := cp.Unmerged(); len(u) != 0 {
-		t.Fatalf("the copy has unmerged journals %v", u)
-	}
 	checkRange(t, cp, id, 0, 40, true)
 }
 
