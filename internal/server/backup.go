@@ -275,7 +275,7 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if js, err := bolt.Journals(from); err != nil {
 		return nil, err
 	} else if len(js) > 0 {
-		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it; restore a copy made by mosaic backup, or open this one with mosaic serve first (it merges them)",
+		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it; restore a copy made by mosaic backup instead (the database this was copied from merges them the next time mosaic serve starts with it, and can then be backed up)",
 			from, len(js), filepath.Base(js[0]))
 	}
 	// Hold the live database, so that no mosaic serve starts meanwhile.
@@ -354,28 +354,19 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	// the backup's: they go with it. (A journal names the database file
 	// it belongs to, but a backup of this database has the same ID, and
 	// Open would merge them into it.)
-	journals, err := bolt.Journals(db.path)
-	if err != nil {
-		return nil, err
+	old := db.path + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	if live {
+		if err := os.Rename(db.path, old); err != nil {
+			return nil, err
+		}
+		report = append(report, "the replaced database is kept as "+old)
 	}
-	if live || len(journals) > 0 {
-		old := db.path + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
-		if live {
-			if err := os.Rename(db.path, old); err != nil {
-				return nil, err
-			}
-			report = append(report, "the replaced database is kept as "+old)
-		}
-		for _, j := range journals {
-			// mosaic.db.journal.N → mosaic.db.before-restore-TIME.journal.N
-			kept := filepath.Join(filepath.Dir(j), filepath.Base(old)+strings.TrimPrefix(filepath.Base(j), filepath.Base(db.path)))
-			if err := os.Rename(j, kept); err != nil {
-				return nil, err
-			}
-		}
-		if len(journals) > 0 {
-			report = append(report, fmt.Sprintf("its %d dedup journal file(s) are kept beside it as %s.journal.*", len(journals), old))
-		}
+	if n, err := bolt.MoveJournals(db.path, old); err != nil {
+		return nil, err
+	} else if n > 0 && live {
+		report = append(report, fmt.Sprintf("its %d dedup journal file(s) are kept beside it as %s.journal.*", n, old))
+	} else if n > 0 {
+		report = append(report, fmt.Sprintf("%d dedup journal file(s) without a database file are kept as %s.journal.*", n, old))
 	}
 	if err := os.Rename(tmp, db.path); err != nil {
 		return nil, err

@@ -169,15 +169,17 @@ func journalPath(path string, seq uint64) string {
 }
 
 type journalFile struct {
-	path string
-	seq  uint64
+	path    string
+	seq     uint64
+	damaged bool // kept aside (named …damagedSuffix); not merged
 }
 
 // journalFiles returns the journal files beside the database file at path,
 // in the order they were written, and the highest sequence number in use,
-// counting journals kept aside as damaged. Names are compared in the
-// directory's listing, so the path need not be clean.
-func journalFiles(path string) (js []journalFile, last uint64, err error) {
+// counting journals kept aside as damaged; the damaged ones are listed
+// only with all. Names are compared in the directory's listing, so the
+// path need not be clean.
+func journalFiles(path string, all bool) (js []journalFile, last uint64, err error) {
 	dir, base := filepath.Dir(path), filepath.Base(path)+journalSuffix
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -197,8 +199,8 @@ func journalFiles(path string) (js []journalFile, last uint64, err error) {
 			return nil, 0, fmt.Errorf("%s is named like a dedup journal of %s but is not one; move it away", filepath.Join(dir, e.Name()), path)
 		}
 		last = max(last, seq)
-		if !damaged {
-			js = append(js, journalFile{filepath.Join(dir, e.Name()), seq})
+		if !damaged || all {
+			js = append(js, journalFile{filepath.Join(dir, e.Name()), seq, damaged})
 		}
 	}
 	slices.SortFunc(js, func(a, b journalFile) int { return cmp.Compare(a.seq, b.seq) })
@@ -208,12 +210,33 @@ func journalFiles(path string) (js []journalFile, last uint64, err error) {
 // Journals returns the journal files beside the database file at path, in
 // the order they were written.
 func Journals(path string) ([]string, error) {
-	js, _, err := journalFiles(path)
+	js, _, err := journalFiles(path, false)
 	out := make([]string, len(js))
 	for i, j := range js {
 		out[i] = j.path
 	}
 	return out, err
+}
+
+// MoveJournals renames every dedup journal of the database file at from,
+// damaged ones included, to the same journal of the database file at to
+// (mosaic.db.journal.N to mosaic.db.before-restore-TIME.journal.N, say),
+// and returns how many it moved. The directory is not synced.
+func MoveJournals(from, to string) (int, error) {
+	js, _, err := journalFiles(from, true)
+	if err != nil {
+		return 0, err
+	}
+	for i, j := range js {
+		dst := journalPath(to, j.seq)
+		if j.damaged {
+			dst += damagedSuffix
+		}
+		if err := os.Rename(j.path, dst); err != nil {
+			return i, err
+		}
+	}
+	return len(js), nil
 }
 
 // databaseID returns the database's random ID, creating it if missing.
@@ -237,7 +260,7 @@ func databaseID(db *bbolt.DB) ([16]byte, error) {
 // recover merges the journal files a previous process left (after a crash)
 // into the B-trees and deletes them, and then starts a new journal.
 func (d *DB) recover(path string) error {
-	files, last, err := journalFiles(path)
+	files, last, err := journalFiles(path, false)
 	if err != nil {
 		return fmt.Errorf("listing dedup journals: %w", err)
 	}

@@ -528,3 +528,38 @@ func TestJournalCrashAtRotation(t *testing.T) {
 		checkRange(t, db, id, 0, 20, true)
 	})
 }
+
+// TestMoveJournals: every journal of a database, damaged ones included,
+// moves to the same journal of another database name, and none is left.
+func TestMoveJournals(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, path, 8)
+	putRange(t, db, id, 0, 20) // a frozen tier merged, one active
+	crash(t, db)
+	if err := os.WriteFile(journalPath(path, 99)+damagedSuffix, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := journalFiles(path, true)
+	if err != nil || len(before) < 2 {
+		t.Fatalf("journals before: %v, %v", before, err)
+	}
+	to := filepath.Join(dir, "mosaic.db.before-restore-X")
+	n, err := MoveJournals(path, to)
+	if err != nil || n != len(before) {
+		t.Fatalf("MoveJournals = %d, %v; want %d", n, err, len(before))
+	}
+	if left, _, _ := journalFiles(path, true); len(left) != 0 {
+		t.Errorf("journals left behind: %v", left)
+	}
+	after, _, err := journalFiles(to, true)
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("journals moved: %v, %v", after, err)
+	}
+	for i := range before {
+		if after[i].seq != before[i].seq || after[i].damaged != before[i].damaged {
+			t.Errorf("journal %d moved as %+v, was %+v", i, after[i], before[i])
+		}
+	}
+}
