@@ -305,7 +305,12 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 				return err
 			}
 		}
-		return nil
+		// The log keeps an (empty) bucket in dedupBucket: the recent
+		// tier takes a log it has seen for one that has a bucket there,
+		// which is how damage to a journal marks every log with records
+		// in it for a rebuild (see put and recover).
+		_, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)

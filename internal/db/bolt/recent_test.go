@@ -563,3 +563,36 @@ func TestMoveJournals(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalDamagedAfterEmptyRebuild: a log rebuilt with no records, then
+// given records that are only in a journal, is still marked for a rebuild
+// when that journal is damaged (the rebuild must not leave it without the
+// bucket by which damage finds the logs).
+func TestJournalDamagedAfterEmptyRebuild(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	a := sha256.Sum256([]byte("a"))
+	db := open(t, path)
+	putRange(t, db, a, 0, 10)
+	if err := db.Rebuild(ctx, a, func(func([]dedup.Record) error) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// Two frames, so that damage to the first is not a torn end.
+	putRange(t, db, a, 10, 15)
+	putRange(t, db, a, 15, 20)
+	crash(t, db)
+	js := journals(t, path)
+	b, err := os.ReadFile(js[len(js)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(journalMagic)+16+4+40] ^= 1 // in the first frame's first key
+	if err := os.WriteFile(js[len(js)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path)
+	defer db.Close()
+	if err := db.Check(ctx, a); !errors.Is(err, dedup.ErrNeedsRebuild) {
+		t.Errorf("Check = %v, want ErrNeedsRebuild for the damaged journal", err)
+	}
+}
