@@ -111,11 +111,14 @@ func Backup(ctx context.Context, c *config.Config, database, out string) ([]stri
 	defer f.Close()
 	var how string
 	src, err := bolt.OpenReadOnly(db.path, time.Second)
+	if err == nil {
+		// Held read-only, so no mosaic serve merges them meanwhile.
+		if jerr := refuseJournals(db.path, "the last mosaic serve using it did not stop cleanly; start mosaic serve with it (it merges them) and stop it, then back it up"); jerr != nil {
+			src.Close()
+			return nil, jerr
+		}
+	}
 	switch {
-	case err == nil && len(src.Unmerged()) > 0:
-		src.Close()
-		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it yet, because the last mosaic serve using it did not stop cleanly; start mosaic serve with it (it merges them) and stop it, then back it up",
-			db.path, len(src.Unmerged()), filepath.Base(src.Unmerged()[0]))
 	case err == nil:
 		_, err = src.WriteBackup(f, nil)
 		src.Close()
@@ -272,11 +275,8 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	}
 	// A copy of a crashed database file (a snapshot of its directory, not
 	// a mosaic backup) lacks the dedup records in the journals beside it.
-	if js, err := bolt.Journals(from); err != nil {
+	if err := refuseJournals(from, "restore a copy made by mosaic backup instead (the database this was copied from merges them the next time mosaic serve starts with it, and can then be backed up)"); err != nil {
 		return nil, err
-	} else if len(js) > 0 {
-		return nil, fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it; restore a copy made by mosaic backup instead (the database this was copied from merges them the next time mosaic serve starts with it, and can then be backed up)",
-			from, len(js), filepath.Base(js[0]))
 	}
 	// Hold the live database, so that no mosaic serve starts meanwhile.
 	_, statErr := os.Stat(db.path)
@@ -375,6 +375,21 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil
+}
+
+// refuseJournals returns an error if dedup journals lie beside the database
+// file at path: the file lacks their records until mosaic serve merges
+// them. next says what to do about it.
+func refuseJournals(path, next string) error {
+	js, err := bolt.Journals(path)
+	if err != nil {
+		return err
+	}
+	if len(js) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it yet; %s",
+		path, len(js), filepath.Base(js[0]), next)
 }
 
 // explainStale adds to a Load error, when the backup's checkpoint is

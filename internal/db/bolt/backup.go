@@ -19,7 +19,8 @@ var ErrLocked = errors.New("the database is in use by another process")
 // backups and checks. It shares the file lock with other readers but not
 // with a writer: while mosaic serve holds the database it fails, after
 // timeout, with an error wrapping ErrLocked. It does not read the dedup
-// journals a crash may have left beside the file (see Unmerged).
+// journals a crash may have left beside the file (see Journals): their
+// records are not in it until the next Open merges them.
 func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
@@ -28,18 +29,8 @@ func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 		}
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	journals, err := Journals(path)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening database %s: listing its dedup journals: %w", path, err)
-	}
-	return &DB{db: db, unmerged: journals}, nil
+	return &DB{db: db}, nil
 }
-
-// Unmerged returns, for a database opened read-only, the dedup journal
-// files beside it whose records are not in it yet: a process using it
-// stopped without closing it. The next Open merges them.
-func (d *DB) Unmerged() []string { return d.unmerged }
 
 // WriteBackup writes a consistent copy of the whole database to w: its
 // state at one instant, read in one read-only transaction, so sequencing
@@ -50,31 +41,30 @@ func (d *DB) Unmerged() []string { return d.unmerged }
 // The dedup cache's recent tier is merged into the database first (Puts
 // wait meanwhile), so the copy holds every record Put before the call.
 func (d *DB) WriteBackup(w io.Writer, before func(size int64)) (int64, error) {
-	var n int64
+	tx, err := d.merged()
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if before != nil {
+		before(tx.Size())
+	}
+	return tx.WriteTo(w)
+}
+
+// merged merges the recent tier into the B-trees and returns a read
+// transaction begun before any later Put: the copy's instant. Puts wait
+// only until it has begun.
+func (d *DB) merged() (*bbolt.Tx, error) {
 	r := &d.recent
 	r.put.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			r.put.Unlock()
-		}
-	}()
+	defer r.put.Unlock()
 	if r.journal != nil {
 		if err := d.flush(context.Background()); err != nil {
-			return 0, fmt.Errorf("merging the dedup journal before the copy: %w", err)
+			return nil, fmt.Errorf("merging the dedup journal before the copy: %w", err)
 		}
 	}
-	err := d.db.View(func(tx *bbolt.Tx) error {
-		r.put.Unlock() // the copy's instant is fixed: this transaction's
-		locked = false
-		if before != nil {
-			before(tx.Size())
-		}
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
-	return n, err
+	return d.db.Begin(false)
 }
 
 // Path returns the database file's path.

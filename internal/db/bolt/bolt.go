@@ -57,9 +57,6 @@ type DB struct {
 	// recent is the dedup cache's recent tier and journal (recent.go);
 	// unused in a database opened read-only.
 	recent recent
-	// unmerged lists, in a database opened read-only, the journal files
-	// left beside it.
-	unmerged []string
 }
 
 // markDamagedJournal, as the value of a log's mark in rebuildingBucket,
