@@ -210,6 +210,22 @@ func appendTo(f string, b []byte) error {
 	return w.Close()
 }
 
+// firstKeyOffset is a byte of a journal's first frame's first key.
+const firstKeyOffset = len(journalMagic) + 16 + 4 + 40
+
+// flipBit flips the lowest bit of the byte at offset in the file.
+func flipBit(t *testing.T, path string, offset int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[offset] ^= 1
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestJournalDamaged: damage anywhere but a torn end (a bit flipped in a
 // frame followed by others, or a torn end of a journal that is not the
 // newest) may have lost records whose Put returned, so every log of the
@@ -220,26 +236,12 @@ func TestJournalDamaged(t *testing.T) {
 		damage func(t *testing.T, path, newest string)
 	}{
 		{"bit flipped", func(t *testing.T, path, newest string) {
-			b, err := os.ReadFile(newest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[len(journalMagic)+16+4+40] ^= 1 // in the first frame's first key
-			if err := os.WriteFile(newest, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			flipBit(t, newest, firstKeyOffset)
 		}},
 		{"length flipped", func(t *testing.T, path, newest string) {
 			// A damaged length would make the frames after it look
 			// like the torn end of a crash; its own checksum says not.
-			b, err := os.ReadFile(newest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[len(journalMagic)+16+2] ^= 1
-			if err := os.WriteFile(newest, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			flipBit(t, newest, len(journalMagic)+16+2)
 		}},
 		{"older journal torn", func(t *testing.T, path, newest string) {
 			b, err := os.ReadFile(newest)
@@ -582,14 +584,7 @@ func TestJournalDamagedAfterEmptyRebuild(t *testing.T) {
 	putRange(t, db, a, 15, 20)
 	crash(t, db)
 	js := journals(t, path)
-	b, err := os.ReadFile(js[len(js)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(journalMagic)+16+4+40] ^= 1 // in the first frame's first key
-	if err := os.WriteFile(js[len(js)-1], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	flipBit(t, js[len(js)-1], firstKeyOffset)
 	db = open(t, path)
 	defer db.Close()
 	if err := db.Check(ctx, a); !errors.Is(err, dedup.ErrNeedsRebuild) {
