@@ -1,5 +1,5 @@
 // Package procs adapts how many threads run Go code at once (GOMAXPROCS) to
-// the process's load, for mosaic serve.
+// the process's load, for mosaic serve and mosaic hammer.
 //
 // A lightly loaded server with many threads spends a large share of its CPU
 // on threads waking one another and looking for work that is not there:
@@ -8,7 +8,9 @@
 // So while the process uses well under what its threads could, it runs on
 // fewer, and as soon as it uses most of them, on more again. CPUTime, the
 // measure it goes by, also gives the hammer and the benchmarks their own
-// CPU time.
+// CPU time. The hammer, which costs almost as much per submission as the
+// server per entry, gains the same way: at 1,000 submissions/s on two cores
+// it used about a fifth less CPU per submission on one thread.
 package procs
 
 import (
