@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 )
@@ -32,11 +34,49 @@ func tuneGC(percent int) {
 // times its live data: near the limit the collector runs as often as it
 // needs to (and at most half the CPU, so a working set above the limit
 // slows the process rather than stopping it).
-func limitMemory(c *config.Config, logger *slog.Logger) {
+//
+// It returns the limit in bytes, 0 if the operator set GOMEMLIMIT.
+func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
-		return
+		return 0
 	}
 	mb := c.MemoryLimitMB()
 	debug.SetMemoryLimit(int64(mb) << 20)
 	logger.Info("memory limit", "soft_limit_mb", mb)
+	return int64(mb) << 20
+}
+
+// followFilters raises the soft memory limit, base bytes, by the size of
+// the embedded databases' dedup filters (filters returns it) every
+// interval until ctx is done. The filters are live heap that grows with
+// the logs, about 1.25 bytes per entry (internal/db/bolt, filter.go): 125
+// MB at 10⁸ entries, which under a fixed limit would leave the collector
+// running ever more often. An explicit limits.memory_mb is the operator's
+// to size and is not raised.
+func followFilters(ctx context.Context, base int64, filters func() int64, interval time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	set := base
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		want := memoryLimit(base, filters())
+		if want == set {
+			continue
+		}
+		debug.SetMemoryLimit(want)
+		if want>>20 != set>>20 {
+			logger.Info("memory limit", "soft_limit_mb", want>>20, "dedup_filters_mb", (want-base)>>20)
+		}
+		set = want
+	}
+}
+
+// memoryLimit returns base raised by the filters' bytes, in whole MiB so
+// that the limit does not change with every run the filters load.
+func memoryLimit(base, filters int64) int64 {
+	return base + (filters+1<<20-1)>>20<<20
 }

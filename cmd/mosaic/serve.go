@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
@@ -95,13 +96,16 @@ func runServe(ctx context.Context, args []string) error {
 			c.Standby.Advertise = *advertise
 		}
 	}
-	limitMemory(c, logger)
+	memLimit := limitMemory(c, logger)
 	srv, err := server.New(ctx, c, logger)
 	if err != nil {
 		for _, ln := range lns {
 			ln.Close()
 		}
 		return err
+	}
+	if memLimit != 0 && c.Limits.MemoryMB == 0 {
+		go followFilters(ctx, memLimit, srv.DedupFilterBytes, 10*time.Second, logger)
 	}
 	if lns == nil {
 		if lns, err = server.Listen(c); err != nil {

@@ -195,6 +195,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		if err != nil {
 			return nil, field("database", err)
 		}
+		db.SetLogger(logger)
 		if dd == nil {
 			dd = db
 		}
@@ -362,6 +363,16 @@ type Server struct {
 	// tls are the listeners' certificate sources (nil for plain HTTP),
 	// by listener index; Reload re-reads certificate files.
 	tls []*listenerTLS
+}
+
+// DedupFilterBytes returns the memory the embedded databases' dedup
+// filters take (bolt.DB.FilterBytes).
+func (s *Server) DedupFilterBytes() int64 {
+	var n int64
+	for _, db := range s.b.bolt {
+		n += db.FilterBytes()
+	}
+	return n
 }
 
 // File descriptors kept out of the connection caps' defaults for storage

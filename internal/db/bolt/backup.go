@@ -38,9 +38,15 @@ func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 // needs until it ends). The copy is itself a database file. before, if not
 // nil, is called with the copy's size before the first byte is written.
 //
-// The dedup cache's recent tier is merged into the database first (Puts
-// wait meanwhile), so the copy holds every record Put before the call.
+// The dedup cache's recent tier is written to the database first (Puts
+// wait meanwhile), so the copy holds every record Put before the call. A
+// merge of runs in progress is in the copy as its staged output, which
+// Open deletes (runs.go).
 func (d *DB) WriteBackup(w io.Writer, before func(size int64)) (int64, error) {
+	// Merges of runs wait (between two of their transactions) until the
+	// copy is done: see compactor.pause.
+	d.compact.pause.Lock()
+	defer d.compact.pause.Unlock()
 	tx, err := d.merged()
 	if err != nil {
 		return 0, err
@@ -52,7 +58,7 @@ func (d *DB) WriteBackup(w io.Writer, before func(size int64)) (int64, error) {
 	return tx.WriteTo(w)
 }
 
-// merged merges the recent tier into the B-trees and returns a read
+// merged writes the recent tier to the database and returns a read
 // transaction begun before any later Put: the copy's instant. Puts wait
 // only until it has begun.
 func (d *DB) merged() (*bbolt.Tx, error) {

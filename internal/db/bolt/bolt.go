@@ -1,7 +1,8 @@
 // Package bolt is the embedded database behind a single-machine Mosaic: one
 // bbolt file holds every log's checkpoint (the lock backend) and dedup cache.
 // The dedup cache's latest records are in a journal beside the file and in
-// memory until they are merged into it in sorted batches (recent.go).
+// memory until they are written to it as sorted runs (recent.go), which
+// are merged with one another in the background (runs.go).
 //
 // bbolt was chosen over SQLite because it is pure Go (no cgo, one static
 // binary), small, and gives exactly what is needed: serializable read-write
@@ -57,6 +58,11 @@ type DB struct {
 	// recent is the dedup cache's recent tier and journal (recent.go);
 	// unused in a database opened read-only.
 	recent recent
+	// compact merges the dedup cache's sorted runs (runs.go); not
+	// started in a database opened read-only.
+	compact compactor
+	// filters holds the filters of the runs' dedup keys (filter.go).
+	filters filters
 }
 
 // markDamagedJournal, as the value of a log's mark in rebuildingBucket,
@@ -85,12 +91,12 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket} {
+		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket, runsBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return clearStaging(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -104,13 +110,17 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
+	d.startCompactor()
 	return d, nil
 }
 
-// Close merges the dedup cache's recent tier into the database and closes
-// it.
+// Close stops the merges of the dedup cache's runs (between two of their
+// transactions), writes the recent tier to the database and closes it.
 func (d *DB) Close() error {
-	err := d.closeRecent()
+	err := d.stopCompactor()
+	if rerr := d.closeRecent(); err == nil {
+		err = rerr
+	}
 	if cerr := d.db.Close(); err == nil {
 		err = cerr
 	}
@@ -160,10 +170,12 @@ func (d *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error
 }
 
 // Get implements dedup.Store. Its answer is the first value recorded:
-// the database's, else the frozen tier's, else the active tier's. The
-// tiers are read before the database, because a record leaves them only
-// after it is committed there (recent.go): read the other way round, a
-// record merged between the two reads would be missed.
+// the database's (its B-tree's, else its oldest run's), else the frozen
+// tier's, else the active tier's. The tiers are read before the database,
+// because a record leaves them only after it is committed there
+// (recent.go): read the other way round, a record written between the two
+// reads would be missed. The database is read in one transaction, which
+// sees a merge of runs either done or not begun (runs.go).
 func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
 	d.recent.mu.RLock()
 	tv, tok := d.recent.frozen.get(logID, k)
@@ -174,16 +186,19 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 	var v dedup.Value
 	var ok bool
 	err := d.db.View(func(tx *bbolt.Tx) error {
-		lb := tx.Bucket(dedupBucket).Bucket(logID[:])
-		if lb == nil {
-			return nil
-		}
-		if raw := lb.Get(k[:]); raw != nil {
-			if v, ok = dedup.DecodeValue(raw); !ok {
-				return fmt.Errorf("dedup record %x of log %x is %d bytes, want %d", k, logID, len(raw), dedup.ValueSize)
+		if lb := tx.Bucket(dedupBucket).Bucket(logID[:]); lb != nil {
+			if raw := lb.Get(k[:]); raw != nil {
+				if v, ok = dedup.DecodeValue(raw); !ok {
+					return fmt.Errorf("dedup record %x of log %x is %d bytes, want %d", k, logID, len(raw), dedup.ValueSize)
+				}
+				return nil
 			}
 		}
-		return nil
+		rec, err := d.findInRuns(tx, logID, keyKind, k[:])
+		if rec != nil {
+			v, ok = dedup.DecodeValue(rec[32:])
+		}
+		return err
 	})
 	if err == nil && !ok && tok {
 		return tv, true, nil
@@ -192,7 +207,7 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 }
 
 // Put implements dedup.Store: the records are durable (in the journal)
-// when it returns, and merged into the database later (see recent.go). A
+// when it returns, and written to the database later (see recent.go). A
 // key that is already present keeps its first value.
 func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) error {
 	if len(records) == 0 {
@@ -239,17 +254,20 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 	var idx uint64
 	var ok bool
 	err := d.db.View(func(tx *bbolt.Tx) error {
-		hb := tx.Bucket(leafHashBucket).Bucket(logID[:])
-		if hb == nil {
-			return nil
-		}
-		if v := hb.Get(h[:dedup.HashIndexKeySize]); v != nil {
-			if len(v) != 8 {
-				return fmt.Errorf("leaf hash index record of log %x is %d bytes, want 8", logID, len(v))
+		if hb := tx.Bucket(leafHashBucket).Bucket(logID[:]); hb != nil {
+			if v := hb.Get(hk[:]); v != nil {
+				if len(v) != 8 {
+					return fmt.Errorf("leaf hash index record of log %x is %d bytes, want 8", logID, len(v))
+				}
+				idx, ok = binary.BigEndian.Uint64(v), true
+				return nil
 			}
-			idx, ok = binary.BigEndian.Uint64(v), true
 		}
-		return nil
+		rec, err := d.findInRuns(tx, logID, hashKind, hk[:])
+		if rec != nil {
+			idx, ok = binary.BigEndian.Uint64(rec[dedup.HashIndexKeySize:]), true
+		}
+		return err
 	})
 	if err == nil && !ok && tok {
 		return tidx, true, nil
@@ -278,10 +296,11 @@ func (d *DB) Check(ctx context.Context, logID [32]byte) error {
 	})
 }
 
-// Rebuild implements dedup.Rebuilder. The recent tier is merged first; the
-// mark, the deletion of the old records (in both formats) and the removal
-// of the mark are each one fsynced transaction; fill's batches are one
-// transaction each, written straight to the database.
+// Rebuild implements dedup.Rebuilder. The recent tier is written first;
+// the mark, the deletion of the old records (in every format: B-trees and
+// runs) and the removal of the mark are each one fsynced transaction;
+// fill's batches are one transaction each, written straight to the log's
+// B-trees.
 func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
 	d.recent.put.Lock()
 	err := d.flush(ctx)
@@ -293,7 +312,9 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
 			return err
 		}
-		for _, name := range [][]byte{dedupBucket, legacyDedupBucket, leafHashBucket} {
+		// A merge of this log's runs in progress finds its inputs gone
+		// at its next transaction and stops (runs.go).
+		for _, name := range [][]byte{dedupBucket, legacyDedupBucket, leafHashBucket, runsBucket, stagingBucket} {
 			b := tx.Bucket(name)
 			if b == nil || b.Bucket(logID[:]) == nil {
 				continue
@@ -310,6 +331,9 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 		return err
 	})
 	if err != nil {
+		return fmt.Errorf("starting the rebuild: %w", err)
+	}
+	if err := d.db.View(d.filters.prune); err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
 	if err := fill(func(rs []dedup.Record) error { return d.putDirect(ctx, logID, rs) }); err != nil {

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -348,7 +350,7 @@ func putRounds(b *testing.B, hashIndex bool) {
 	}
 	var used int64
 	db.db.View(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{dedupBucket, leafHashBucket} {
+		for _, name := range [][]byte{dedupBucket, leafHashBucket, runsBucket} {
 			if lb := tx.Bucket(name).Bucket(id[:]); lb != nil {
 				st := lb.Stats()
 				used += int64(st.BranchAlloc + st.LeafAlloc)
@@ -366,6 +368,19 @@ func putRounds(b *testing.B, hashIndex bool) {
 // -putatsizes 4194304,8388608,16777216.
 var putAtSizes = flag.String("putatsizes", "0,262144,1048576,4194304", "comma-separated cache sizes for BenchmarkPutAtSize")
 
+// cacheSizes parses -putatsizes.
+func cacheSizes(b *testing.B) []int {
+	var sizes []int
+	for _, f := range strings.Split(*putAtSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			b.Fatalf("-putatsizes: %q is not a cache size", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
 // BenchmarkPutAtSize measures a round of 1,000 new random keys (with
 // their leaf hash index records, as a log with the RFC 6962 read API
 // writes them, or without) written to a dedup cache that already holds
@@ -376,14 +391,7 @@ var putAtSizes = flag.String("putatsizes", "0,262144,1048576,4194304", "comma-se
 // size"). Reports time per entry (wall time; it includes the fdatasync)
 // and the pages a round writes.
 func BenchmarkPutAtSize(b *testing.B) {
-	var sizes []int
-	for _, f := range strings.Split(*putAtSizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			b.Fatalf("-putatsizes: %q is not a cache size", f)
-		}
-		sizes = append(sizes, n)
-	}
+	sizes := cacheSizes(b)
 	for _, hashIndex := range []bool{false, true} {
 		for _, size := range sizes {
 			b.Run(fmt.Sprintf("hashindex=%v/size=%d", hashIndex, size), func(b *testing.B) { putAtSize(b, hashIndex, size) })
@@ -409,16 +417,7 @@ func putAtSize(b *testing.B, hashIndex bool, size int) {
 		}
 		return r
 	}
-	const seedBatch = 1 << 17
-	for n := 0; n < size; n += seedBatch {
-		recs := make([]dedup.Record, min(seedBatch, size-n))
-		for j := range recs {
-			recs[j] = record(n + j)
-		}
-		if err := db.putDirect(ctx, id, recs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	seedRuns(b, db, id, size, hashIndex, record)
 	const round = 1000
 	n := size
 	before := txWrites(db)
@@ -433,8 +432,12 @@ func putAtSize(b *testing.B, hashIndex bool, size int) {
 			b.Fatal(err)
 		}
 	}
-	// The rounds' share of merging the recent tier is part of their cost.
+	// The rounds' share of writing the recent tier and merging runs is
+	// part of their cost.
 	drain(b, db)
+	if err := db.compactAll(ctx); err != nil {
+		b.Fatal(err)
+	}
 	now, _ := procs.CPUTime()
 	cpu = now - cpu
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*round)/1000, "µs/entry")
@@ -442,8 +445,232 @@ func putAtSize(b *testing.B, hashIndex bool, size int) {
 	b.ReportMetric(float64(txWrites(db)-before)/float64(b.N), "pages/round")
 }
 
+// seedRuns fills db with the runs a log of size entries has once its
+// merges are done (runs.go): for each level, as many runs of
+// unit·fanInˡᵉᵛᵉˡ entries as the digit of size/unit in base fanIn, where
+// unit is the entries of one full recent tier, oldest (highest level)
+// first, named after the journals they would cover. The journal number is
+// then moved past them, as if their journals had been written.
+func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, record func(int) dedup.Record) {
+	b.Helper()
+	unit := db.recent.max
+	if hashIndex {
+		unit /= 2
+	}
+	var levels []int // of the runs to write, oldest first
+	for l, u := 0, size/unit; u > 0; l, u = l+1, u/fanIn {
+		for range u % fanIn {
+			levels = append([]int{l}, levels...)
+		}
+	}
+	seq, n := db.recent.seq+1, 0
+	for _, l := range levels {
+		entries := unit
+		for range l {
+			entries *= fanIn
+		}
+		keys := make([]kv, entries)
+		var hashes []hv
+		for j := range keys {
+			r := record(n)
+			n++
+			keys[j] = kv{r.Key, r.Value}
+			if hashIndex {
+				hashes = append(hashes, hv{[dedup.HashIndexKeySize]byte(r.LeafHash[:]), r.Value.Index})
+			}
+		}
+		slices.SortFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+		slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
+		name := runName(seq, seq+uint64(entries/unit)-1)
+		seq += uint64(entries / unit)
+		err := db.db.Update(func(tx *bbolt.Tx) error {
+			lr, err := tx.Bucket(runsBucket).CreateBucketIfNotExists(id[:])
+			if err != nil {
+				return err
+			}
+			rb, err := lr.CreateBucket(name)
+			if err != nil {
+				return err
+			}
+			f := newFilter(len(keys))
+			for _, k := range keys {
+				f.add(k.k[:])
+			}
+			if err := rb.Put(filterKey, f.encode()); err != nil {
+				return err
+			}
+			return rb.Put(levelKey, []byte{byte(l)})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rec [keyRecordSize]byte
+		for _, k := range []recordKind{hashKind, keyKind} {
+			count := len(keys)
+			if k.prefix == hashPrefix {
+				count = len(hashes)
+			}
+			for i := 0; i < count; {
+				err := db.db.Update(func(tx *bbolt.Tx) error {
+					rb := tx.Bucket(runsBucket).Bucket(id[:]).Bucket(name)
+					rb.FillPercent = 1
+					w := blockWriter{k: k}
+					for end := min(count, i+mergeBlocks*k.perBlock); i < end; i++ {
+						if k.prefix == hashPrefix {
+							copy(rec[:], hashes[i].h[:])
+							binary.BigEndian.PutUint64(rec[dedup.HashIndexKeySize:], hashes[i].idx)
+						} else {
+							copy(rec[:], keys[i].k[:])
+							binary.BigEndian.PutUint64(rec[32:], keys[i].v.Index)
+							binary.BigEndian.PutUint64(rec[40:], keys[i].v.Timestamp)
+						}
+						if err := w.add(rb, rec[:k.size]); err != nil {
+							return err
+						}
+					}
+					return w.flush(rb)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	if n != size/unit*unit {
+		b.Fatalf("seeded %d entries, want %d", n, size/unit*unit)
+	}
+	// The journal in use (number 1, empty) is replaced by one numbered
+	// after the seeded runs.
+	r := &db.recent
+	r.put.Lock()
+	defer r.put.Unlock()
+	r.seq = max(r.seq, seq)
+	if err := db.flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.rotate(db.db.Path()); err != nil {
+		b.Fatal(err)
+	}
+	db.swap()
+	if err := db.mergeFrozen(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // txWrites is how many pages db's transactions have written.
 func txWrites(db *DB) int64 {
 	st := db.db.Stats()
 	return st.TxStats.GetWrite()
+}
+
+// BenchmarkMergeRuns measures a merge of fanIn runs of size entries each
+// (keys only): every entry of a log is rewritten this way once per level.
+// Reports the merge's CPU time per entry merged.
+func BenchmarkMergeRuns(b *testing.B) {
+	for _, size := range []int{1 << 14, 1 << 17, 1 << 20, 1 << 22} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			id := sha256.Sum256([]byte("log"))
+			var cpu time.Duration
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				db, err := Open(filepath.Join(b.TempDir(), fmt.Sprintf("mosaic%d.db", i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				db.stopCompactor()
+				db.recent.max = size
+				n := 0
+				record := func(int) dedup.Record {
+					n++
+					return dedup.Record{
+						Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+						Value: dedup.Value{Index: uint64(n)},
+					}
+				}
+				// Four runs of level 0: size/unit = 4 in base fanIn is "10",
+				// so seed them one at a time.
+				for range fanIn {
+					seedRuns(b, db, id, size, false, record)
+				}
+				var runs []runInfo
+				db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
+				if len(runs) != fanIn {
+					b.Fatalf("%d runs seeded, want %d", len(runs), fanIn)
+				}
+				c0, _ := procs.CPUTime()
+				b.StartTimer()
+				if err := db.mergeRuns(context.Background(), id, runs); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				c1, _ := procs.CPUTime()
+				cpu += c1 - c0
+				db.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*fanIn*size)/1000, "µs/entry")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*fanIn*size)/1000, "cpu-µs/entry")
+		})
+	}
+}
+
+// BenchmarkGetAtSize measures a lookup of a key that is absent and of one
+// that is present in a dedup cache of size entries, held in runs (as
+// Mosaic writes them since 2026-11-23) or in one B-tree (as it wrote them
+// before, and as Rebuild writes them).
+func BenchmarkGetAtSize(b *testing.B) {
+	sizes := cacheSizes(b)
+	for _, layout := range []string{"runs", "btree"} {
+		for _, size := range sizes {
+			b.Run(fmt.Sprintf("layout=%s/size=%d", layout, size), func(b *testing.B) {
+				ctx := context.Background()
+				db, err := Open(filepath.Join(b.TempDir(), "mosaic.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				id := sha256.Sum256([]byte("log"))
+				record := func(n int) dedup.Record {
+					return dedup.Record{
+						Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+						Value: dedup.Value{Index: uint64(n)},
+					}
+				}
+				if layout == "runs" {
+					seedRuns(b, db, id, size, false, record)
+				} else {
+					for n := 0; n < size; n += 1 << 17 {
+						recs := make([]dedup.Record, min(1<<17, size-n))
+						for j := range recs {
+							recs[j] = record(n + j)
+						}
+						if err := db.putDirect(ctx, id, recs); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				held := size / db.recent.max * db.recent.max
+				if layout == "btree" {
+					held = size
+				}
+				b.Run("absent", func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						if _, ok, err := db.Get(ctx, id, record(size+i).Key); ok || err != nil {
+							b.Fatal(ok, err)
+						}
+					}
+				})
+				if held == 0 {
+					return
+				}
+				b.Run("present", func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						if _, ok, err := db.Get(ctx, id, record((i*7919)%held).Key); !ok || err != nil {
+							b.Fatal(ok, err)
+						}
+					}
+				})
+			})
+		}
+	}
 }

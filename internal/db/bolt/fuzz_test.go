@@ -30,7 +30,7 @@ func FuzzReadJournal(f *testing.F) {
 			if err := os.WriteFile(p, append(hdr, tail...), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			d.readJournal(p, newest)
+			d.readJournal(journalFile{path: p, seq: 1}, newest)
 		}
 
 		// Records made from the input, one frame per 8 bytes of it.
@@ -50,7 +50,7 @@ func FuzzReadJournal(f *testing.F) {
 		if err := os.WriteFile(p, append(append(hdr, journal...), torn...), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		tr, damaged, err := d.readJournal(p, true)
+		tr, damaged, err := d.readJournal(journalFile{path: p, seq: 1}, true)
 		if err != nil || damaged != nil {
 			t.Fatalf("a written journal with %d torn bytes at its end: damaged %v, err %v", len(torn), damaged, err)
 		}

@@ -25,38 +25,35 @@ import (
 
 // The recent tier: why the dedup cache writes through a journal.
 //
-// A round's dedup records have uniformly random keys, so once the B-trees
-// hold more leaf pages than a round has keys, every key dirties a leaf page
-// of its own, and a round of 1,000 entries rewrites about 2,000 pages (a
-// leaf and a share of the branches above it per key). Written in batches
-// of thousands of sorted keys instead, several keys share each page: at
-// 2²⁰ entries in the cache a 32,768-key batch costs about a third per key
-// of what 1,000-key rounds cost (a batch is recentMax records: keys, and
-// leaf hashes where the RFC 6962 index is on, so 16,384 entries then) (docs/BENCHMARKS.md, "The dedup cache at
-// size").
+// A round's dedup records have uniformly random keys, so written into a
+// B-tree a round at a time, once the tree holds more leaf pages than a
+// round has keys, every key dirties a leaf page of its own, and a round of
+// 1,000 entries rewrites about 2,000 pages (a leaf and a share of the
+// branches above it per key) (docs/BENCHMARKS.md, "The dedup cache at
+// size"). Written in large sorted batches instead, keys share pages.
 //
 // So Put appends the round's records to a journal file (one sequential
-// write and one fsync, before Put returns, as the B-tree commit was)
+// write and one fsync, before Put returns, as a B-tree commit would be)
 // and keeps them in memory, in the active tier, where Get and LeafIndex
-// find them. When the active tier holds recentMax records it is frozen and
-// merged into the B-trees in the background, in key order, while a new
-// journal file takes the next rounds; the frozen tier answers lookups until
-// its records are committed, and only then are it and its journal file
-// dropped. Open merges whatever journal files a crash left before anything
-// else reads the database, and Close merges the active tier.
+// find them. When the active tier holds recentMax records (keys, and leaf
+// hashes where the RFC 6962 index is on) it is frozen and written to the
+// database in the background as a sorted run per log (runs.go), while a
+// new journal file takes the next rounds; the frozen tier answers lookups
+// until its run is committed, and only then are it and its journal file
+// dropped. Open writes whatever journal files a crash left before anything
+// else reads the database, and Close writes the active tier.
 //
 // Why nothing is lost or made up:
 //   - A record is durable when Put returns: it is in the journal, fsynced,
 //     and the journal file's directory entry was fsynced when the file was
-//     created. A journal file is deleted only after the B-tree
-//     transactions holding its records (one per 4,096 keys) have all
-//     committed.
+//     created. A journal file is deleted only after the transaction
+//     holding its runs has committed.
 //   - A lookup checks the active tier, then the frozen one, then the
-//     B-trees; a frozen tier is dropped only after its records committed,
+//     database; a frozen tier is dropped only after its runs committed,
 //     so a record is always in at least one of the places a lookup reads
 //     after it. Keys already present anywhere keep their first value: Put
-//     skips keys the tiers hold, and a merge skips keys the B-trees hold,
-//     tiers being merged oldest first.
+//     skips keys the tiers hold, lookups prefer the database's answer and
+//     its older runs' (runs.go), and tiers are written oldest first.
 //   - A journal is read back only if its header names this database file
 //     (a random ID stored in it on creation), so a journal left beside a
 //     different file (one deleted and created anew) is refused, never
@@ -72,14 +69,8 @@ import (
 //     and the file is kept aside, so no process trusts an incomplete cache.
 
 // defaultRecentMax is how many records the active tier holds before it is
-// merged: about 3 MB of memory in each of the two tiers.
+// written as runs: about 3 MB of memory in each of the two tiers.
 const defaultRecentMax = 1 << 15
-
-// mergeChunk is how many keys one merge transaction writes, which bounds
-// the pages a transaction holds dirty in memory (about one per key at
-// most). Each chunk is a contiguous key range, so chunking does not take
-// away the sharing of pages between keys.
-const mergeChunk = 4096
 
 // journalMagic starts every journal file; the database's 16-byte ID follows.
 const journalMagic = "mosaic dedup journal v1\n"
@@ -94,6 +85,10 @@ const damagedSuffix = ".damaged"
 var (
 	metaBucket = []byte("meta")
 	idKey      = []byte("id")
+	// lastSeqKey holds the highest journal number written as a run, so
+	// that numbers keep growing after a clean close deletes every journal
+	// (runs are named by the journals they cover; see writeRun).
+	lastSeqKey = []byte("last-journal")
 	crcTable   = crc32.MakeTable(crc32.Castagnoli)
 )
 
@@ -101,8 +96,10 @@ var (
 type tier struct {
 	n    int
 	logs map[[32]byte]*logTier
-	// file is the journal file holding exactly this tier's records.
+	// file is the journal file holding exactly this tier's records, and
+	// seq its number.
 	file string
+	seq  uint64
 }
 
 type logTier struct {
@@ -110,8 +107,8 @@ type logTier struct {
 	hashes map[[dedup.HashIndexKeySize]byte]uint64
 }
 
-func newTier(file string) *tier {
-	return &tier{logs: make(map[[32]byte]*logTier), file: file}
+func newTier(file string, seq uint64) *tier {
+	return &tier{logs: make(map[[32]byte]*logTier), file: file, seq: seq}
 }
 
 func (t *tier) log(id [32]byte) *logTier {
@@ -257,15 +254,15 @@ func databaseID(db *bbolt.DB) ([16]byte, error) {
 	return id, err
 }
 
-// recover merges the journal files a previous process left (after a crash)
-// into the B-trees and deletes them, and then starts a new journal.
+// recover writes the journal files a previous process left (after a
+// crash) as runs and deletes them, and then starts a new journal.
 func (d *DB) recover(path string) error {
 	files, last, err := journalFiles(path, false)
 	if err != nil {
 		return fmt.Errorf("listing dedup journals: %w", err)
 	}
 	for i, f := range files {
-		t, damaged, err := d.readJournal(f.path, i == len(files)-1)
+		t, damaged, err := d.readJournal(f, i == len(files)-1)
 		if err != nil {
 			return err
 		}
@@ -288,11 +285,20 @@ func (d *DB) recover(path string) error {
 	if err := localfs.SyncDir(filepath.Dir(path)); err != nil {
 		return err
 	}
+	err = d.db.View(func(tx *bbolt.Tx) error {
+		if v := tx.Bucket(metaBucket).Get(lastSeqKey); len(v) == 8 {
+			last = max(last, binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	d.recent.seq = last
 	if err := d.rotate(path); err != nil {
 		return err
 	}
-	d.recent.active = newTier(d.recent.journal.Name())
+	d.recent.active = newTier(d.recent.journal.Name(), d.recent.seq)
 	// Every log with records is known to the database file before its
 	// first record goes to a journal (see put), so that damage to a
 	// journal can mark all of them.
@@ -310,7 +316,8 @@ func (d *DB) recover(path string) error {
 // readJournal reads a journal file into a tier. damaged is not nil when a
 // frame other than a torn last frame of the newest journal is bad; t then
 // holds the frames before it.
-func (d *DB) readJournal(f string, newest bool) (t *tier, damaged, err error) {
+func (d *DB) readJournal(jf journalFile, newest bool) (t *tier, damaged, err error) {
+	f := jf.path
 	raw, err := os.ReadFile(f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading dedup journal: %w", err)
@@ -318,14 +325,14 @@ func (d *DB) readJournal(f string, newest bool) (t *tier, damaged, err error) {
 	if len(raw) < len(journalMagic)+16 || string(raw[:len(journalMagic)]) != journalMagic {
 		if newest && (allZero(raw) || len(raw) < len(journalMagic)+16 && strings.HasPrefix(journalMagic, string(raw[:min(len(raw), len(journalMagic))]))) {
 			// Created, header not (all) written: a crash at rotation.
-			return newTier(f), nil, nil
+			return newTier(f, jf.seq), nil, nil
 		}
 		return nil, nil, fmt.Errorf("%s is not a Mosaic dedup journal; move it away", f)
 	}
 	if !bytes.Equal(raw[len(journalMagic):len(journalMagic)+16], d.id[:]) {
 		return nil, nil, fmt.Errorf("dedup journal %s belongs to another database file (was this database replaced?); move it away", f)
 	}
-	t = newTier(f)
+	t = newTier(f, jf.seq)
 	rest := raw[len(journalMagic)+16:]
 	for off := len(raw) - len(rest); len(rest) > 0; off = len(raw) - len(rest) {
 		body, next, status := nextFrame(rest)
@@ -553,7 +560,7 @@ func (d *DB) swap() {
 	r := &d.recent
 	r.mu.Lock()
 	r.frozen = r.active
-	r.active = newTier(r.journal.Name())
+	r.active = newTier(r.journal.Name(), r.seq)
 	r.mu.Unlock()
 }
 
@@ -674,7 +681,7 @@ func (d *DB) mergeFrozen() error {
 	return nil
 }
 
-// flush merges both tiers into the B-trees now, and leaves an empty
+// flush writes both tiers as runs now, and leaves an empty
 // active tier with a new journal. The caller holds put.
 func (d *DB) flush(ctx context.Context) error {
 	r := &d.recent
@@ -701,29 +708,33 @@ type hv struct {
 	idx uint64
 }
 
-// merge writes t's records into the B-trees in key order, mergeChunk keys
-// per transaction; keys the B-trees already hold keep their value.
+// merge writes t's records as a run of level 0 per log (runs.go), in one
+// transaction, and wakes the merging of runs.
 func (d *DB) merge(t *tier) error {
-	for logID, lt := range t.logs {
-		keys := make([]kv, 0, len(lt.keys))
-		for k, v := range lt.keys {
-			keys = append(keys, kv{k, v})
-		}
-		slices.SortFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
-		hashes := make([]hv, 0, len(lt.hashes))
-		for h, idx := range lt.hashes {
-			hashes = append(hashes, hv{h, idx})
-		}
-		slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
-		for len(keys) > 0 || len(hashes) > 0 {
-			kc, hc := keys[:min(len(keys), mergeChunk)], hashes[:min(len(hashes), mergeChunk)]
-			keys, hashes = keys[len(kc):], hashes[len(hc):]
-			if err := d.db.Update(func(tx *bbolt.Tx) error { return writeSorted(tx, logID, kc, hc) }); err != nil {
+	written := map[[32]byte]*filter{}
+	err := d.db.Update(func(tx *bbolt.Tx) error {
+		for logID, lt := range t.logs {
+			f, err := writeRun(tx, logID, t.seq, lt)
+			if err != nil {
 				return err
 			}
+			if f != nil {
+				written[logID] = f
+			}
 		}
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(lastSeqKey); len(v) == 8 && binary.BigEndian.Uint64(v) >= t.seq {
+			return nil
+		}
+		return meta.Put(lastSeqKey, binary.BigEndian.AppendUint64(nil, t.seq))
+	})
+	if err == nil {
+		for logID, f := range written {
+			d.filters.put(logID, runName(t.seq, t.seq), f)
+		}
+		d.wakeCompactor()
 	}
-	return nil
+	return err
 }
 
 // writeSorted writes keys and hashes, each in ascending order, to the log's
@@ -786,7 +797,7 @@ func (d *DB) markAllForRebuild(t *tier) error {
 	})
 }
 
-// closeRecent merges the tiers and deletes the journal; if that fails the
+// closeRecent writes the tiers as runs and deletes the journal; if that fails the
 // journal files stay for the next Open.
 func (d *DB) closeRecent() error {
 	r := &d.recent

@@ -46,6 +46,8 @@ func TestDedupConformanceSmallTier(t *testing.T) {
 // transactions, each atomic, whose records are merged again at Open).
 func crash(t *testing.T, db *DB) {
 	t.Helper()
+	// Stopped between two of its transactions, as a crash leaves it.
+	db.stopCompactor()
 	r := &db.recent
 	r.put.Lock()
 	if r.merging != nil {
@@ -318,17 +320,7 @@ func TestFirstValueWinsAcrossTiers(t *testing.T) {
 	first := testRecord(1, true)
 	second := first
 	second.Value = dedup.Value{Index: 99, Timestamp: 99}
-	check := func(when string) {
-		t.Helper()
-		v, ok, err := db.Get(ctx, id, first.Key)
-		if err != nil || !ok || v != first.Value {
-			t.Fatalf("%s: Get = %+v, %v, %v; want %+v", when, v, ok, err, first.Value)
-		}
-		idx, ok, err := db.LeafIndex(ctx, id, first.LeafHash)
-		if err != nil || !ok || idx != first.Value.Index {
-			t.Fatalf("%s: LeafIndex = %d, %v, %v; want %d", when, idx, ok, err, first.Value.Index)
-		}
-	}
+	check := func(when string) { t.Helper(); checkFirst(t, db, id, first, when) }
 	for round := range 6 { // the first record travels active → frozen → B-trees
 		recs := []dedup.Record{second}
 		if round == 0 {
@@ -351,11 +343,20 @@ func TestFirstValueWinsAcrossTiers(t *testing.T) {
 // TestLookupsDuringMerges tries to catch a record between two places: Gets
 // and LeafIndex lookups of every record already Put run without pause
 // while Puts freeze and merge a 16-record tier again and again.
-func TestLookupsDuringMerges(t *testing.T) {
+func TestLookupsDuringMerges(t *testing.T) { lookupsDuringMerges(t) }
+
+// TestLookupsDuringRunMerges: the same, with runs of many small blocks,
+// whose merges take several transactions each.
+func TestLookupsDuringRunMerges(t *testing.T) {
+	smallBlocks(t)
+	lookupsDuringMerges(t)
+}
+
+func lookupsDuringMerges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mosaic.db")
 	id := sha256.Sum256([]byte("log"))
 	db := withRecentMax(t, path, 16)
-	defer db.Close()
+	defer closeT(t, db)
 	var done atomic.Int64 // records [0, done) were Put
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -398,6 +399,14 @@ func TestLookupsDuringMerges(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	// 187 tiers of 16 records: the runs must have been merged up, or
+	// this tested lookups against no merge at all.
+	if err := db.compactAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if levels := runLevels(t, db, id); len(levels) == 0 || levels[0] < 2 {
+		t.Fatalf("run levels %v: the runs were not merged", levels)
+	}
 	select {
 	case err := <-errs:
 		t.Fatal(err)
@@ -454,13 +463,29 @@ func TestOpenReadOnlyReportsUnmerged(t *testing.T) {
 	checkRange(t, ro, id, 0, 10, false)
 }
 
-// drain merges the recent tier, for benchmarks that count its cost.
-func drain(b *testing.B, db *DB) {
-	b.Helper()
+// checkFirst fails unless db answers first's key and leaf hash with
+// first's value.
+func checkFirst(t *testing.T, db *DB, id [32]byte, first dedup.Record, when string) {
+	t.Helper()
+	ctx := context.Background()
+	v, ok, err := db.Get(ctx, id, first.Key)
+	if err != nil || !ok || v != first.Value {
+		t.Fatalf("%s: Get = %+v, %v, %v; want the first value %+v", when, v, ok, err, first.Value)
+	}
+	idx, ok, err := db.LeafIndex(ctx, id, first.LeafHash)
+	if err != nil || !ok || idx != first.Value.Index {
+		t.Fatalf("%s: LeafIndex = %d, %v, %v; want %d", when, idx, ok, err, first.Value.Index)
+	}
+}
+
+// drain writes the recent tier to the database: for benchmarks that
+// count its cost, and for tests that make runs.
+func drain(tb testing.TB, db *DB) {
+	tb.Helper()
 	db.recent.put.Lock()
 	defer db.recent.put.Unlock()
 	if err := db.flush(context.Background()); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 }
 

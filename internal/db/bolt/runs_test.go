@@ -1,0 +1,436 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/mosaic-ct/mosaic/internal/dedup"
+)
+
+func TestPlan(t *testing.T) {
+	for _, tc := range []struct {
+		levels []byte
+		want   int
+	}{
+		{nil, -1},
+		{[]byte{0, 0, 0}, -1},
+		{[]byte{0, 0, 0, 0}, 0},
+		{[]byte{1, 0, 0, 0, 0}, 1},
+		{[]byte{2, 1, 1, 1, 0, 0}, -1},
+		{[]byte{2, 1, 1, 1, 1, 0}, 1},
+		{[]byte{1, 1, 1, 1, 1}, 0}, // the oldest four
+		{[]byte{3, 2, 2, 1, 0, 0, 0, 0}, 4},
+		{[]byte{1, 1, 1, 1, 0, 0, 0, 0}, 4},             // the lowest level first
+		{[]byte{2, 2, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0}, 4}, // its oldest four
+		{[]byte{maxLevel, maxLevel, maxLevel, maxLevel, 0}, -1},
+	} {
+		runs := make([]runInfo, len(tc.levels))
+		for i, l := range tc.levels {
+			runs[i].level = l
+		}
+		if got := plan(runs); got != tc.want {
+			t.Errorf("plan(%v) = %d, want %d", tc.levels, got, tc.want)
+		}
+	}
+}
+
+// TestPlanBoundsRuns: as runs of level 0 arrive one by one and plan's
+// merges are done, a log's levels never increase from the oldest run to
+// the newest, it never has fanIn runs of one level below maxLevel after
+// its merges, and its runs are the digits of its count of level-0 runs in
+// base fanIn, up to maxLevel.
+func TestPlanBoundsRuns(t *testing.T) {
+	top := 1 // level-0 runs in a run of maxLevel
+	for range maxLevel {
+		top *= fanIn
+	}
+	var runs []runInfo
+	for n := 1; n <= 3*top+5; n++ {
+		runs = append(runs, runInfo{level: 0})
+		for i := plan(runs); i >= 0; i = plan(runs) {
+			merged := runInfo{level: runs[i].level + 1}
+			runs = append(runs[:i], append([]runInfo{merged}, runs[i+fanIn:]...)...)
+		}
+		count := map[byte]int{}
+		for i, r := range runs {
+			if i > 0 && r.level > runs[i-1].level {
+				t.Fatalf("after %d runs: levels %v increase", n, runs)
+			}
+			count[r.level]++
+		}
+		for l, m := 0, n; l < maxLevel; l, m = l+1, m/fanIn {
+			if count[byte(l)] != m%fanIn {
+				t.Fatalf("after %d runs: %d of level %d, want %d", n, count[byte(l)], l, m%fanIn)
+			}
+		}
+		if count[maxLevel] != n/top {
+			t.Fatalf("after %d runs: %d of level %d, want %d", n, count[maxLevel], maxLevel, n/top)
+		}
+	}
+}
+
+// smallBlocks makes blocks of a few records and merges of a few blocks per
+// transaction, so that small tests cross blocks and transactions.
+func smallBlocks(t *testing.T) {
+	k, h, m := keyKind.perBlock, hashKind.perBlock, mergeBlocks
+	keyKind.perBlock, hashKind.perBlock, mergeBlocks = 3, 5, 2
+	t.Cleanup(func() { keyKind.perBlock, hashKind.perBlock, mergeBlocks = k, h, m })
+}
+
+// runLevels returns the levels of a log's runs, oldest first.
+func runLevels(t *testing.T, db *DB, id [32]byte) []byte {
+	t.Helper()
+	var levels []byte
+	err := db.db.View(func(tx *bbolt.Tx) error {
+		runs, err := logRuns(tx, id)
+		for _, r := range runs {
+			levels = append(levels, r.level)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return levels
+}
+
+// runRecords counts the records of kind k in a log's runs.
+func runRecords(t *testing.T, db *DB, id [32]byte, k recordKind) int {
+	t.Helper()
+	n := 0
+	err := db.db.View(func(tx *bbolt.Tx) error {
+		lr := tx.Bucket(runsBucket).Bucket(id[:])
+		if lr == nil {
+			return nil
+		}
+		return lr.ForEachBucket(func(name []byte) error {
+			it := runIter{c: lr.Bucket(name).Cursor(), k: k}
+			for it.seekAfter(nil); it.peek() != nil; it.next() {
+				n++
+			}
+			return it.err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func compactNow(t *testing.T, db *DB) {
+	t.Helper()
+	if err := db.compactAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunsMerge: records written through many small tiers into two logs
+// are all found, before and after the runs are merged, with one record per
+// key once merged, and each log is left with fewer than fanIn runs of each
+// level.
+func TestRunsMerge(t *testing.T) {
+	smallBlocks(t)
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	db := withRecentMax(t, path, 16)
+	defer closeT(t, db)
+	db.stopCompactor()
+	for i := 0; i < 2000; i += 7 {
+		putRange(t, db, a, i, i+7)
+		putRange(t, db, b, 100000+i, 100000+i+7)
+	}
+	drain(t, db)
+	if n := len(runLevels(t, db, a)); n < 2*fanIn {
+		t.Fatalf("log a has %d runs before merging; the test needs more", n)
+	}
+	checkRange(t, db, a, 0, 2002, true)
+	compactNow(t, db)
+	for _, id := range [][32]byte{a, b} {
+		count := map[byte]int{}
+		for _, l := range runLevels(t, db, id) {
+			count[l]++
+			if count[l] >= fanIn {
+				t.Fatalf("log %x keeps %d runs of level %d", id[:4], count[l], l)
+			}
+		}
+	}
+	checkRange(t, db, a, 0, 2002, true)
+	checkRange(t, db, b, 100000, 102002, true)
+	checkRange(t, db, a, 100000, 100100, false)
+	if n := runRecords(t, db, a, keyKind); n != 2002 {
+		t.Fatalf("log a's runs hold %d key records, want 2002", n)
+	}
+	if n := runRecords(t, db, a, hashKind); n != 1001 {
+		t.Fatalf("log a's runs hold %d leaf hash records, want 1001", n)
+	}
+}
+
+// TestRunsFirstValueWins: a key written again with another value, in a
+// newer run, keeps its first value, before and after the runs holding
+// both are merged.
+func TestRunsFirstValueWins(t *testing.T) {
+	smallBlocks(t)
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, filepath.Join(t.TempDir(), "mosaic.db"), 4)
+	defer closeT(t, db)
+	db.stopCompactor()
+	ctx := context.Background()
+	first := testRecord(7, true)
+	for round := range 8 {
+		r := first
+		r.Value.Index += uint64(round) * 1000
+		r.LeafHash = first.LeafHash
+		if err := db.Put(ctx, id, []dedup.Record{r, testRecord(100+round, false)}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, db) // each round a run of its own
+	}
+	check := func(when string) { t.Helper(); checkFirst(t, db, id, first, when) }
+	check("before merging")
+	compactNow(t, db)
+	if levels := runLevels(t, db, id); len(levels) != 2 || levels[0] != 1 || levels[1] != 1 {
+		t.Fatalf("levels after merging 8 runs: %v, want [1 1]", levels)
+	}
+	check("after merging")
+}
+
+// failAfter is a context whose Err starts failing after n calls (a merge
+// calls it before each transaction), after calling do once.
+type failAfter struct {
+	context.Context
+	n  int
+	do func()
+}
+
+func (c *failAfter) Err() error {
+	c.n--
+	if c.n == 0 && c.do != nil {
+		c.do()
+	}
+	if c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// fourRuns writes [0, 4·perRun) to a fresh database as four runs of level
+// 0, with its background merges stopped.
+func fourRuns(t *testing.T, path string, id [32]byte, perRun int) *DB {
+	t.Helper()
+	db := withRecentMax(t, path, 1<<20)
+	db.stopCompactor()
+	for i := range 4 {
+		putRange(t, db, id, i*perRun, (i+1)*perRun)
+		drain(t, db)
+	}
+	if levels := runLevels(t, db, id); len(levels) != 4 {
+		t.Fatalf("levels %v, want four runs", levels)
+	}
+	return db
+}
+
+func staged(t *testing.T, db *DB) int {
+	t.Helper()
+	n := 0
+	db.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(stagingBucket).ForEachBucket(func(k []byte) error {
+			return tx.Bucket(stagingBucket).Bucket(k).ForEachBucket(func([]byte) error { n++; return nil })
+		})
+	})
+	return n
+}
+
+// TestMergeInterrupted: a merge stopped between two transactions (as a
+// crash stops it) leaves its inputs, which answer lookups; Open deletes its
+// staged output, and the next merge completes.
+func TestMergeInterrupted(t *testing.T) {
+	smallBlocks(t)
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := fourRuns(t, path, id, 50)
+	var runs []runInfo
+	db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
+	err := db.mergeRuns(&failAfter{Context: context.Background(), n: 3}, id, runs)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("mergeRuns = %v, want it stopped", err)
+	}
+	if staged(t, db) != 1 {
+		t.Fatal("the stopped merge left no staged output; the test stops it too late")
+	}
+	checkRange(t, db, id, 0, 200, true)
+	crash(t, db)
+	db = open(t, path)
+	defer closeT(t, db)
+	if n := staged(t, db); n != 0 {
+		t.Fatalf("%d staged outputs after Open, want none", n)
+	}
+	checkRange(t, db, id, 0, 200, true)
+	compactNow(t, db)
+	if levels := runLevels(t, db, id); len(levels) != 1 || levels[0] != 1 {
+		t.Fatalf("levels %v, want one run of level 1", levels)
+	}
+	checkRange(t, db, id, 0, 200, true)
+}
+
+// TestMergeRacesRebuild: a rebuild of the log between two transactions of
+// a merge of its runs stops the merge, which neither brings back the old
+// records nor leaves a staged output.
+func TestMergeRacesRebuild(t *testing.T) {
+	smallBlocks(t)
+	id := sha256.Sum256([]byte("log"))
+	db := fourRuns(t, filepath.Join(t.TempDir(), "mosaic.db"), id, 50)
+	defer closeT(t, db)
+	var runs []runInfo
+	db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
+	rebuilt := false
+	ctx := &failAfter{Context: context.Background(), n: 3, do: func() {
+		err := db.Rebuild(context.Background(), id, func(put func([]dedup.Record) error) error {
+			return put([]dedup.Record{testRecord(1000, true)})
+		})
+		if err != nil {
+			t.Errorf("Rebuild: %v", err)
+		}
+		rebuilt = true
+	}}
+	if err := db.mergeRuns(ctx, id, runs); !errors.Is(err, errInputsGone) {
+		t.Fatalf("mergeRuns = %v, want %v", err, errInputsGone)
+	}
+	if !rebuilt {
+		t.Fatal("the rebuild did not run during the merge")
+	}
+	if n := staged(t, db); n != 0 {
+		t.Fatalf("%d staged outputs left", n)
+	}
+	if levels := runLevels(t, db, id); len(levels) != 0 {
+		t.Fatalf("runs %v after the rebuild, want none", levels)
+	}
+	checkRange(t, db, id, 0, 200, false)
+	checkRange(t, db, id, 1000, 1001, true)
+}
+
+// TestJournalReplayedAfterRun: a journal whose run was written (and
+// merged since) but which a crash left undeleted is replayed at Open
+// without writing its records again.
+func TestJournalReplayedAfterRun(t *testing.T) {
+	smallBlocks(t)
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, path, 1<<20)
+	db.stopCompactor()
+	putRange(t, db, id, 0, 50)
+	js := journals(t, path)
+	saved, err := os.ReadFile(js[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, db)
+	for i := 1; i < 4; i++ {
+		putRange(t, db, id, i*50, (i+1)*50)
+		drain(t, db)
+	}
+	compactNow(t, db)
+	crash(t, db)
+	if err := os.WriteFile(js[0], saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path)
+	defer closeT(t, db)
+	checkRange(t, db, id, 0, 200, true)
+	if n := runRecords(t, db, id, keyKind); n != 200 {
+		t.Fatalf("the runs hold %d key records, want 200", n)
+	}
+	if levels := runLevels(t, db, id); len(levels) != 1 {
+		t.Fatalf("levels %v, want the one merged run", levels)
+	}
+}
+
+// TestDamagedRunBlock: a block cut short or with a bit flipped (its
+// checksum no longer matches) makes the lookups that reach it and the
+// merge that reads it fail, and so does a block whose records are out of
+// order under a good checksum (what a bug would write), for the merge;
+// nothing is changed.
+func TestDamagedRunBlock(t *testing.T) {
+	smallBlocks(t)
+	for name, tc := range map[string]struct {
+		damage func(name, block []byte) []byte
+		lookup bool // lookups notice it too
+	}{
+		"cut":     {func(_, b []byte) []byte { return b[:len(b)-1] }, true},
+		"flipped": {func(_, b []byte) []byte { b[40] ^= 1; return b }, true},
+		"unsorted": {func(name, b []byte) []byte {
+			// Swap the first two records and checksum them anew.
+			n := len(b) - 4
+			r0 := bytes.Clone(b[:keyRecordSize])
+			copy(b, b[keyRecordSize:2*keyRecordSize])
+			copy(b[keyRecordSize:], r0)
+			return binary.BigEndian.AppendUint32(b[:n], blockCRC(name, b[:n]))
+		}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := sha256.Sum256([]byte("log"))
+			db := fourRuns(t, filepath.Join(t.TempDir(), "mosaic.db"), id, 50)
+			defer db.Close()
+			err := db.db.Update(func(tx *bbolt.Tx) error {
+				lr := tx.Bucket(runsBucket).Bucket(id[:])
+				name, _ := lr.Cursor().First()
+				rb := lr.Bucket(name)
+				bn, block := rb.Cursor().Seek([]byte{keyPrefix})
+				return rb.Put(bytes.Clone(bn), tc.damage(bn, bytes.Clone(block)))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := false
+			for i := range 50 {
+				if _, _, err := db.Get(context.Background(), id, testRecord(i, false).Key); err != nil {
+					failed = true
+					break
+				}
+			}
+			if failed != tc.lookup {
+				t.Fatalf("a lookup in the damaged block failed: %v, want %v", failed, tc.lookup)
+			}
+			if err := db.compactAll(context.Background()); err == nil {
+				t.Fatal("merging runs with a damaged block succeeded")
+			}
+			if levels := runLevels(t, db, id); len(levels) != 4 {
+				t.Fatalf("levels %v after the failed merge, want the four inputs", levels)
+			}
+		})
+	}
+}
+
+// TestRunsAcrossReopens: journal numbers keep growing across clean
+// closes (which delete every journal), so a later tier's run is never
+// taken for one that an older run already covers.
+func TestRunsAcrossReopens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	for i := range 6 {
+		db := open(t, path)
+		putRange(t, db, id, i*10, (i+1)*10)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := open(t, path)
+	defer closeT(t, db)
+	checkRange(t, db, id, 0, 60, true)
+}
+
+// closeT closes db and fails on an error, which is where a failed
+// background merge shows.
+func closeT(t *testing.T, db *DB) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
