@@ -34,7 +34,10 @@ func TestLegacyDedupCacheUpgrade(t *testing.T) {
 	s.stop()
 
 	// Turn the cache into the old format: the same records under keys
-	// truncated to 16 bytes, in the old bucket.
+	// truncated to 16 bytes, in the old bucket. They are in the dedup
+	// cache's runs (internal/db/bolt/runs.go: per log, per run, blocks of
+	// 48-byte records named 'k' and their last key, each ending with a
+	// 4-byte checksum), which are deleted.
 	cfgPath := filepath.Join(dir, devmode.ConfigFile)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
@@ -46,23 +49,34 @@ func TestLegacyDedupCacheUpgrade(t *testing.T) {
 	}
 	moved := 0
 	err = db.Update(func(tx *bbolt.Tx) error {
-		cur := tx.Bucket([]byte("dedup-v2"))
+		runs := tx.Bucket([]byte("dedup-runs"))
 		old, err := tx.CreateBucketIfNotExists([]byte("dedup"))
 		if err != nil {
 			return err
 		}
-		return cur.ForEachBucket(func(logID []byte) error {
+		return runs.ForEachBucket(func(logID []byte) error {
 			ob, err := old.CreateBucket(logID)
 			if err != nil {
 				return err
 			}
-			if err := cur.Bucket(logID).ForEach(func(k, v []byte) error {
-				moved++
-				return ob.Put(bytes.Clone(k[:16]), bytes.Clone(v))
+			lr := runs.Bucket(logID)
+			if err := lr.ForEachBucket(func(run []byte) error {
+				return lr.Bucket(run).ForEach(func(name, block []byte) error {
+					if name[0] != 'k' {
+						return nil
+					}
+					for recs := block[:len(block)-4]; len(recs) > 0; recs = recs[48:] {
+						moved++
+						if err := ob.Put(bytes.Clone(recs[:16]), bytes.Clone(recs[32:48])); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
 			}); err != nil {
 				return err
 			}
-			return cur.DeleteBucket(logID)
+			return runs.DeleteBucket(logID)
 		})
 	})
 	db.Close()
