@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -216,29 +215,30 @@ func (d *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 	return d.put(ctx, logID, records)
 }
 
-// putDirect writes records to the database in one transaction, for
-// Rebuild. A key that is already present keeps its first value.
-func (d *DB) putDirect(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+// putRun writes records as a run of their own (for Rebuild), numbered as
+// a journal would be, so that a rebuild of a large log goes through the
+// sorted runs and their merges, as Put does, not through a B-tree's
+// random inserts. Of two records with one key, the first is kept.
+func (d *DB) putRun(logID [32]byte, records []dedup.Record) error {
 	if len(records) == 0 {
 		return nil
 	}
-	// Each bucket's keys are written in ascending order (the records' keys
-	// are uniformly random): consecutive inserts then walk neighbouring
-	// pages of the B-tree, which are in the CPU's caches and already
-	// materialized by this transaction. The sorts are stable, so that of
-	// two records with the same key in one batch the first still wins,
-	// as when they were written in batch order.
-	keys := make([]kv, len(records))
-	var hashes []hv
-	for i, r := range records {
-		keys[i] = kv{r.Key, r.Value}
-		if r.LeafHash != ([32]byte{}) {
-			hashes = append(hashes, hv{[dedup.HashIndexKeySize]byte(r.LeafHash[:]), r.Value.Index})
-		}
+	r := &d.recent
+	r.put.Lock()
+	// A number no journal has or will have: the next journal takes the
+	// one after it. The active journal keeps its smaller number, so its
+	// run sorts before this one: only records Put to the log being
+	// rebuilt, during the rebuild, would care, and no caller does that.
+	r.seq++
+	seq := r.seq
+	r.put.Unlock()
+	t := newTier("", seq)
+	for _, rec := range records {
+		fr := frameRecord{key: rec.Key, value: rec.Value, hashed: rec.LeafHash != ([32]byte{})}
+		copy(fr.hashKey[:], rec.LeafHash[:])
+		t.addUnlessIn(nil, logID, fr)
 	}
-	slices.SortStableFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
-	slices.SortStableFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
-	return d.db.Update(func(tx *bbolt.Tx) error { return writeSorted(tx, logID, keys, hashes) })
+	return d.merge(t)
 }
 
 // LeafIndex implements dedup.HashIndex, with the first index recorded, as
@@ -299,8 +299,9 @@ func (d *DB) Check(ctx context.Context, logID [32]byte) error {
 // Rebuild implements dedup.Rebuilder. The recent tier is written first;
 // the mark, the deletion of the old records (in every format: B-trees and
 // runs) and the removal of the mark are each one fsynced transaction;
-// fill's batches are one transaction each, written straight to the log's
-// B-trees.
+// fill's batches are written as runs, one transaction each, and merged
+// (runs.go) before the mark is removed, so that the log is left with as
+// few runs as Put would leave it.
 func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
 	d.recent.put.Lock()
 	err := d.flush(ctx)
@@ -336,8 +337,11 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 	if err := d.db.View(d.filters.prune); err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
-	if err := fill(func(rs []dedup.Record) error { return d.putDirect(ctx, logID, rs) }); err != nil {
+	if err := fill(func(rs []dedup.Record) error { return d.putRun(logID, rs) }); err != nil {
 		return err
+	}
+	if err := d.compactAll(ctx); err != nil {
+		return fmt.Errorf("merging the rebuilt runs: %w", err)
 	}
 	return d.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(rebuildingBucket).Delete(logID[:])

@@ -499,7 +499,7 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 			if err := rb.Put(filterKey, f.encode()); err != nil {
 				return err
 			}
-			return rb.Put(levelKey, []byte{byte(l)})
+			return rb.Put(levelKey, []byte{sizeClass(uint64(entries))})
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -563,6 +563,16 @@ func txWrites(db *DB) int64 {
 	return st.TxStats.GetWrite()
 }
 
+// openNth opens a fresh database for a benchmark's iteration i, with the
+// timer stopped.
+func openNth(b *testing.B, i int) *DB {
+	db, err := Open(filepath.Join(b.TempDir(), fmt.Sprintf("mosaic%d.db", i)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
 // BenchmarkMergeRuns measures a merge of fanIn runs of size entries each
 // (keys only): every entry of a log is rewritten this way once per level.
 // Reports the merge's CPU time per entry merged.
@@ -573,10 +583,7 @@ func BenchmarkMergeRuns(b *testing.B) {
 			var cpu time.Duration
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
-				db, err := Open(filepath.Join(b.TempDir(), fmt.Sprintf("mosaic%d.db", i)))
-				if err != nil {
-					b.Fatal(err)
-				}
+				db := openNth(b, i)
 				db.stopCompactor()
 				db.recent.max = size
 				n := 0
@@ -672,5 +679,79 @@ func BenchmarkGetAtSize(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// putDirect writes records' keys to the log's B-tree in one transaction,
+// in key order, as Mosaic did before runs (for BenchmarkGetAtSize's B-tree
+// layout). A key that is already present keeps its first value.
+func (d *DB) putDirect(ctx context.Context, logID [32]byte, records []dedup.Record) error {
+	keys := make([]kv, len(records))
+	for i, r := range records {
+		keys[i] = kv{r.Key, r.Value}
+	}
+	slices.SortStableFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range keys {
+			if lb.Get(r.k[:]) != nil {
+				continue
+			}
+			if err := lb.Put(r.k[:], dedup.EncodeValue(r.v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkRebuild measures `mosaic cache rebuild`'s part in the
+// database: a log's cache rebuilt from size entries, put in batches of
+// 4,096 as sequencer.RebuildDedup does. Reports CPU time per entry.
+func BenchmarkRebuild(b *testing.B) {
+	for _, size := range cacheSizes(b) {
+		if size == 0 {
+			continue
+		}
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			id := sha256.Sum256([]byte("log"))
+			var cpu time.Duration
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				db := openNth(b, i)
+				c0, _ := procs.CPUTime()
+				b.StartTimer()
+				err := db.Rebuild(ctx, id, func(put func([]dedup.Record) error) error {
+					batch := make([]dedup.Record, 0, 4096)
+					for n := range size {
+						batch = append(batch, dedup.Record{
+							Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+							Value: dedup.Value{Index: uint64(n)},
+						})
+						if len(batch) == cap(batch) || n == size-1 {
+							if err := put(batch); err != nil {
+								return err
+							}
+							batch = batch[:0]
+						}
+					}
+					return nil
+				})
+				b.StopTimer()
+				c1, _ := procs.CPUTime()
+				cpu += c1 - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				db.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size)/1000, "µs/entry")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size)/1000, "cpu-µs/entry")
+		})
 	}
 }

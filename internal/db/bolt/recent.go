@@ -737,40 +737,6 @@ func (d *DB) merge(t *tier) error {
 	return err
 }
 
-// writeSorted writes keys and hashes, each in ascending order, to the log's
-// buckets; a key already present keeps its value.
-func writeSorted(tx *bbolt.Tx, logID [32]byte, keys []kv, hashes []hv) error {
-	if len(keys) > 0 {
-		lb, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
-		if err != nil {
-			return err
-		}
-		for _, r := range keys {
-			if lb.Get(r.k[:]) != nil {
-				continue
-			}
-			if err := lb.Put(r.k[:], dedup.EncodeValue(r.v)); err != nil {
-				return err
-			}
-		}
-	}
-	if len(hashes) > 0 {
-		hb, err := tx.Bucket(leafHashBucket).CreateBucketIfNotExists(logID[:])
-		if err != nil {
-			return err
-		}
-		for _, r := range hashes {
-			if hb.Get(r.h[:]) != nil {
-				continue
-			}
-			if err := hb.Put(r.h[:], binary.BigEndian.AppendUint64(nil, r.idx)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // markAllForRebuild marks every log of this database (with a checkpoint,
 // dedup records or leaf hash index records in it, or records in the
 // readable part of the damaged journal, t) as needing a rebuild.

@@ -54,7 +54,7 @@ import (
 //     never a wrong index (which the log would sign) or a missed record.
 //
 // Lookups take the first value recorded, as before: the B-trees (written
-// by Mosaic before runs, and by Rebuild) first, then the runs oldest first.
+// by Mosaic before runs) first, then the runs oldest first.
 //
 // Why nothing is lost or made up:
 //   - Each run is one bbolt bucket, made visible in one transaction: a
@@ -266,7 +266,7 @@ func writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filter, e
 		return nil, err
 	}
 	rb.FillPercent = 1
-	if err := rb.Put(levelKey, []byte{0}); err != nil {
+	if err := rb.Put(levelKey, []byte{sizeClass(uint64(len(lt.keys)))}); err != nil {
 		return nil, err
 	}
 	f := newFilter(len(lt.keys))
@@ -316,12 +316,31 @@ type runInfo struct {
 	level byte
 }
 
+// A run's level is its size class: level l holds from runBase·fanInˡ
+// keys (level 0 from none) to fewer than runBase·fanInˡ⁺¹, so that runs of
+// one level have about the same size whatever they came from: a tier's
+// run is a full tier (32,768 keys, level 2) for a lone log, a share of one
+// where several logs share the database, and Rebuild writes runs of its
+// batches. Merging fanIn runs of level l, each under runBase·fanInˡ⁺¹
+// keys, makes one of level l or l+1. A variable for tests.
+var runBase uint64 = 1 << 10
+
 // maxLevel is the level of the largest runs, which are not merged
-// further: at most 32,768·4⁶ ≈ 134 million keys each, whose filter (168
-// MB) is one bbolt value, far below its limit of 2 GB, and whose merge
-// holds that much memory. A log of a billion entries ends with about
-// seven of them.
-const maxLevel = 6
+// further: from 1,024·4⁸ ≈ 67 million keys. Merging four runs of the level
+// below makes at most 268 million keys, whose filter (335 MB) is one bbolt
+// value, far below its limit of 2 GB, and which the merge holds in memory
+// with its encoding. A log of a billion entries ends with four to fifteen
+// of them.
+const maxLevel = 8
+
+// sizeClass returns the level of a run of n keys.
+func sizeClass(n uint64) byte {
+	l := byte(0)
+	for b := runBase * fanIn; n >= b && l < maxLevel; b *= fanIn {
+		l++
+	}
+	return l
+}
 
 // plan returns the index of the first of the fanIn runs to merge next in
 // runs (oldest first), or -1: the oldest fanIn of the lowest level below
@@ -521,8 +540,10 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 	_, last, _ := runRange(in[len(in)-1].name)
 	out := runName(first, last)
 	// The output's filter, sized for the inputs' keys (of which
-	// duplicates are dropped), is built as its keys are written.
+	// duplicates are dropped), is built as its keys are written, and
+	// counts them for its level.
 	var f *filter
+	var keys uint64
 	err := d.update(func(tx *bbolt.Tx) error {
 		lr := tx.Bucket(runsBucket).Bucket(logID[:])
 		n := uint64(0)
@@ -572,7 +593,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 				}
 				var add func([]byte)
 				if k.prefix == keyPrefix {
-					add = f.add
+					add = func(key []byte) { f.add(key); keys++ }
 				}
 				after, done, err = mergeChunk(inputs, rb, k, after, add)
 				return err
@@ -585,6 +606,9 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 	err = d.update(func(tx *bbolt.Tx) error {
 		_, rb, err := mergeBuckets(tx, logID, in, out)
 		if err != nil {
+			return err
+		}
+		if err := rb.Put(levelKey, []byte{sizeClass(keys)}); err != nil {
 			return err
 		}
 		return rb.Put(filterKey, f.encode())
