@@ -227,8 +227,10 @@ func (d *DB) putRun(logID [32]byte, records []dedup.Record) error {
 	r.put.Lock()
 	// A number no journal has or will have: the next journal takes the
 	// one after it. The active journal keeps its smaller number, so its
-	// run sorts before this one: only records Put to the log being
-	// rebuilt, during the rebuild, would care, and no caller does that.
+	// run would sort before this one, and a merge of the rebuild's runs
+	// could cover its number: so Put to the log being rebuilt is refused
+	// until the rebuild ends (see recent.rebuilding), and Rebuild's first
+	// flush leaves the active journal without records.
 	r.seq++
 	seq := r.seq
 	r.put.Unlock()
@@ -303,12 +305,24 @@ func (d *DB) Check(ctx context.Context, logID [32]byte) error {
 // (runs.go) before the mark is removed, so that the log is left with as
 // few runs as Put would leave it.
 func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]dedup.Record) error) error) error {
-	d.recent.put.Lock()
+	r := &d.recent
+	r.put.Lock()
 	err := d.flush(ctx)
-	d.recent.put.Unlock()
+	if err == nil {
+		if r.rebuilding == nil {
+			r.rebuilding = make(map[[32]byte]bool)
+		}
+		r.rebuilding[logID] = true
+	}
+	r.put.Unlock()
 	if err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
+	defer func() {
+		r.put.Lock()
+		delete(r.rebuilding, logID)
+		r.put.Unlock()
+	}()
 	err = d.db.Update(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
 			return err
@@ -340,7 +354,15 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 	if err := fill(func(rs []dedup.Record) error { return d.putRun(logID, rs) }); err != nil {
 		return err
 	}
-	if err := d.compactAll(ctx); err != nil {
+	// This log's merges only: another log's damaged run must not fail
+	// this rebuild.
+	d.compact.running.Lock()
+	err = d.compactLog(ctx, logID)
+	d.compact.running.Unlock()
+	if err == nil {
+		err = d.db.View(d.filters.prune)
+	}
+	if err != nil {
 		return fmt.Errorf("merging the rebuilt runs: %w", err)
 	}
 	return d.db.Update(func(tx *bbolt.Tx) error {

@@ -348,6 +348,11 @@ func putRounds(b *testing.B, hashIndex bool) {
 			b.Fatal(err)
 		}
 	}
+	// Every record in the file, merged as far as it goes.
+	drain(b, db)
+	if err := db.compactAll(ctx); err != nil {
+		b.Fatal(err)
+	}
 	var used int64
 	db.db.View(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{dedupBucket, leafHashBucket, runsBucket} {

@@ -153,6 +153,10 @@ type recent struct {
 	mu     sync.RWMutex
 	active *tier
 	frozen *tier
+	// rebuilding holds the logs whose cache Rebuild is writing; Put to
+	// them is refused (under put), since a tier written during the
+	// rebuild would be numbered before the rebuild's runs.
+	rebuilding map[[32]byte]bool
 	// merging is closed when the background merge of frozen ends; nil
 	// when none was started since the last wait.
 	merging chan struct{}
@@ -573,6 +577,9 @@ func (d *DB) put(ctx context.Context, logID [32]byte, records []dedup.Record) er
 	if r.journal == nil {
 		return errors.New("the database is closed or read-only")
 	}
+	if r.rebuilding[logID] {
+		return errors.New("the log's dedup cache is being rebuilt")
+	}
 	if !r.known[logID] {
 		err := d.db.Update(func(tx *bbolt.Tx) error {
 			_, err := tx.Bucket(dedupBucket).CreateBucketIfNotExists(logID[:])
@@ -688,7 +695,11 @@ func (d *DB) flush(ctx context.Context) error {
 	if err := d.waitMerge(ctx); err != nil {
 		return err
 	}
-	if r.active.n == 0 {
+	// A journal with frames whose records were all in the tiers already
+	// (so none is in the active tier) is rotated all the same: left in
+	// place, a crash would replay it after whatever comes next, a
+	// rebuild's runs included.
+	if r.active.n == 0 && r.size == int64(len(journalMagic)+16) {
 		return nil
 	}
 	if err := d.rotate(d.db.Path()); err != nil {
@@ -708,7 +719,7 @@ type hv struct {
 	idx uint64
 }
 
-// merge writes t's records as a run of level 0 per log (runs.go), in one
+// merge writes t's records as a run per log (runs.go), in one
 // transaction, and wakes the merging of runs.
 func (d *DB) merge(t *tier) error {
 	written := map[[32]byte]*filter{}

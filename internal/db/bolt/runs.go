@@ -28,15 +28,14 @@ import (
 // the page cache, reads it first. So a frozen tier is now written as a
 // run: its records in key order, packed into blocks of about a page, each
 // block one bbolt value under its last key. A run is written once,
-// sequentially, and never changed; when a log has fanIn runs of one level,
-// they are merged into one run of the next level (a log-structured merge
-// tree with size-tiered levels). Each record is rewritten once per level,
-// sequentially and a block at a time: a log of n entries has about
-// log₄(n/32,768) levels (fewer records per tier, with the leaf hash index
-// or several logs, make it a level or two more), up to maxLevel, whose
-// runs are not merged further (a log of a billion entries has about seven
-// of them). A lookup reads each run's filter and the one block of each
-// run the filter lets through; the filters live in memory (filter.go).
+// sequentially, and never changed; when a log has fanIn runs of one level
+// (see plan), they are merged into one run (a log-structured merge
+// tree with size-tiered levels: a run's level is its size class, see
+// runBase). Each record is rewritten about once per fourfold growth of its
+// log, sequentially and a block at a time, up to maxLevel, whose runs are
+// not merged further (a log of a billion entries has four to fifteen of
+// them). A lookup reads each run's filter and the one block of each run
+// the filter lets through; the filters live in memory (filter.go).
 //
 // Layout, per log (runsBucket/logID/name):
 //   - name is 16 bytes, the first and the last journal sequence number
@@ -247,7 +246,7 @@ func (w *blockWriter) flush(rb *bbolt.Bucket) error {
 }
 
 // writeRun writes the log's records of t (a frozen tier, from journal
-// seq) as a run of level 0 in tx, and returns its filter, unless the log's
+// seq) as a run in tx, and returns its filter, unless the log's
 // runs already cover seq (the journal was replayed after a crash that
 // followed the run's commit): then it writes nothing and returns nil.
 func writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filter, error) {
@@ -343,22 +342,37 @@ func sizeClass(n uint64) byte {
 }
 
 // plan returns the index of the first of the fanIn runs to merge next in
-// runs (oldest first), or -1: the oldest fanIn of the lowest level below
-// maxLevel that has fanIn or more. Lowest first, so that the small merges
-// that keep the number of runs (and so of lookups) down are not held up by
-// a large one. The levels of a log's runs never increase from the oldest
-// to the newest (TestPlanBoundsRuns), so the runs of one level are
-// consecutive: the merged run, one level up, follows runs of a higher
-// level and precedes the rest of its own. So once its merges are done a
-// log has at most fanIn−1 runs of each level below maxLevel.
+// runs (oldest first), or -1.
+//
+// It goes by each run's effective level: the highest level from it to the
+// newest run. Levels alone need not fall from the oldest run to the
+// newest, since a tier written early (at a restart or a backup, or a log's
+// small share of a tier) makes a small run after large ones, and a window
+// of runs of one level could then never form around it; effective levels
+// do fall, and runs of one effective level are consecutive. plan takes the
+// oldest fanIn runs of the lowest effective level below maxLevel that has
+// fanIn or more: lowest first, so that the small merges that keep the
+// number of runs (and of lookups) down are not held up by a large one;
+// oldest first, so that no run is left older than the merged one with a
+// lower effective level. So once its merges are done a log has fewer than
+// fanIn runs of each effective level below maxLevel (TestPlanBoundsRuns).
+// The runs of a window are each of a level at most its effective level
+// e < maxLevel, so under runBase·fanInᵉ⁺¹ keys, and their merge is at most
+// of level e+1 ≤ maxLevel, under runBase·fanInᵐᵃˣᴸᵉᵛᵉˡ⁺¹ keys.
 func plan(runs []runInfo) int {
+	eff := make([]byte, len(runs))
+	var m byte
+	for i := len(runs) - 1; i >= 0; i-- {
+		m = max(m, runs[i].level)
+		eff[i] = m
+	}
 	best := -1
 	for i := 0; i+fanIn <= len(runs); i++ {
-		l := runs[i].level
-		if l >= maxLevel || (i > 0 && runs[i-1].level == l) || runs[i+fanIn-1].level != l {
-			continue // not the oldest of fanIn runs of one level
+		e := eff[i]
+		if e >= maxLevel || (i > 0 && eff[i-1] == e) || eff[i+fanIn-1] != e {
+			continue // not the oldest of fanIn runs of one effective level
 		}
-		if best < 0 || l < runs[best].level {
+		if best < 0 || e < eff[best] {
 			best = i
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,6 +32,12 @@ func TestPlan(t *testing.T) {
 		{[]byte{1, 1, 1, 1, 0, 0, 0, 0}, 4},             // the lowest level first
 		{[]byte{2, 2, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0}, 4}, // its oldest four
 		{[]byte{maxLevel, maxLevel, maxLevel, maxLevel, 0}, -1},
+		// A small run (a tier written at a restart) among full ones:
+		// by effective level, all are one group.
+		{[]byte{2, 2, 2, 0, 2, 2, 2, 2}, 0},
+		{[]byte{0, 1, 0, 1, 0, 1, 0, 1}, 0},
+		{[]byte{3, 3, 3, 0, 0, 0}, -1},
+		{[]byte{maxLevel - 1, maxLevel - 1, maxLevel - 1, 0, maxLevel}, -1},
 	} {
 		runs := make([]runInfo, len(tc.levels))
 		for i, l := range tc.levels {
@@ -42,37 +49,77 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestPlanBoundsRuns: as runs of level 0 arrive one by one and plan's
-// merges are done, a log's levels never increase from the oldest run to
-// the newest, it never has fanIn runs of one level below maxLevel after
-// its merges, and its runs are the digits of its count of level-0 runs in
-// base fanIn, up to maxLevel.
+// TestPlanBoundsRuns: runs of random sizes (full tiers, and now and then
+// a small one, as restarts and backups write) arrive one by one and plan's
+// merges are done, each making a run of the level of its size: a log then
+// never has fanIn runs of one effective level below maxLevel, and no merge
+// makes more than runBase·fanInᵐᵃˣᴸᵉᵛᵉˡ⁺¹ keys (the bound on a filter's
+// size). Then, with full tiers only, its runs are the digits of its count
+// of tiers in base fanIn.
 func TestPlanBoundsRuns(t *testing.T) {
-	top := 1 // level-0 runs in a run of maxLevel
-	for range maxLevel {
-		top *= fanIn
+	type run struct {
+		runInfo
+		keys uint64
 	}
-	var runs []runInfo
-	for n := 1; n <= 3*top+5; n++ {
-		runs = append(runs, runInfo{level: 0})
-		for i := plan(runs); i >= 0; i = plan(runs) {
-			merged := runInfo{level: runs[i].level + 1}
-			runs = append(runs[:i], append([]runInfo{merged}, runs[i+fanIn:]...)...)
+	limit := runBase
+	for range maxLevel + 1 {
+		limit *= fanIn
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var runs []run
+	infos := func() []runInfo {
+		out := make([]runInfo, len(runs))
+		for i, r := range runs {
+			out[i] = r.runInfo
+		}
+		return out
+	}
+	for n := 1; n <= 40000; n++ {
+		keys := uint64(32768)
+		if rng.IntN(10) == 0 {
+			keys = 1 + rng.Uint64N(32768)
+		}
+		runs = append(runs, run{runInfo{level: sizeClass(keys)}, keys})
+		for i := plan(infos()); i >= 0; i = plan(infos()) {
+			var sum uint64
+			for _, r := range runs[i : i+fanIn] {
+				sum += r.keys
+			}
+			if sum >= limit {
+				t.Fatalf("after %d tiers: a merge of %d keys", n, sum)
+			}
+			merged := run{runInfo{level: sizeClass(sum)}, sum}
+			runs = append(runs[:i], append([]run{merged}, runs[i+fanIn:]...)...)
 		}
 		count := map[byte]int{}
-		for i, r := range runs {
-			if i > 0 && r.level > runs[i-1].level {
-				t.Fatalf("after %d runs: levels %v increase", n, runs)
+		var e byte
+		for i := len(runs) - 1; i >= 0; i-- {
+			e = max(e, runs[i].level)
+			if count[e]++; e < maxLevel && count[e] >= fanIn {
+				t.Fatalf("after %d tiers: %d runs of effective level %d", n, count[e], e)
 			}
+		}
+	}
+	if len(runs) > 3*maxLevel+20 {
+		t.Fatalf("%d runs after 40,000 tiers", len(runs))
+	}
+
+	// Full tiers only: a counter in base fanIn, from level 2 on.
+	runs = nil
+	for n := 1; n <= 5000; n++ {
+		runs = append(runs, run{runInfo{level: sizeClass(32768)}, 32768})
+		for i := plan(infos()); i >= 0; i = plan(infos()) {
+			merged := run{runInfo{level: runs[i].level + 1}, 0}
+			runs = append(runs[:i], append([]run{merged}, runs[i+fanIn:]...)...)
+		}
+		count := map[byte]int{}
+		for _, r := range runs {
 			count[r.level]++
 		}
-		for l, m := 0, n; l < maxLevel; l, m = l+1, m/fanIn {
+		for l, m := 2, n; m > 0; l, m = l+1, m/fanIn {
 			if count[byte(l)] != m%fanIn {
-				t.Fatalf("after %d runs: %d of level %d, want %d", n, count[byte(l)], l, m%fanIn)
+				t.Fatalf("after %d tiers: %d runs of level %d, want %d", n, count[byte(l)], l, m%fanIn)
 			}
-		}
-		if count[maxLevel] != n/top {
-			t.Fatalf("after %d runs: %d of level %d, want %d", n, count[maxLevel], maxLevel, n/top)
 		}
 	}
 }
@@ -489,4 +536,68 @@ func TestRebuildWritesRuns(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPutDuringRebuildRefused: Put to a log whose cache is being rebuilt
+// fails (its tier would be numbered before the rebuild's runs); Put to
+// another log goes on, and to the log again once the rebuild is done.
+func TestPutDuringRebuildRefused(t *testing.T) {
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	db := open(t, filepath.Join(t.TempDir(), "mosaic.db"))
+	defer closeT(t, db)
+	ctx := context.Background()
+	err := db.Rebuild(ctx, a, func(put func([]dedup.Record) error) error {
+		if err := db.Put(ctx, a, []dedup.Record{testRecord(1, false)}); err == nil {
+			t.Error("Put to the log being rebuilt succeeded")
+		}
+		if err := db.Put(ctx, b, []dedup.Record{testRecord(2, false)}); err != nil {
+			t.Errorf("Put to another log during a rebuild: %v", err)
+		}
+		return put([]dedup.Record{testRecord(3, false)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRange(t, db, a, 10, 12)
+	checkRange(t, db, a, 10, 12, true)
+	if _, ok, err := db.Get(ctx, b, testRecord(2, false).Key); err != nil || !ok {
+		t.Fatalf("Get of log b's record: %v, %v", ok, err)
+	}
+}
+
+// TestFlushRotatesDuplicateFrames: a journal whose frames hold only keys
+// the frozen tier has (so the active tier is empty) is still rotated and
+// deleted by a flush, so that a crash cannot replay it after what comes
+// next.
+func TestFlushRotatesDuplicateFrames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, path, 8)
+	defer closeT(t, db)
+	db.stopCompactor()
+	putRange(t, db, id, 0, 4)
+	// Freeze the tier without merging it yet.
+	db.recent.put.Lock()
+	err := db.rotate(path)
+	if err == nil {
+		db.swap()
+	}
+	db.recent.put.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The frozen tier's records again: a frame in the new journal, no
+	// record in the active tier.
+	putRange(t, db, id, 0, 4)
+	db.recent.put.Lock()
+	defer db.recent.put.Unlock()
+	if db.recent.active.n != 0 || db.recent.size == int64(len(journalMagic)+16) {
+		t.Fatalf("active tier %d records, journal %d bytes: the case did not arise", db.recent.active.n, db.recent.size)
+	}
+	if err := db.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if db.recent.size != int64(len(journalMagic)+16) {
+		t.Fatalf("after the flush the journal holds %d bytes, want only its header", db.recent.size)
+	}
 }
