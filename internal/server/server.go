@@ -365,6 +365,35 @@ type Server struct {
 	tls []*listenerTLS
 }
 
+// registerDedupMetrics registers the embedded databases' dedup runs'
+// metrics, if the process has one.
+func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
+	if len(s.b.bolt) == 0 {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mosaic_dedup_filter_bytes",
+			Help: "Memory the embedded database's dedup filters take (about 1.25 bytes per entry; the default soft memory limit grows by it).",
+		}, func() float64 { return float64(s.DedupFilterBytes()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mosaic_dedup_merge_failures_total",
+			Help: "Background merges of the embedded database's dedup runs that failed (each is logged, and tried again).",
+		}, func() float64 {
+			var n uint64
+			for _, db := range s.b.bolt {
+				n += db.MergeFailures()
+			}
+			return float64(n)
+		}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DedupFilterBytes returns the memory the embedded databases' dedup
 // filters take (bolt.DB.FilterBytes).
 func (s *Server) DedupFilterBytes() int64 {
@@ -481,6 +510,10 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		}
 		s.logs = append(s.logs, p.log)
 		s.parts = append(s.parts, p)
+	}
+	if err := s.registerDedupMetrics(reg); err != nil {
+		s.b.close()
+		return nil, err
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	s.api.ForwardTimeout = c.ForwardTimeout()

@@ -344,3 +344,71 @@ func TestStandbyForwardsFitThePerClientCap(t *testing.T) {
 		t.Errorf("standby with max_connections 1000: want %q in the log\n%s", want, out.String())
 	}
 }
+
+// TestDedupMetrics: the embedded database's dedup filters show in
+// /metrics once a lookup has loaded them: after a restart (the stop writes
+// the submissions' records as a run), a resubmission reads its filter.
+func TestDedupMetrics(t *testing.T) {
+	dir, c, ln := devConfig(t, "")
+	out := &testenv.Output{}
+	logger := slog.New(slog.NewTextHandler(out, nil))
+	ctx := context.Background()
+	if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := testca.LoadCA(filepath.Join(dir, devmode.CACert), filepath.Join(dir, devmode.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(ln net.Listener) (*testServer, func()) {
+		srv, err := server.New(ctx, c, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(runCtx, []net.Listener{ln}) }()
+		return &testServer{addr: ln.Addr().String(), log: srv.Logs()[0], ca: ca, out: out}, func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v\n%s", err, out.String())
+			}
+		}
+	}
+	s, stop := serve(ln)
+	if got := s.metric(t, "mosaic_dedup_filter_bytes"); got != 0 {
+		t.Fatalf("mosaic_dedup_filter_bytes = %v before any run", got)
+	}
+	leaf, err := ca.IssueLeaf(testca.LeafOptions{DNSNames: []string{"metrics.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string][][]byte{"chain": {leaf, ca.Cert.Raw}})
+	post := func(s *testServer) {
+		t.Helper()
+		resp, err := httpClient("127.0.0.2", false).Post("http://"+s.addr+"/ct/v1/add-chain", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("add-chain: %s", resp.Status)
+		}
+	}
+	post(s)
+	stop()
+
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, stop = serve(ln2)
+	defer stop()
+	post(s) // a resubmission: its lookup loads the run's filter
+	if got := s.metric(t, "mosaic_dedup_filter_bytes"); got < 64 {
+		t.Fatalf("mosaic_dedup_filter_bytes = %v after a lookup in a run", got)
+	}
+	if got := s.metric(t, "mosaic_dedup_merge_failures_total"); got != 0 {
+		t.Fatalf("mosaic_dedup_merge_failures_total = %v", got)
+	}
+}

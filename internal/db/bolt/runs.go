@@ -413,11 +413,17 @@ type compactor struct {
 	// read transaction keeps from reuse, so the file would grow, and
 	// bbolt's remapping of a grown file waits for that transaction, with
 	// every writer (checkpoints included) behind it.
-	pause  sync.RWMutex
-	mu     sync.Mutex
-	err    error // the last round's, nil once one succeeds
-	logger atomic.Pointer[slog.Logger]
+	pause    sync.RWMutex
+	mu       sync.Mutex
+	err      error // the last round's, nil once one succeeds
+	logger   atomic.Pointer[slog.Logger]
+	failures atomic.Uint64 // rounds that failed
 }
+
+// MergeFailures returns how many background rounds of merges of the
+// dedup cache's runs have failed since Open (each is logged; see
+// SetLogger).
+func (d *DB) MergeFailures() uint64 { return d.compact.failures.Load() }
 
 // SetLogger sets where the background merges of the dedup cache's runs
 // report their errors (a failed merge is tried again at the next one).
@@ -439,6 +445,7 @@ func (d *DB) startCompactor() {
 			}
 			err := d.compactAll(ctx)
 			if err != nil && ctx.Err() == nil {
+				c.failures.Add(1)
 				if l := c.logger.Load(); l != nil {
 					l.Error("merging the dedup cache's runs failed; lookups read more runs until a merge succeeds (one is tried after every 32,768 records)", "database", d.db.Path(), "err", err)
 				}
