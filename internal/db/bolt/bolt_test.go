@@ -335,13 +335,7 @@ func putRounds(b *testing.B, hashIndex bool) {
 	for b.Loop() {
 		recs := make([]dedup.Record, round)
 		for j := range recs {
-			recs[j] = dedup.Record{
-				Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
-				Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
-			}
-			if hashIndex {
-				recs[j].LeafHash = sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(n)))
-			}
+			recs[j] = benchRecord(n, hashIndex)
 			n++
 		}
 		if err := db.Put(ctx, id, recs); err != nil {
@@ -372,6 +366,19 @@ func putRounds(b *testing.B, hashIndex bool) {
 // take minutes each to seed, for example
 // -putatsizes 4194304,8388608,16777216.
 var putAtSizes = flag.String("putatsizes", "0,262144,1048576,4194304", "comma-separated cache sizes for BenchmarkPutAtSize")
+
+// benchRecord is the benchmarks' record number n: a random-looking key,
+// and a leaf hash if hashIndex.
+func benchRecord(n int, hashIndex bool) dedup.Record {
+	r := dedup.Record{
+		Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
+		Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
+	}
+	if hashIndex {
+		r.LeafHash = sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(n)))
+	}
+	return r
+}
 
 // cacheSizes parses -putatsizes.
 func cacheSizes(b *testing.B) []int {
@@ -406,22 +413,10 @@ func BenchmarkPutAtSize(b *testing.B) {
 
 func putAtSize(b *testing.B, hashIndex bool, size int) {
 	ctx := context.Background()
-	db, err := Open(filepath.Join(b.TempDir(), "mosaic.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := openNth(b, 0)
 	defer db.Close()
 	id := sha256.Sum256([]byte("log"))
-	record := func(n int) dedup.Record {
-		r := dedup.Record{
-			Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
-			Value: dedup.Value{Index: uint64(n), Timestamp: 1767225600000 + uint64(n)},
-		}
-		if hashIndex {
-			r.LeafHash = sha256.Sum256(binary.BigEndian.AppendUint64([]byte("leaf"), uint64(n)))
-		}
-		return r
-	}
+	record := func(n int) dedup.Record { return benchRecord(n, hashIndex) }
 	seedRuns(b, db, id, size, hashIndex, record)
 	const round = 1000
 	n := size
@@ -568,8 +563,7 @@ func txWrites(db *DB) int64 {
 	return st.TxStats.GetWrite()
 }
 
-// openNth opens a fresh database for a benchmark's iteration i, with the
-// timer stopped.
+// openNth opens a fresh database for a benchmark (its iteration i).
 func openNth(b *testing.B, i int) *DB {
 	db, err := Open(filepath.Join(b.TempDir(), fmt.Sprintf("mosaic%d.db", i)))
 	if err != nil {
@@ -592,13 +586,7 @@ func BenchmarkMergeRuns(b *testing.B) {
 				db.stopCompactor()
 				db.recent.max = size
 				n := 0
-				record := func(int) dedup.Record {
-					n++
-					return dedup.Record{
-						Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
-						Value: dedup.Value{Index: uint64(n)},
-					}
-				}
+				record := func(int) dedup.Record { n++; return benchRecord(n, false) }
 				// Four runs of level 0: size/unit = 4 in base fanIn is "10",
 				// so seed them one at a time.
 				for range fanIn {
@@ -629,25 +617,17 @@ func BenchmarkMergeRuns(b *testing.B) {
 // BenchmarkGetAtSize measures a lookup of a key that is absent and of one
 // that is present in a dedup cache of size entries, held in runs (as
 // Mosaic writes them since 2026-11-23) or in one B-tree (as it wrote them
-// before, and as Rebuild writes them).
+// before).
 func BenchmarkGetAtSize(b *testing.B) {
 	sizes := cacheSizes(b)
 	for _, layout := range []string{"runs", "btree"} {
 		for _, size := range sizes {
 			b.Run(fmt.Sprintf("layout=%s/size=%d", layout, size), func(b *testing.B) {
 				ctx := context.Background()
-				db, err := Open(filepath.Join(b.TempDir(), "mosaic.db"))
-				if err != nil {
-					b.Fatal(err)
-				}
+				db := openNth(b, 0)
 				defer db.Close()
 				id := sha256.Sum256([]byte("log"))
-				record := func(n int) dedup.Record {
-					return dedup.Record{
-						Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
-						Value: dedup.Value{Index: uint64(n)},
-					}
-				}
+				record := func(n int) dedup.Record { return benchRecord(n, false) }
 				if layout == "runs" {
 					seedRuns(b, db, id, size, false, record)
 				} else {
@@ -733,10 +713,7 @@ func BenchmarkRebuild(b *testing.B) {
 				err := db.Rebuild(ctx, id, func(put func([]dedup.Record) error) error {
 					batch := make([]dedup.Record, 0, 4096)
 					for n := range size {
-						batch = append(batch, dedup.Record{
-							Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64(nil, uint64(n))),
-							Value: dedup.Value{Index: uint64(n)},
-						})
+						batch = append(batch, benchRecord(n, false))
 						if len(batch) == cap(batch) || n == size-1 {
 							if err := put(batch); err != nil {
 								return err

@@ -167,7 +167,7 @@ func checkBlock(k recordKind, name, block []byte) ([]byte, error) {
 	if len(name) != 1+k.keySize || n < k.size || n%k.size != 0 ||
 		blockCRC(name, block[:n]) != binary.BigEndian.Uint32(block[n:]) ||
 		!bytes.Equal(name[1:], block[n-k.size:n-k.size+k.keySize]) {
-		return nil, fmt.Errorf("dedup run block %x is damaged", name)
+		return nil, fmt.Errorf("dedup run block %x is damaged; mosaic cache rebuild rebuilds the log's cache from its data tiles", name)
 	}
 	return block[:n], nil
 }
@@ -200,7 +200,7 @@ func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) 
 		if k.prefix == keyPrefix {
 			f, err := d.filters.get(logID, name, rb)
 			if err != nil {
-				return nil, fmt.Errorf("the filter of dedup run %x of log %x is %w", name, logID, err)
+				return nil, fmt.Errorf("the filter of dedup run %x of log %x is %w; mosaic cache rebuild rebuilds the log's cache from its data tiles", name, logID, err)
 			}
 			if !f.mayContain(key) {
 				continue
