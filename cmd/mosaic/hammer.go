@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/mosaic-ct/mosaic/internal/h1client"
 	"github.com/mosaic-ct/mosaic/internal/hammer"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
@@ -46,6 +48,7 @@ func runHammer(ctx context.Context, args []string) error {
 	reconnect := fs.Bool("reconnect", false, "open a new connection (over HTTPS: a new TLS handshake) for every request, as clients without keep-alive do; with many -workers, a reconnect storm")
 	resume := fs.Bool("resume", false, "with -reconnect over HTTPS: resume TLS sessions (abbreviated handshakes), as most TLS clients that reconnect do")
 	http1 := fs.Bool("http1", false, "over HTTPS, use HTTP/1.1 instead of negotiating HTTP/2")
+	leanHTTP := fs.Bool("lean-http", true, "send HTTP/1.1 requests on the worker's own goroutine (internal/h1client) rather than through net/http's Transport, which costs the hammer more CPU; HTTPS without -http1 and -reconnect always use net/http")
 	id := fs.String("id", "", "hammer ID mixed into serial numbers: give hammers on different machines different IDs")
 
 	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")
@@ -125,9 +128,14 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading the CA: %w", err)
 	}
+	maxConns := *workers + *readers + 16
+	hc := tg.httpClient(staticct.HTTPClientOptions{MaxConns: maxConns, DisableKeepAlives: *reconnect, HTTP1: *http1, ResumeSessions: *resume})
+	if *leanHTTP && !*reconnect {
+		hc.Transport = h1client.New(hc.Transport.(*http.Transport), maxConns, *http1)
+	}
 	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
-		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *workers + *readers + 16, DisableKeepAlives: *reconnect, HTTP1: *http1, ResumeSessions: *resume}), UserAgent: tg.userAgent,
+		HTTPClient: hc, UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
 	})
 	if err != nil {

@@ -279,12 +279,17 @@ func TestDevTLS(t *testing.T) {
 	if _, err := http.Get(s.info.MonitoringPrefix + "checkpoint"); err == nil {
 		t.Error("a client that does not trust the dev certificate connected")
 	}
-	out, err := exec.Command(mosaicBinary(t), "hammer", "-dev", dir, "-ui=false", "-rate", "50", "-count", "40", "-drain", "20s").CombinedOutput()
-	if err != nil {
-		t.Fatalf("hammer -dev over HTTPS: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "result: OK") {
-		t.Fatalf("hammer:\n%s", out)
+	// Through net/http's Transport (HTTP/2 negotiated), then with -http1
+	// through the hammer's lean HTTP/1.1 transport (internal/h1client).
+	for _, extra := range [][]string{nil, {"-http1"}} {
+		args := append([]string{"hammer", "-dev", dir, "-ui=false", "-rate", "50", "-count", "40", "-drain", "20s"}, extra...)
+		out, err := exec.Command(mosaicBinary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hammer -dev over HTTPS %v: %v\n%s", extra, err, out)
+		}
+		if !strings.Contains(string(out), "result: OK") {
+			t.Fatalf("hammer %v:\n%s", extra, out)
+		}
 	}
 	if out, err := exec.Command(mosaicBinary(t), "fsck", "-dev", dir).CombinedOutput(); err != nil {
 		t.Fatalf("fsck -dev over HTTPS: %v\n%s", err, out)

@@ -1,0 +1,319 @@
+// Package h1client is a lean HTTP/1.1 client transport for the hammer,
+// which sends thousands of small requests a second over kept-alive
+// connections from the same two cores as the log it measures.
+//
+// net/http's Transport gives every connection two goroutines, one writing
+// requests and one reading responses, and hands each request and response
+// between them and the caller over channels: four goroutine switches a
+// request, which in the hammer cost more than writing and reading the
+// bytes. A Transport here writes the request and reads the response on the
+// caller's goroutine, with net/http's own serializer (Request.Write) and
+// parser (http.ReadResponse), over a pool of idle connections.
+//
+// It takes plain HTTP, and HTTPS when HTTP/2 is not wanted; every other
+// request, and any that a proxy would carry, goes to the fallback
+// transport it wraps. What it leaves out, because the hammer does not need
+// it: proxies, HTTP/2, 1xx responses other than skipping them, and
+// transparent gzip (the hammer's responses are small JSON).
+//
+// Connections go back to the pool only when their response's body was read
+// to its end (or drained, up to 64 KiB, by Close) and neither side asked to
+// close; a request whose context ends poisons its connection, which is
+// then closed. A connection the server closed while it sat idle shows
+// itself only when used: the request is sent again, once, on a new
+// connection when nothing of the response was read and its body can be
+// replayed (as net/http does for requests that were not written; the
+// hammer's requests are CT submissions and reads, which logs deduplicate
+// or answer alike).
+package h1client
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Transport is an http.RoundTripper; see the package comment.
+type Transport struct {
+	fallback *http.Transport
+	https    bool // take HTTPS too (HTTP/1.1 only)
+	maxIdle  int
+	dialer   net.Dialer
+
+	mu   sync.Mutex
+	idle map[string][]*conn // by scheme and host, most recently used last
+}
+
+// New returns a Transport that sends what it cannot itself through
+// fallback, keeps up to maxIdle idle connections per host, and takes
+// HTTPS requests too if https is true (then with fallback's TLS
+// configuration, offering only HTTP/1.1).
+func New(fallback *http.Transport, maxIdle int, https bool) *Transport {
+	return &Transport{
+		fallback: fallback, https: https, maxIdle: max(maxIdle, 1),
+		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		idle:   make(map[string][]*conn),
+	}
+}
+
+// conn is one kept-alive connection.
+type conn struct {
+	key string
+	nc  net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.takes(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	for attempt := 0; ; attempt++ {
+		c, reused, err := t.get(req)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, started, err := t.send(c, req)
+		if err == nil {
+			return resp, nil
+		}
+		c.nc.Close()
+		// A connection the server closed while it was idle: nothing of
+		// the response came back. Send once more on a new one.
+		if reused && !started && attempt == 0 && req.Context().Err() == nil {
+			if req.Body == nil || req.Body == http.NoBody {
+				continue
+			}
+			if req.GetBody != nil {
+				body, gerr := req.GetBody()
+				if gerr == nil {
+					req = req.Clone(req.Context())
+					req.Body = body
+					continue
+				}
+			}
+		}
+		closeBody(req)
+		return nil, err
+	}
+}
+
+// takes reports whether t sends req itself.
+func (t *Transport) takes(req *http.Request) bool {
+	switch req.URL.Scheme {
+	case "http":
+	case "https":
+		if !t.https {
+			return false
+		}
+	default:
+		return false
+	}
+	if t.fallback.Proxy != nil {
+		if u, err := t.fallback.Proxy(req); err != nil || u != nil {
+			return false
+		}
+	}
+	return req.Header.Get("Upgrade") == ""
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+func hostKey(req *http.Request) string {
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		port := "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(req.URL.Hostname(), port)
+	}
+	return req.URL.Scheme + "://" + host
+}
+
+// get returns an idle connection to req's host, or a new one.
+func (t *Transport) get(req *http.Request) (*conn, bool, error) {
+	key := hostKey(req)
+	t.mu.Lock()
+	if cs := t.idle[key]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[key] = cs[:len(cs)-1]
+		t.mu.Unlock()
+		return c, true, nil
+	}
+	t.mu.Unlock()
+	c, err := t.dial(req.Context(), req, key)
+	return c, false, err
+}
+
+func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*conn, error) {
+	addr := key[len(req.URL.Scheme)+len("://"):]
+	nc, err := t.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if req.URL.Scheme == "https" {
+		cfg := &tls.Config{}
+		if t.fallback.TLSClientConfig != nil {
+			cfg = t.fallback.TLSClientConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = req.URL.Hostname()
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(nc, cfg)
+		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	return &conn{key: key, nc: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, nil
+}
+
+// aLongTimeAgo is a deadline in the past, which interrupts any read or
+// write in progress.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// send writes req on c and reads the response's head. started reports
+// whether any of the response was read (after which sending again would
+// not be safe).
+func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, started bool, err error) {
+	ctx := req.Context()
+	deadline, _ := ctx.Deadline() // the zero time: none
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return nil, false, err
+	}
+	// Cancelling the context interrupts the read or write in progress;
+	// the connection is then closed (stop reports false).
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
+	fail := func(err error) (*http.Response, bool, error) {
+		stop()
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The connection's deadline is the context's, which expires
+			// at the same moment but may not say so yet.
+			err = context.DeadlineExceeded
+		}
+		return nil, started, err
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	for {
+		if _, err := c.br.Peek(1); err != nil {
+			return fail(err)
+		}
+		started = true
+		resp, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		// Skip informational answers (100 Continue and the like).
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+	}
+	reusable := !resp.Close && !req.Close
+	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop, reusable: reusable}
+	return resp, true, nil
+}
+
+// body returns its connection to the pool when read to its end.
+// Like net/http's response bodies it is read by one goroutine at a time.
+type body struct {
+	io.ReadCloser
+	t        *Transport
+	c        *conn
+	stop     func() bool
+	reusable bool
+	done     bool
+	err      error // what Read returns once done
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.err = err
+		b.finish(err == io.EOF)
+	}
+	return n, err
+}
+
+// maxDrain is how much of an unread body Close reads to keep the
+// connection.
+const maxDrain = 64 << 10
+
+func (b *body) Close() error {
+	if b.done {
+		return nil
+	}
+	b.err = errors.New("read on a closed response body")
+	_, err := io.CopyN(io.Discard, b.ReadCloser, maxDrain)
+	b.finish(err == io.EOF)
+	return nil
+}
+
+// finish ends the response: the connection goes back to the pool if its
+// body was read to the end (atEOF), nobody asked to close it and its
+// context did not interrupt it; otherwise it is closed.
+func (b *body) finish(atEOF bool) {
+	b.done = true
+	notInterrupted := b.stop()
+	if atEOF && b.reusable && notInterrupted {
+		b.t.put(b.c)
+		return
+	}
+	b.c.nc.Close()
+}
+
+// put returns c to the pool, or closes it if the pool is full.
+func (t *Transport) put(c *conn) {
+	t.mu.Lock()
+	if len(t.idle[c.key]) < t.maxIdle {
+		t.idle[c.key] = append(t.idle[c.key], c)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	c.nc.Close()
+}
+
+// CloseIdleConnections closes the idle connections, its own and the
+// fallback's (http.Client.CloseIdleConnections calls it).
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = make(map[string][]*conn)
+	t.mu.Unlock()
+	for _, cs := range idle {
+		for _, c := range cs {
+			c.nc.Close()
+		}
+	}
+	t.fallback.CloseIdleConnections()
+}
