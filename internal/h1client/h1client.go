@@ -279,12 +279,13 @@ func (b *body) Close() error {
 }
 
 // finish ends the response: the connection goes back to the pool if its
-// body was read to the end (atEOF), nobody asked to close it and its
-// context did not interrupt it; otherwise it is closed.
+// body was read to the end (atEOF), nobody asked to close it, its context
+// did not interrupt it and the server sent nothing more (bytes past the
+// response would be taken for the next one's); otherwise it is closed.
 func (b *body) finish(atEOF bool) {
 	b.done = true
 	notInterrupted := b.stop()
-	if atEOF && b.reusable && notInterrupted {
+	if atEOF && b.reusable && notInterrupted && b.c.br.Buffered() == 0 {
 		b.t.put(b.c)
 		return
 	}

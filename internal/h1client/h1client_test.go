@@ -185,32 +185,64 @@ func TestServerClosedIdle(t *testing.T) {
 }
 
 // TestNoRetryAfterResponseStarted: a connection that fails after part of
-// the response arrived is an error, not a second request.
+// the response arrived, in its head or in its body, is an error, not a
+// second request.
 func TestNoRetryAfterResponseStarted(t *testing.T) {
+	for name, partial := range map[string]string{
+		"head": "HTTP/1.1 200 OK\r\nContent-Le",
+		"body": "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var requests atomic.Int64
+			s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if requests.Add(1) == 1 {
+					io.WriteString(w, "ok") // the first request keeps its connection
+					return
+				}
+				nc, bw, _ := w.(http.Hijacker).Hijack()
+				bw.WriteString(partial)
+				bw.Flush()
+				nc.Close()
+			}, false)
+			c, _ := client(s, false)
+			get(t, c, s.URL)
+			resp, err := c.Get(s.URL)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if err == nil {
+				t.Fatal("a cut response read without an error")
+			}
+			if n := requests.Load(); n != 2 {
+				t.Errorf("the server saw %d requests, want 2 (no retry once the response started)", n)
+			}
+		})
+	}
+}
+
+// TestBytesPastResponse: a connection on which the server sent more than
+// its response is not reused, so the extra bytes are never taken for the
+// next response.
+func TestBytesPastResponse(t *testing.T) {
 	var requests atomic.Int64
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if requests.Add(1) == 1 {
-			io.WriteString(w, "ok") // the first request keeps its connection
+		if requests.Add(1) > 1 {
+			io.WriteString(w, "clean")
 			return
 		}
-		hj := w.(http.Hijacker)
-		nc, bw, _ := hj.Hijack()
-		bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
+		nc, bw, _ := w.(http.Hijacker).Hijack()
+		defer nc.Close()
+		bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge")
 		bw.Flush()
-		nc.Close()
+		time.Sleep(100 * time.Millisecond)
 	}, false)
 	c, _ := client(s, false)
-	get(t, c, s.URL)
-	resp, err := c.Get(s.URL)
-	if err == nil {
-		_, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
+	if got := get(t, c, s.URL); got != "ok" {
+		t.Fatalf("first response %q", got)
 	}
-	if err == nil {
-		t.Fatal("a cut response read without an error")
-	}
-	if n := requests.Load(); n != 2 {
-		t.Errorf("the server saw %d requests, want 2 (no retry once the response started)", n)
+	if got := get(t, c, s.URL); got != "clean" {
+		t.Fatalf("second response %q, want the server's answer to it", got)
 	}
 }
 
