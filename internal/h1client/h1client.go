@@ -89,7 +89,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.nc.Close()
 		// A connection the server closed while it was idle: nothing of
 		// the response came back. Send once more on a new one.
-		if reused && !started && attempt == 0 && req.Context().Err() == nil {
+		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			if req.Body == nil || req.Body == http.NoBody {
 				continue
 			}

@@ -139,7 +139,7 @@ func newTable(raw []byte) (*table, error) {
 		return nil, errors.New("not an uncompressed point")
 	}
 	base := point{x: fromBytes((*[32]byte)(raw[1:33])), y: fromBytes((*[32]byte)(raw[33:65])), z: one}
-	var jac [windows][half + 1]point
+	jac := new([windows][half + 1]point) // 715 KB: on the heap, not the caller's stack
 	for i := range jac {
 		jac[i][1] = base
 		p256PointDoubleAsm(&jac[i][2], &base)
