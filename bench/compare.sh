@@ -40,6 +40,8 @@
 #   WORKERS=3000                     hammer -workers
 #   DUP=0.1  PRECERT=0.5             hammer -dup and -precert
 #   KEEP=0                           1 keeps the logs' directories for inspection
+#   EXTRA_HAMMER_FLAGS=              more hammer flags for every log, space-separated
+#                                    (for example -lean-http=false)
 #   MAX_TIME=                        overall time limit in seconds (default: enough
 #                                    for the builds and every step, see below)
 #
@@ -244,7 +246,7 @@ measure() {
 	local name=$1 impl=$2 rc=0
 	shift 2
 	local flags=()
-	for f in "$@"; do
+	for f in "$@" ${EXTRA_HAMMER_FLAGS:-}; do
 		flags+=(-hammer-flag "$f")
 	done
 	echo "measuring $impl: RATES=$RATES STEP=$STEP WORKERS=$WORKERS" >&2

@@ -36,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,10 +66,11 @@ func New(fallback *http.Transport, maxIdle int, https bool) *Transport {
 
 // conn is one kept-alive connection.
 type conn struct {
-	key string
-	nc  net.Conn
-	br  *bufio.Reader
-	bw  *bufio.Writer
+	key       string
+	nc        net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time // when it last went back to the pool
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -77,7 +79,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(req)
+		c, reused, err := t.get(req, attempt > 0)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -88,8 +90,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.nc.Close()
 		// A connection the server closed while it was idle: nothing of
-		// the response came back. Send once more on a new one.
+		// the response came back. Those idle for longer are closed too
+		// (servers close idle connections after a time: Sunlight after
+		// 5 s; net/http's Transport sees each close from its reading
+		// goroutine, this one only when it uses the connection), and the
+		// request goes once more on a new connection.
 		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.closeIdleSince(c.key, c.idleSince)
 			if req.Body == nil || req.Body == http.NoBody {
 				continue
 			}
@@ -144,20 +151,41 @@ func hostKey(req *http.Request) string {
 	return req.URL.Scheme + "://" + host
 }
 
-// get returns an idle connection to req's host, or a new one.
-func (t *Transport) get(req *http.Request) (*conn, bool, error) {
+// get returns an idle connection to req's host, the most recently used,
+// or a new one (always a new one if fresh).
+func (t *Transport) get(req *http.Request, fresh bool) (*conn, bool, error) {
 	key := hostKey(req)
-	t.mu.Lock()
-	if cs := t.idle[key]; len(cs) > 0 {
-		c := cs[len(cs)-1]
-		cs[len(cs)-1] = nil
-		t.idle[key] = cs[:len(cs)-1]
+	if !fresh {
+		t.mu.Lock()
+		if cs := t.idle[key]; len(cs) > 0 {
+			c := cs[len(cs)-1]
+			cs[len(cs)-1] = nil
+			t.idle[key] = cs[:len(cs)-1]
+			t.mu.Unlock()
+			return c, true, nil
+		}
 		t.mu.Unlock()
-		return c, true, nil
 	}
-	t.mu.Unlock()
 	c, err := t.dial(req.Context(), req, key)
 	return c, false, err
+}
+
+// closeIdleSince closes key's idle connections that went idle no later
+// than since: they have been idle at least as long as one the server
+// closed. The pool is in the order connections went idle.
+func (t *Transport) closeIdleSince(key string, since time.Time) {
+	t.mu.Lock()
+	cs := t.idle[key]
+	n := 0
+	for n < len(cs) && !cs[n].idleSince.After(since) {
+		n++
+	}
+	old := slices.Clone(cs[:n])
+	t.idle[key] = slices.Delete(cs, 0, n)
+	t.mu.Unlock()
+	for _, c := range old {
+		c.nc.Close()
+	}
 }
 
 func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*conn, error) {
@@ -294,6 +322,7 @@ func (b *body) finish(atEOF bool) {
 
 // put returns c to the pool, or closes it if the pool is full.
 func (t *Transport) put(c *conn) {
+	c.idleSince = time.Now()
 	t.mu.Lock()
 	if len(t.idle[c.key]) < t.maxIdle {
 		t.idle[c.key] = append(t.idle[c.key], c)

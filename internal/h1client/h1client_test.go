@@ -396,3 +396,63 @@ func BenchmarkPost(b *testing.B) {
 		})
 	}
 }
+
+// TestStaleIdleConnections: a server that closes connections idle for
+// 100 ms (as Sunlight does after 5 s), and a client whose load comes in
+// bursts, so that connections deep in the pool go stale while the top
+// ones stay in use. No request may fail for it.
+func TestStaleIdleConnections(t *testing.T) {
+	s := newServerWith(t, echo, false, 100*time.Millisecond)
+	fb := s.Client().Transport.(*http.Transport).Clone()
+	c := &http.Client{Transport: New(fb, 64, false)}
+	burst := func() {
+		var wg sync.WaitGroup
+		errs := make(chan error, 32)
+		for range 32 {
+			wg.Go(func() {
+				resp, err := c.Post(s.URL+"/b", "text/plain", strings.NewReader("x"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.ReadAll(resp.Body)
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("a request in a burst failed: %v", err)
+		}
+	}
+	for range 3 {
+		burst()
+		for range 8 { // the pool's top stays fresh, the rest goes stale
+			get(t, c, s.URL+"/s")
+			time.Sleep(30 * time.Millisecond)
+		}
+	}
+	burst()
+}
+
+// TestCloseIdleSince: when a connection turns out closed by the server,
+// those that went idle before it are closed too, and newer ones kept.
+func TestCloseIdleSince(t *testing.T) {
+	tr := New(http.DefaultTransport.(*http.Transport).Clone(), 8, false)
+	var conns []*conn
+	for range 4 {
+		a, b := net.Pipe()
+		defer b.Close()
+		c := &conn{key: "http://h:80", nc: a}
+		tr.put(c)
+		conns = append(conns, c)
+		time.Sleep(time.Millisecond) // distinct idleSince
+	}
+	tr.closeIdleSince("http://h:80", conns[1].idleSince)
+	if got := tr.idle["http://h:80"]; len(got) != 2 || got[0] != conns[2] || got[1] != conns[3] {
+		t.Fatalf("after closing those idle since the second: %d left, want the newest 2", len(got))
+	}
+	if _, err := conns[0].nc.Write([]byte("x")); err == nil {
+		t.Error("the oldest connection was not closed")
+	}
+}
