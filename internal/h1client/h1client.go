@@ -19,12 +19,15 @@
 // Connections go back to the pool only when their response's body was read
 // to its end (or drained, up to 64 KiB, by Close) and neither side asked to
 // close; a request whose context ends poisons its connection, which is
-// then closed. A connection the server closed while it sat idle shows
-// itself only when used: the request is sent again, once, on a new
-// connection when nothing of the response was read and its body can be
-// replayed (as net/http does for requests that were not written; the
-// hammer's requests are CT submissions and reads, which logs deduplicate
-// or answer alike).
+// then closed. A connection the server closed while it sat idle (servers
+// close idle connections after a while: Sunlight after 5 s) shows itself
+// only when used, as there is no goroutine reading it in the meantime: the
+// request is then sent again, once, on a new connection when nothing of
+// the response was read and its body can be replayed (as net/http does
+// for requests that were not written; the hammer's requests are CT
+// submissions and reads, which logs deduplicate or answer alike), and the
+// idle connections older than it are closed, as the server will have
+// closed them too.
 package h1client
 
 import (
