@@ -128,10 +128,9 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading the CA: %w", err)
 	}
-	maxConns := *workers + *readers + 16
-	hc := tg.httpClient(staticct.HTTPClientOptions{MaxConns: maxConns, DisableKeepAlives: *reconnect, HTTP1: *http1, ResumeSessions: *resume})
+	hc := tg.httpClient(staticct.HTTPClientOptions{MaxConns: *workers + *readers + 16, DisableKeepAlives: *reconnect, HTTP1: *http1, ResumeSessions: *resume})
 	if *leanHTTP && !*reconnect {
-		hc.Transport = h1client.New(hc.Transport.(*http.Transport), maxConns, *http1)
+		hc.Transport = h1client.New(hc.Transport.(*http.Transport))
 	}
 	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,

@@ -47,23 +47,29 @@ import (
 // Transport is an http.RoundTripper; see the package comment.
 type Transport struct {
 	fallback *http.Transport
-	https    bool // take HTTPS too (HTTP/1.1 only)
+	https    bool // take HTTPS too: the fallback does not negotiate HTTP/2
 	maxIdle  int
-	dialer   net.Dialer
 
 	mu   sync.Mutex
 	idle map[string][]*conn // by scheme and host, most recently used last
 }
 
 // New returns a Transport that sends what it cannot itself through
-// fallback, keeps up to maxIdle idle connections per host, and takes
-// HTTPS requests too if https is true (then with fallback's TLS
-// configuration, offering only HTTP/1.1).
-func New(fallback *http.Transport, maxIdle int, https bool) *Transport {
+// fallback, and takes fallback's settings for the rest: its dialer, its
+// TLS configuration and handshake timeout, and its idle connections per
+// host (MaxIdleConnsPerHost). It takes HTTPS requests too when fallback
+// has HTTP/2 turned off (a non-nil, empty TLSNextProto, as
+// staticct.HTTPClientOptions.HTTP1 sets), offering only HTTP/1.1.
+func New(fallback *http.Transport) *Transport {
+	maxIdle := fallback.MaxIdleConnsPerHost
+	if maxIdle <= 0 {
+		maxIdle = http.DefaultMaxIdleConnsPerHost
+	}
 	return &Transport{
-		fallback: fallback, https: https, maxIdle: max(maxIdle, 1),
-		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		idle:   make(map[string][]*conn),
+		fallback: fallback,
+		https:    fallback.TLSNextProto != nil && len(fallback.TLSNextProto) == 0,
+		maxIdle:  maxIdle,
+		idle:     make(map[string][]*conn),
 	}
 }
 
@@ -193,7 +199,11 @@ func (t *Transport) closeIdleSince(key string, since time.Time) {
 
 func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*conn, error) {
 	addr := key[len(req.URL.Scheme)+len("://"):]
-	nc, err := t.dialer.DialContext(ctx, "tcp", addr)
+	dial := t.fallback.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -207,10 +217,13 @@ func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*c
 		}
 		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(nc, cfg)
-		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := tc.HandshakeContext(hctx)
-		cancel()
-		if err != nil {
+		hctx := ctx
+		if d := t.fallback.TLSHandshakeTimeout; d > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		if err := tc.HandshakeContext(hctx); err != nil {
 			nc.Close()
 			return nil, err
 		}

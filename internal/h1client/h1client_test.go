@@ -3,6 +3,7 @@ package h1client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,7 +50,11 @@ func newServerWith(t *testing.T, h http.HandlerFunc, tls bool, idle time.Duratio
 // s's certificate.
 func client(s *server, https bool) (*http.Client, *Transport) {
 	fb := s.Client().Transport.(*http.Transport).Clone()
-	tr := New(fb, 4, https)
+	fb.MaxIdleConnsPerHost = 4
+	if https {
+		fb.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/2 off
+	}
+	tr := New(fb)
 	return &http.Client{Transport: tr}, tr
 }
 
@@ -79,7 +84,7 @@ func TestReuse(t *testing.T) {
 	for _, https := range []bool{false, true} {
 		t.Run(fmt.Sprintf("https=%v", https), func(t *testing.T) {
 			s := newServer(t, echo, https)
-			c, _ := client(s, true)
+			c, tr := client(s, https)
 			for i := range 20 {
 				if got, want := get(t, c, s.URL+"/a"), "GET /a "; got != want {
 					t.Fatalf("GET: %q, want %q", got, want)
@@ -98,6 +103,9 @@ func TestReuse(t *testing.T) {
 			if n := s.conns.Load(); n != 1 {
 				t.Errorf("%d connections for 40 sequential requests, want 1", n)
 			}
+			if n := len(tr.idle[hostKey(mustReq(t, s.URL))]); n != 1 {
+				t.Errorf("%d idle connections in the lean pool, want 1 (the requests went elsewhere)", n)
+			}
 		})
 	}
 }
@@ -106,8 +114,8 @@ func TestReuse(t *testing.T) {
 // negotiate HTTP/2), and its answers are still right.
 func TestFallback(t *testing.T) {
 	s := newServer(t, echo, true)
-	fb := s.Client().Transport.(*http.Transport).Clone()
-	var tr http.RoundTripper = New(fb, 4, false)
+	fb := s.Client().Transport.(*http.Transport).Clone() // HTTP/2 allowed
+	var tr http.RoundTripper = New(fb)
 	c := &http.Client{Transport: tr}
 	if got := get(t, c, s.URL+"/f"); got != "GET /f " {
 		t.Fatalf("GET through the fallback: %q", got)
@@ -353,7 +361,7 @@ func TestDialError(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	c := &http.Client{Transport: New(http.DefaultTransport.(*http.Transport).Clone(), 4, false)}
+	c := &http.Client{Transport: New(http.DefaultTransport.(*http.Transport).Clone())}
 	if _, err := c.Get("http://" + addr + "/"); err == nil {
 		t.Fatal("a request to a closed port succeeded")
 	}
@@ -377,7 +385,11 @@ func BenchmarkPost(b *testing.B) {
 			tr.MaxIdleConnsPerHost = 64
 			return tr
 		}()},
-		{"h1client", New(http.DefaultTransport.(*http.Transport).Clone(), 64, false)},
+		{"h1client", func() http.RoundTripper {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = 64
+			return New(tr)
+		}()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c := &http.Client{Transport: tc.rt}
@@ -404,7 +416,8 @@ func BenchmarkPost(b *testing.B) {
 func TestStaleIdleConnections(t *testing.T) {
 	s := newServerWith(t, echo, false, 100*time.Millisecond)
 	fb := s.Client().Transport.(*http.Transport).Clone()
-	c := &http.Client{Transport: New(fb, 64, false)}
+	fb.MaxIdleConnsPerHost = 64
+	c := &http.Client{Transport: New(fb)}
 	burst := func() {
 		var wg sync.WaitGroup
 		errs := make(chan error, 32)
@@ -438,7 +451,9 @@ func TestStaleIdleConnections(t *testing.T) {
 // TestCloseIdleSince: when a connection turns out closed by the server,
 // those that went idle before it are closed too, and newer ones kept.
 func TestCloseIdleSince(t *testing.T) {
-	tr := New(http.DefaultTransport.(*http.Transport).Clone(), 8, false)
+	fb := http.DefaultTransport.(*http.Transport).Clone()
+	fb.MaxIdleConnsPerHost = 8
+	tr := New(fb)
 	var conns []*conn
 	for range 4 {
 		a, b := net.Pipe()

@@ -270,14 +270,6 @@ func negate(e *element) element {
 	return r
 }
 
-func bigEndian(e *element) []byte {
-	b := make([]byte, 32)
-	for i := range e {
-		binary.BigEndian.PutUint64(b[32-8*(i+1):], e[i])
-	}
-	return b
-}
-
 // matches reports whether R = u1·G + u2·Q is not the point at infinity and
 // R.x ≡ r (mod n), without converting R to affine coordinates.
 func (k *Key) matches(u1, u2 *[32]byte, r *big.Int) bool {
@@ -303,19 +295,4 @@ func (k *Key) matches(u1, u2 *[32]byte, r *big.Int) bool {
 		c.Add(c, n) // the other value in [0, p) that reduces to r
 	}
 	return false
-}
-
-// sumX returns the affine x coordinate of u1·G + u2·Q, big-endian, and
-// false for the point at infinity (for tests).
-func (k *Key) sumX(u1, u2 *[32]byte) ([]byte, bool) {
-	R, ok := k.sum(u1, u2)
-	if !ok {
-		return nil, false
-	}
-	zinv := invert(&R.z)
-	var x element
-	p256Sqr(&zinv, &zinv, 1)
-	p256Mul(&x, &R.x, &zinv)
-	p256FromMont(&x, &x)
-	return bigEndian(&x), true
 }
