@@ -366,17 +366,26 @@ func (lim *Limiter) ConnState(nc net.Conn, state http.ConnState) {
 // unwrap finds the Limiter's connection under nc (a *tls.Conn, for one,
 // has NetConn).
 func unwrap(nc net.Conn) *Conn {
+	c, _ := Find[*Conn](nc)
+	return c
+}
+
+// Find returns the first of nc, nc.NetConn(), nc.NetConn().NetConn()…
+// that is a T: the way through the wrappers a server's connection may be
+// in (a *tls.Conn, a Conn) to one of them, or to the socket.
+func Find[T any](nc net.Conn) (T, bool) {
 	for nc != nil {
-		switch c := nc.(type) {
-		case *Conn:
-			return c
-		case interface{ NetConn() net.Conn }:
-			nc = c.NetConn()
-		default:
-			return nil
+		if t, ok := nc.(T); ok {
+			return t, true
 		}
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = w.NetConn()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // Conn is a connection the Limiter counts until it is closed.
@@ -405,6 +414,10 @@ func (c *Conn) closeConn() error {
 	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
 	return c.closeErr
 }
+
+// NetConn returns the connection under c, so that a server can reach its
+// socket (package leanhttp waits on it for readability).
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection if the underlying one can (TCP),
 // which net/http uses to finish a response cleanly before closing.
