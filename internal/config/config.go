@@ -82,6 +82,12 @@ type Limits struct {
 	// MemoryMB is the Go runtime's soft memory limit in MiB (GOMEMLIMIT
 	// overrides it); see MemoryLimitMB for the default.
 	MemoryMB int `yaml:"memory_mb,omitempty"`
+	// NetHTTPOnly serves every request of plain-HTTP listeners through
+	// Go's net/http. By default add-chain and add-pre-chain are served by
+	// Mosaic's own lean HTTP/1.1 loop (package leanhttp), which holds no
+	// buffers for waiting connections; this is the way back, should a
+	// client ever disagree with it.
+	NetHTTPOnly bool `yaml:"net_http_only,omitempty"`
 }
 
 // Standby configures hot standby.

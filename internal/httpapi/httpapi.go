@@ -93,6 +93,19 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 	return s
 }
 
+// SubmissionPaths returns the request paths of every log's add-chain and
+// add-pre-chain, the requests a plain-HTTP listener may serve on its lean
+// path (package leanhttp) through Handler.
+func (s *Server) SubmissionPaths() map[string]bool {
+	paths := make(map[string]bool, 2*len(s.logs))
+	for _, l := range s.logs {
+		sub := l.SubmissionPrefix.Path
+		paths[sub+"ct/v1/add-chain"] = true
+		paths[sub+"ct/v1/add-pre-chain"] = true
+	}
+	return paths
+}
+
 // Handler returns the process's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

@@ -26,6 +26,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/leanhttp"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
@@ -656,7 +657,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
 		}()
 	}
-	var servers []*http.Server
+	var servers []interface{ Shutdown(context.Context) error }
 	if debugSrv != nil {
 		servers = append(servers, debugSrv)
 	}
@@ -682,6 +683,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		}
 	}
 	serveErrs := make(chan error, len(lns))
+	leanPaths := s.api.SubmissionPaths()
 	for i, ln := range lns {
 		srv := &http.Server{
 			Handler:           handler,
@@ -705,18 +707,26 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			srv.TLSConfig = lt.config(srv, tlsMetrics)
 		}
 		ln := limiter.Wrap(ln, refusal)
+		serve := srv.Serve
+		if lt == nil && !s.cfg.Limits.NetHTTPOnly {
+			// Submissions on a lean path, everything else through srv
+			// (package leanhttp says why and how).
+			ls := &leanhttp.Server{HTTP: srv, IsLean: func(p string) bool { return leanPaths[p] }, MaxBody: httpapi.MaxBodyBytes, Logger: s.logger}
+			servers[len(servers)-1] = ls
+			serve = ls.Serve
+		}
 		go func() {
 			var err error
 			if lt != nil {
 				err = srv.ServeTLS(ln, "", "")
 			} else {
-				err = srv.Serve(ln)
+				err = serve(ln)
 			}
 			if !errors.Is(err, http.ErrServerClosed) {
 				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
-		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil)
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lt == nil && !s.cfg.Limits.NetHTTPOnly)
 	}
 
 	var runErr error

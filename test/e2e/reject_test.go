@@ -4,11 +4,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
@@ -107,10 +110,35 @@ func repeat(b []byte, n int) [][]byte {
 }
 
 // TestConcurrentSubmissions sends 300 submissions from 32 concurrent clients
-// and proves every one of them is included in the published tree.
+// and proves every one of them is included in the published tree, with the
+// submissions on the lean HTTP path (the default) and on net/http.
 func TestConcurrentSubmissions(t *testing.T) {
-	s := startDev(t, t.TempDir())
+	for _, netHTTPOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("net_http_only=%v", netHTTPOnly), func(t *testing.T) {
+			concurrentSubmissions(t, netHTTPOnly)
+		})
+	}
+}
+
+func concurrentSubmissions(t *testing.T, netHTTPOnly bool) {
+	dir := t.TempDir()
+	s := startDev(t, dir)
+	if netHTTPOnly {
+		s.stop()
+		cfgPath := filepath.Join(dir, devmode.ConfigFile)
+		raw, err := os.ReadFile(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfgPath, append(raw, "limits:\n  net_http_only: true\n"...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s = startDev(t, dir)
+	}
 	ca := newCAs(t, s)
+	if want := fmt.Sprintf("lean_http=%v", !netHTTPOnly); !strings.Contains(s.logBuf.String(), want) {
+		t.Fatalf("the server's log does not say %s:\n%s", want, s.logBuf.String())
+	}
 	const total, clients = 300, 32
 	subs := make([]*submission, total)
 	for i := range subs {
