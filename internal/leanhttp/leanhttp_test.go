@@ -2,7 +2,6 @@ package leanhttp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
 // testServer serves on loopback: POST to testPaths answers "lean:<body>"
@@ -186,15 +185,10 @@ func TestNetHTTPClient(t *testing.T) {
 
 func TestShortBody(t *testing.T) {
 	ts := startTestServer(t)
-	c, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c, br := dialTest(t, ts.addr)
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
 	c.(*net.TCPConn).CloseWrite()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,19 +200,9 @@ func TestShortBody(t *testing.T) {
 func TestShutdownFinishesInFlight(t *testing.T) {
 	ts := startTestServer(t)
 	ts.block = make(chan struct{})
-	idle, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	// The request in flight, sent here and read after Shutdown (roundTrip
-	// may call t.Fatal, which only the test's goroutine may).
-	c, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	idle, _ := dialTest(t, ts.addr)
+	// The request in flight, sent here and read after Shutdown.
+	c, br := dialTest(t, ts.addr)
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nz")
 	for ts.lean.Load() == 0 {
 		time.Sleep(time.Millisecond)
@@ -236,7 +220,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(ts.block)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("in flight: %v", err)
 	}
@@ -252,12 +236,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // inside the request line, a header and the final CRLF, is read whole.
 func TestHeadInPieces(t *testing.T) {
 	ts := startTestServer(t)
-	c, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c, br := dialTest(t, ts.addr)
 	req := "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nwxyz"
 	from := 0
 	for _, to := range []int{3, 20, 40, 51, 65, len(req)} {
@@ -268,7 +247,7 @@ func TestHeadInPieces(t *testing.T) {
 		// Each piece its own segment, read by its own Read.
 		time.Sleep(20 * time.Millisecond)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +362,7 @@ func TestHandlerClose(t *testing.T) {
 // answer and is logged with its stack, except http.ErrAbortHandler, which
 // is the handler's way to say so; the server goes on serving.
 func TestHandlerPanic(t *testing.T) {
-	var logged syncBuffer
+	var logged testenv.Output
 	ts := startTestServer(t, func(s *Server, _ *net.Listener) {
 		s.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	})
@@ -391,13 +370,13 @@ func TestHandlerPanic(t *testing.T) {
 		body string
 		log  bool
 	}{{"panic", true}, {"abort", false}} {
+		before := len(logged.String())
 		c, br := dialTest(t, ts.addr)
 		io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"+tc.body)
 		if !closedByServer(br) {
 			t.Errorf("%s: the connection was not closed", tc.body)
 		}
-		out := logged.String()
-		logged.Reset()
+		out := logged.String()[before:]
 		if got := out != ""; got != tc.log || tc.log && !strings.Contains(out, "a handler's bug") {
 			t.Errorf("%s: logged %v, want %v: %s", tc.body, got, tc.log, out)
 		}
@@ -409,30 +388,6 @@ func TestHandlerPanic(t *testing.T) {
 	if got := respBody(resps[0]); got != "lean:q" {
 		t.Errorf("after the panics: %q, want lean:q", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a logger on another goroutine writes to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b.Reset()
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestLimiterShedsIdleLean: behind netlimit, lean connections waiting for

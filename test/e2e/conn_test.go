@@ -45,14 +45,7 @@ func TestConnectionFlood(t *testing.T) {
 	// per-client cap (by default loopback is exempt, for a reverse proxy
 	// on the same machine): the test's clients are all on loopback.
 	startDev(t, dir).stop()
-	cfgPath := filepath.Join(dir, devmode.ConfigFile)
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, append(raw, "limits:\n  per_client_exempt: []\n"...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editDevConfig(t, dir, func(c string) string { return c + "limits:\n  per_client_exempt: []\n" })
 	os.Remove(filepath.Join(dir, devmode.InfoFile)) // rewritten when the server is up
 	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, fdLimit),
 		mosaicBinary(t), "serve", "-dev", "-data", dir)

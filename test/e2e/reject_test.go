@@ -4,14 +4,11 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
@@ -125,14 +122,7 @@ func concurrentSubmissions(t *testing.T, netHTTPOnly bool) {
 	s := startDev(t, dir)
 	if netHTTPOnly {
 		s.stop()
-		cfgPath := filepath.Join(dir, devmode.ConfigFile)
-		raw, err := os.ReadFile(cfgPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(cfgPath, append(raw, "limits:\n  net_http_only: true\n"...), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		editDevConfig(t, dir, func(c string) string { return c + "limits:\n  net_http_only: true\n" })
 		s = startDev(t, dir)
 	}
 	ca := newCAs(t, s)
