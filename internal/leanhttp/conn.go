@@ -35,6 +35,33 @@ type conn struct {
 	// pipelines), to be parsed as the next one.
 	pending []byte
 	peek    [1]byte // waitReadable's
+	// bp is the buffer borrowed for the current request's head, nil
+	// while the connection waits (and once the handler has read the
+	// body's bytes that came with the head, so that thousands of
+	// submissions waiting for their round hold none).
+	bp *[bufSize]byte
+	// ctx is the connection's context, each request's parent.
+	ctx context.Context
+}
+
+// borrow returns the connection's buffer, taking one from the pool if it
+// has none.
+func (c *conn) borrow() *[bufSize]byte {
+	if c.bp == nil {
+		c.bp = bufPool.Get().(*[bufSize]byte)
+	}
+	return c.bp
+}
+
+// release gives the connection's buffer back to the pool. Safe only when
+// nothing refers to its bytes: the head's strings are copies, pipelined
+// bytes are cloned into pending, and the body's share is consumed or
+// dropped.
+func (c *conn) release() {
+	if c.bp != nil {
+		bufPool.Put(c.bp)
+		c.bp = nil
+	}
 }
 
 // serve reads and answers requests until the client closes, a timeout,
@@ -60,14 +87,15 @@ func (c *conn) serve() {
 	if hook := s.HTTP.ConnState; hook != nil {
 		hook(c.nc, http.StateNew)
 	}
+	c.ctx = context.WithValue(s.base, http.LocalAddrContextKey, c.nc.LocalAddr())
+	if cc := s.HTTP.ConnContext; cc != nil {
+		c.ctx = cc(c.ctx, c.nc)
+	}
 	// A new connection has the header's deadline for its first request,
 	// counted from its accept, as with net/http; a kept-alive one the
 	// idle timeout to start its next, and then the header's deadline
 	// again from its first byte.
-	head := s.HTTP.ReadHeaderTimeout
-	if head == 0 {
-		head = s.HTTP.ReadTimeout
-	}
+	head := headTimeout(s.HTTP)
 	idle := s.HTTP.IdleTimeout
 	if idle == 0 {
 		idle = s.HTTP.ReadTimeout
@@ -90,11 +118,15 @@ func (c *conn) serve() {
 			start = time.Now()
 			setReadDeadline(c.nc, start, head)
 		}
-		if !s.setIdle(c, false, true) {
+		// Busy for Shutdown, which must not close it now; still idle
+		// to the ConnState hook until a whole lean head is in, as a
+		// kept-alive connection is with net/http, so the limiter may
+		// still shed one whose client trickles a head.
+		if !s.setIdle(c, false, false) {
 			return
 		}
 		var keep bool
-		keep, handedOff = c.serveRequest(start)
+		keep, handedOff = c.serveRequest(start, !first)
 		if !keep {
 			return
 		}
@@ -112,22 +144,26 @@ func setReadDeadline(nc net.Conn, from time.Time, d time.Duration) {
 
 // serveRequest reads one request, whose head's read deadline is set, and
 // answers it, or hands the connection off. start is when the request
-// began (its connection's accept, for the first). keep reports whether
-// the connection goes on to its next request; handedOff whether it now
+// began (its connection's accept, for the first); afterPost that a request
+// (a POST) came before it on the connection. keep reports whether the
+// connection goes on to its next request; handedOff whether it now
 // belongs to the HTTP server.
-func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
+func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bool) {
 	s := c.s
-	bp := bufPool.Get().(*[bufSize]byte)
-	defer func() {
-		if bp != nil {
-			bufPool.Put(bp)
-		}
-	}()
-	buf := bp[:]
+	defer c.release()
+	buf := c.borrow()[:]
 	n := copy(buf, c.pending)
 	c.pending = nil
+	skipped := 0
 	var h head
 	for {
+		// RFC 7230 section 3.5's tolerance, as net/http's: up to four
+		// CR or LF bytes a client sent after a POST body, whether
+		// they came with it or after it.
+		for afterPost && skipped < 4 && n > 0 && (buf[0] == '\r' || buf[0] == '\n') {
+			n = copy(buf, buf[1:n])
+			skipped++
+		}
 		var v verdict
 		h, v = parseHead(buf[:n], s.IsLean, s.MaxBody)
 		if v == lean {
@@ -135,11 +171,14 @@ func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
 		}
 		if v == handOff {
 			// net/http reads the request from the first byte, as if
-			// it had read everything itself. Its Serve sets the
-			// deadlines it wants.
-			prefix := bytes.Clone(buf[:n])
+			// it had read everything itself, and by the deadline the
+			// head already had (prefixConn holds it to that).
+			pc := &prefixConn{Conn: c.nc, prefix: bytes.Clone(buf[:n])}
+			if d := headTimeout(s.HTTP); d > 0 {
+				pc.headDeadline = start.Add(d)
+			}
 			c.nc.SetReadDeadline(time.Time{})
-			s.handoff.give(&prefixConn{Conn: c.nc, prefix: prefix})
+			s.handoff.give(pc)
 			return false, true
 		}
 		if n == len(buf) {
@@ -155,6 +194,7 @@ func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
 			return false, false
 		}
 	}
+	s.tell(c, http.StateActive)
 	setReadDeadline(c.nc, start, s.HTTP.ReadTimeout)
 	if d := s.HTTP.WriteTimeout; d > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(d))
@@ -167,8 +207,14 @@ func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
 		c.pending = bytes.Clone(got[h.contentLength:])
 		got = got[:h.contentLength]
 	}
-	body := &body{c: c, buffered: got, remaining: h.contentLength - int64(len(got))}
-	ctx, cancel := context.WithCancel(s.baseContext())
+	// The buffer goes with the body's first bytes, back to the pool as
+	// soon as the handler has read them.
+	body := &body{c: c, buffered: got, bp: c.bp, remaining: h.contentLength - int64(len(got))}
+	c.bp = nil
+	if len(got) == 0 {
+		body.releaseLocked()
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	req := (&http.Request{
 		Method:        http.MethodPost,
@@ -186,12 +232,13 @@ func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
 	}).WithContext(ctx)
 	w := &response{header: make(http.Header, 4)}
 	s.HTTP.Handler.ServeHTTP(w, req)
-	// What the handler left unread of the body's first bytes is dropped
-	// (they were received; the rest is drained below), so the borrowed
-	// buffer is free for the response, which goes out in one write.
-	body.buffered = nil
-	closeAfter := h.close || w.wantsClose() || body.err != nil || s.isClosing()
-	out := w.appendTo(bp[:0], closeAfter)
+	// The body is over for the handler: what it left unread of the
+	// first bytes is dropped (they were received; the rest is read past
+	// below), and a late Read gets an error instead of the next request.
+	clean := body.close(c)
+	closeAfter := !clean || h.close || w.wantsClose() || body.err != nil ||
+		body.remaining > maxDrain || s.isClosing()
+	out := w.appendTo(c.borrow()[:0], closeAfter)
 	if _, err := c.nc.Write(out); err != nil {
 		return false, false
 	}
@@ -203,23 +250,19 @@ func (c *conn) serveRequest(start time.Time) (keep, handedOff bool) {
 	// where it should; a client that will not send it loses the
 	// connection.
 	if body.remaining > 0 {
-		if body.remaining > maxDrain {
+		if _, err := io.CopyN(io.Discard, c.nc, body.remaining); err != nil {
 			return false, false
 		}
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			return false, false
-		}
-	}
-	if len(c.pending) > 0 {
-		// RFC 7230 section 3.5's tolerance for clients that send an
-		// extra CRLF after a POST body, as net/http has.
-		i := 0
-		for i < len(c.pending) && i < 4 && (c.pending[i] == '\r' || c.pending[i] == '\n') {
-			i++
-		}
-		c.pending = c.pending[i:]
 	}
 	return true, false
+}
+
+// headTimeout is the time a request's head may take, as net/http reads it.
+func headTimeout(hs *http.Server) time.Duration {
+	if hs.ReadHeaderTimeout > 0 {
+		return hs.ReadHeaderTimeout
+	}
+	return hs.ReadTimeout
 }
 
 // finish half-closes a connection the server is done with and waits
@@ -234,29 +277,35 @@ func (c *conn) finish() {
 	io.Copy(io.Discard, io.LimitReader(c.nc, maxDrain))
 }
 
-func (s *Server) baseContext() context.Context {
-	if s.HTTP.BaseContext != nil {
-		return s.HTTP.BaseContext(s.listener)
-	}
-	return context.Background()
-}
-
 // body is a lean request's body: the bytes that came with the head, then
-// the rest from the socket, Content-Length in all.
+// the rest from the socket, Content-Length in all. Its reads are the
+// handler's; once the handler has returned, close makes them fail.
 type body struct {
 	c         *conn
+	mu        sync.Mutex
+	closed    bool
 	buffered  []byte
-	remaining int64 // still to read from the socket
-	err       error // a read from the socket failed; the connection closes
+	bp        *[bufSize]byte // buffered's buffer, until it is read
+	remaining int64          // still to read from the socket
+	err       error          // a read from the socket failed; the connection closes
 }
 
 // Read reads the body. A socket error before the body's end is returned
 // as is (io.ErrUnexpectedEOF for EOF) and closes the connection after
-// the response.
+// the response. Once the bytes that came with the head are read, the
+// connection's buffer goes back to the pool.
 func (b *body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
 	if len(b.buffered) > 0 {
 		n := copy(p, b.buffered)
 		b.buffered = b.buffered[n:]
+		if len(b.buffered) == 0 {
+			b.releaseLocked()
+		}
 		return n, nil
 	}
 	if b.remaining == 0 {
@@ -283,4 +332,32 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Close does nothing: the handler may close the body, but the connection
+// decides when it is over (close).
 func (b *body) Close() error { return nil }
+
+// releaseLocked gives the buffer back to the pool: nothing refers to it
+// once buffered is read or dropped.
+func (b *body) releaseLocked() {
+	b.buffered = nil
+	if b.bp != nil {
+		bufPool.Put(b.bp)
+		b.bp = nil
+	}
+}
+
+// close ends the handler's use of the body and gives its buffer, if still
+// held, back to c. It reports false if a read is still going on, on a
+// goroutine the handler left behind: then nobody knows where the next
+// request starts, and the connection must close (and leaves the body and
+// its buffer alone).
+func (b *body) close(c *conn) bool {
+	if !b.mu.TryLock() {
+		return false
+	}
+	defer b.mu.Unlock()
+	b.closed = true
+	b.buffered = nil
+	c.bp, b.bp = b.bp, nil
+	return true
+}

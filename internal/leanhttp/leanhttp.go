@@ -9,10 +9,12 @@
 // For a log holding thousands of submitters' connections, each waiting for
 // the next round, those buffers were more than half of the live heap and
 // the request handling a sixth of the CPU per entry. Here a connection
-// holds no buffer while it waits: it waits for the socket to become
-// readable (waitReadable), borrows a buffer from a pool for the request
-// head, lets the handler read the body from it and then from the socket,
-// and writes the response with one write.
+// holds no buffer while it waits for a request: it waits for the socket to
+// become readable (waitReadable), borrows a buffer from a pool for the
+// request head, lets the handler read the body from it and then from the
+// socket, gives the buffer back as soon as the handler has read the
+// body's bytes that came with the head (so a submission waiting for its
+// round holds none either), and writes the response with one write.
 //
 // The lean path takes only requests that parseHead accepts, a strict subset
 // of what net/http accepts, read the same way. Anything else (another
@@ -70,6 +72,7 @@ type Server struct {
 	closed   atomic.Bool   // closing, for reads without mu
 	inShut   chan struct{} // closed when the last lean connection goes
 	listener net.Listener
+	base     context.Context // every connection's parent
 }
 
 // ErrServerClosed is http.ErrServerClosed: Serve returns it after Shutdown.
@@ -83,8 +86,18 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		ln.Close()
 		return ErrServerClosed
 	}
+	if s.conns != nil {
+		s.mu.Unlock()
+		return errors.New("leanhttp: Serve called twice")
+	}
+	s.base = context.Background()
+	if bc := s.HTTP.BaseContext; bc != nil {
+		s.base = bc(ln)
+	}
+	s.base = context.WithValue(s.base, http.ServerContextKey, s.HTTP)
 	s.conns = make(map[*conn]bool)
 	s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 	s.listener = ln
@@ -150,14 +163,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	s.closed.Store(true)
 	ln := s.listener
-	s.inShut = make(chan struct{})
+	if s.inShut == nil {
+		s.inShut = make(chan struct{})
+		if len(s.conns) == 0 {
+			close(s.inShut)
+		}
+	}
 	for c, idle := range s.conns {
 		if idle {
 			c.nc.Close()
 		}
-	}
-	if len(s.conns) == 0 {
-		close(s.inShut)
 	}
 	done := s.inShut
 	s.mu.Unlock()
@@ -212,14 +227,21 @@ func (s *Server) setIdle(c *conn, idle, tell bool) bool {
 	if closing {
 		return false
 	}
-	if hook := s.HTTP.ConnState; hook != nil && tell {
+	if tell {
 		if idle {
-			hook(c.nc, http.StateIdle)
+			s.tell(c, http.StateIdle)
 		} else {
-			hook(c.nc, http.StateActive)
+			s.tell(c, http.StateActive)
 		}
 	}
 	return true
+}
+
+// tell reports c's new state to the ConnState hook, if there is one.
+func (s *Server) tell(c *conn, state http.ConnState) {
+	if hook := s.HTTP.ConnState; hook != nil {
+		hook(c.nc, state)
+	}
 }
 
 func (s *Server) isClosing() bool { return s.closed.Load() }
@@ -284,6 +306,39 @@ func (l *handoffListener) give(nc net.Conn) {
 type prefixConn struct {
 	net.Conn
 	prefix []byte
+
+	mu sync.Mutex
+	// headDeadline is when the head of the request the lean path handed
+	// off had to be in. net/http's first read deadline (its own head
+	// timeout, counted from the hand-off) is held to it, so that a client
+	// cannot double its time by trickling a head until the lean path
+	// gives up on it.
+	headDeadline time.Time
+}
+
+func (c *prefixConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.clamp(t))
+}
+
+func (c *prefixConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetReadDeadline(c.clamp(t))
+}
+
+// clamp returns t, or the head's deadline for the first read deadline set
+// if that is earlier (or t is none).
+func (c *prefixConn) clamp(t time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.headDeadline; !d.IsZero() {
+		c.headDeadline = time.Time{}
+		if t.IsZero() || t.After(d) {
+			return d
+		}
+	}
+	return t
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

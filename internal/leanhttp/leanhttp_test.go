@@ -30,6 +30,8 @@ type testServer struct {
 	lean  atomic.Int64 // requests the lean path served
 	errc  chan error
 	block chan struct{}
+	late  chan error    // the late reads of X-Late requests
+	hold  chan struct{} // holds X-Hold requests until closed
 }
 
 // startTestServer starts a testServer; each of opts may change its Server
@@ -40,17 +42,30 @@ func startTestServer(t *testing.T, opts ...func(*Server, *net.Listener)) *testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{addr: ln.Addr().String(), errc: make(chan error, 1)}
+	ts := &testServer{addr: ln.Addr().String(), errc: make(chan error, 1), late: make(chan error, 1), hold: make(chan struct{})}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := w.(*response); ok {
 			ts.lean.Add(1)
 			if ts.block != nil {
 				<-ts.block
 			}
+			if r.Header.Get("X-Hold") != "" {
+				<-ts.hold
+			}
 		}
 		if r.Method == http.MethodPost && testPaths[r.URL.Path] {
 			if r.Header.Get("X-Unread") != "" {
 				io.WriteString(w, "unread")
+				return
+			}
+			if r.Header.Get("X-Late") != "" {
+				// A handler's bug: the body read after it returned.
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					_, err := r.Body.Read(make([]byte, 10))
+					ts.late <- err
+				}()
+				io.WriteString(w, "late")
 				return
 			}
 			b, err := io.ReadAll(r.Body)
@@ -207,7 +222,9 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	for ts.lean.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	shut := make(chan error, 1)
+	shut := make(chan error, 2)
+	// Twice at once: both return when the request in flight is done.
+	go func() { shut <- ts.s.Shutdown(context.Background()) }()
 	go func() { shut <- ts.s.Shutdown(context.Background()) }()
 	// The idle connection is closed at once; the request in flight waits.
 	idle.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -227,8 +244,10 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	if got := respBody(resp); got != "lean:z" || !resp.Close {
 		t.Errorf("in flight: %q close %v, want lean:z and close", got, resp.Close)
 	}
-	if err := <-shut; err != nil {
-		t.Errorf("Shutdown: %v", err)
+	for range 2 {
+		if err := <-shut; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
 	}
 }
 
@@ -284,7 +303,7 @@ func closedByServer(br *bufio.Reader) bool {
 // deadline counted from the accept, even if it trickles in, and a
 // kept-alive connection at the idle timeout.
 func TestTimeouts(t *testing.T) {
-	const headTimeout, idleTimeout = time.Second, 600 * time.Millisecond
+	const headTimeout, idleTimeout = 2 * time.Second, 600 * time.Millisecond
 	ts := startTestServer(t, func(s *Server, _ *net.Listener) {
 		s.HTTP.ReadHeaderTimeout, s.HTTP.IdleTimeout = headTimeout, idleTimeout
 	})
@@ -299,7 +318,7 @@ func TestTimeouts(t *testing.T) {
 		}()
 		// A byte every 50 ms after a pause: without the deadline from the
 		// accept, the pause would buy the client another headTimeout.
-		time.Sleep(headTimeout * 9 / 10)
+		time.Sleep(headTimeout * 19 / 20)
 		line := "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 200)
 		for i := range len(line) {
 			select {
@@ -423,7 +442,15 @@ func TestLimiterShedsIdleLean(t *testing.T) {
 		// One at a time, so the oldest idle one is conns[0].
 		time.Sleep(20 * time.Millisecond)
 	}
-	for i := range 3 {
+	// The oldest has started its next head but not finished it: still
+	// idle to the limiter, as with net/http. The next is busy with a
+	// request: not idle, not shed.
+	io.WriteString(conns[0].c, "POST /log/ct/v1/add")
+	io.WriteString(conns[1].c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Hold: 1\r\nContent-Length: 1\r\n\r\nh")
+	for ts.lean.Load() != 14 {
+		time.Sleep(time.Millisecond)
+	}
+	for _, i := range []int{0, 2, 3} {
 		// The new client stays open, as the shed ones' clients would.
 		c, br := dialTest(t, ts.addr)
 		io.WriteString(c, req)
@@ -436,10 +463,18 @@ func TestLimiterShedsIdleLean(t *testing.T) {
 			t.Errorf("idle lean connection %d, the oldest, was not shed", i)
 		}
 	}
+	close(ts.hold)
+	resp, err := http.ReadResponse(conns[1].br, nil)
+	if err != nil {
+		t.Fatalf("the busy connection was shed: %v", err)
+	}
+	if got := respBody(resp); got != "lean:h" {
+		t.Errorf("the busy connection: %q, want lean:h", got)
+	}
 	// The silent connection (no request yet) was not shed: it is still
 	// open, and still served.
 	io.WriteString(silent, req)
-	resp, err := http.ReadResponse(silentBR, nil)
+	resp, err = http.ReadResponse(silentBR, nil)
 	if err != nil {
 		t.Fatalf("the connection without a request yet was shed: %v", err)
 	}
@@ -515,5 +550,95 @@ func TestAcceptRetryable(t *testing.T) {
 		if got := acceptRetryable(tc.err); got != tc.want {
 			t.Errorf("acceptRetryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestUnreadBodyOverDrain: a body the handler leaves unread beyond what the
+// server would read past ends the connection, and the answer says so
+// (Connection: close) and still arrives.
+func TestUnreadBodyOverDrain(t *testing.T) {
+	ts := startTestServer(t, func(s *Server, _ *net.Listener) { s.MaxBody = 1 << 20 })
+	c, br := dialTest(t, ts.addr)
+	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Unread: 1\r\nContent-Length: 300000\r\n\r\n"+strings.Repeat("u", 1000))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := respBody(resp); got != "unread" || !resp.Close {
+		t.Errorf("%q close %v, want unread and close", got, resp.Close)
+	}
+	if !closedByServer(br) {
+		t.Error("the connection was not closed")
+	}
+}
+
+// TestLateCRLF: the CRLF a client sends after a POST body may come in a
+// later segment than the body, and is still skipped.
+func TestLateCRLF(t *testing.T) {
+	ts := startTestServer(t)
+	c, br := dialTest(t, ts.addr)
+	req := "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nk"
+	for i, part := range []string{req, "\r\n", req} {
+		io.WriteString(c, part)
+		if i == 1 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := respBody(resp); got != "lean:k" {
+			t.Fatalf("request %d: %d %q, want lean:k", i, resp.StatusCode, got)
+		}
+	}
+	if n := ts.lean.Load(); n != 2 {
+		t.Errorf("lean path served %d requests, want 2", n)
+	}
+}
+
+// TestLateBodyRead: a handler that leaves a goroutine reading its body
+// after it returned gets http.ErrBodyReadAfterClose, and cannot take the
+// next request's bytes.
+func TestLateBodyRead(t *testing.T) {
+	ts := startTestServer(t)
+	c, br := dialTest(t, ts.addr)
+	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Late: 1\r\nContent-Length: 4\r\n\r\nbody")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := respBody(resp); got != "late" {
+		t.Fatalf("%q, want late", got)
+	}
+	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nnext")
+	if err := <-ts.late; err != http.ErrBodyReadAfterClose {
+		t.Errorf("the late read: %v, want %v", err, http.ErrBodyReadAfterClose)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := respBody(resp); got != "lean:next" {
+		t.Errorf("the next request: %q, want lean:next", got)
+	}
+}
+
+// TestHandOffKeepsHeadDeadline: a head the lean path hands off late (here:
+// too long, after most of the header timeout) must still be in by the
+// deadline it had, not get net/http's whole timeout again.
+func TestHandOffKeepsHeadDeadline(t *testing.T) {
+	const headTimeout = 2 * time.Second
+	ts := startTestServer(t, func(s *Server, _ *net.Listener) { s.HTTP.ReadHeaderTimeout = headTimeout })
+	c, br := dialTest(t, ts.addr)
+	t0 := time.Now()
+	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\n")
+	time.Sleep(headTimeout * 9 / 10)
+	io.WriteString(c, "X-Long: "+strings.Repeat("l", maxHead)+"\r\n")
+	if !closedByServer(br) {
+		t.Fatal("an unfinished head was not cut off")
+	}
+	if d := time.Since(t0); d > headTimeout*3/2 {
+		t.Errorf("an unfinished head handed off was cut off after %v; its deadline was %v after the accept", d, headTimeout)
 	}
 }

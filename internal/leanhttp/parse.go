@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -117,29 +118,36 @@ func parseHead(b []byte, isLean func(string) bool, maxBody int64) (head, verdict
 	if !isLean(h.target) {
 		return head{}, handOff
 	}
-	h.header = make(http.Header, 8)
+	nlines := bytes.Count(lines, crlf)
+	if nlines > maxHeaderLines {
+		return head{}, handOff
+	}
+	// One string holds every header line, and one array every value's
+	// slice, as in net/http's textproto: names and values are substrings
+	// of it, a canonical name needs no copy, and a request costs two
+	// allocations here however many headers it has.
+	all := string(lines)
+	strs := make([]string, nlines)
+	h.header = make(http.Header, nlines)
 	hosts := 0
-	for count := 0; len(lines) > 0; count++ {
-		if count == maxHeaderLines {
-			return head{}, handOff
-		}
-		i := bytes.Index(lines, crlf)
-		line := lines[:i]
-		lines = lines[i+len(crlf):]
+	for len(all) > 0 {
+		i := strings.Index(all, "\r\n")
+		line := all[:i]
+		all = all[i+len(crlf):]
 		// Bare CR or LF anywhere, or a folded line, is net/http's to
 		// judge.
-		if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
+		if strings.IndexByte(line, '\n') >= 0 || strings.IndexByte(line, '\r') >= 0 {
 			return head{}, handOff
 		}
-		colon := bytes.IndexByte(line, ':')
+		colon := strings.IndexByte(line, ':')
 		if colon <= 0 {
 			return head{}, handOff
 		}
-		name := string(line[:colon])
+		name := line[:colon]
 		if !httpguts.ValidHeaderFieldName(name) {
 			return head{}, handOff
 		}
-		value := string(bytes.Trim(line[colon+1:], " \t"))
+		value := strings.Trim(line[colon+1:], " \t")
 		if !httpguts.ValidHeaderFieldValue(value) {
 			return head{}, handOff
 		}
@@ -164,7 +172,13 @@ func parseHead(b []byte, isLean func(string) bool, maxBody int64) (head, verdict
 		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer", "Pragma":
 			return head{}, handOff
 		}
-		h.header[key] = append(h.header[key], value)
+		if vv, ok := h.header[key]; ok {
+			h.header[key] = append(vv, value)
+		} else {
+			strs[0] = value
+			h.header[key] = strs[:1:1]
+			strs = strs[1:]
+		}
 	}
 	if hosts != 1 || h.contentLength < 0 {
 		return head{}, handOff
