@@ -34,12 +34,14 @@ type conn struct {
 	// pending holds bytes read past the last request (a client that
 	// pipelines), to be parsed as the next one.
 	pending []byte
-	peek    [1]byte // waitReadable's
 	// bp is the buffer borrowed for the current request's head, nil
 	// while the connection waits (and once the handler has read the
 	// body's bytes that came with the head, so that thousands of
 	// submissions waiting for their round hold none).
 	bp *[bufSize]byte
+	// filled is how many bytes of the next request readWhenReadable put
+	// in bp.
+	filled int
 	// ctx is the connection's context, each request's parent.
 	ctx context.Context
 }
@@ -82,6 +84,7 @@ func (c *conn) serve() {
 				hook(c.nc, http.StateClosed)
 			}
 		}
+		c.release()
 		s.untrack(c)
 	}()
 	if hook := s.HTTP.ConnState; hook != nil {
@@ -110,7 +113,11 @@ func (c *conn) serve() {
 			if !first {
 				setReadDeadline(c.nc, time.Now(), idle)
 			}
-			if err := waitReadable(c.nc, &c.peek); err != nil {
+			bp, n, err := readWhenReadable(c.nc)
+			if bp != nil {
+				c.bp, c.filled = bp, n
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -152,7 +159,9 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 	s := c.s
 	defer c.release()
 	buf := c.borrow()[:]
-	n := copy(buf, c.pending)
+	n := c.filled
+	c.filled = 0
+	n += copy(buf[n:], c.pending)
 	c.pending = nil
 	skipped := 0
 	var h head

@@ -10,8 +10,8 @@
 // the next round, those buffers were more than half of the live heap and
 // the request handling a sixth of the CPU per entry. Here a connection
 // holds no buffer while it waits for a request: it waits for the socket to
-// become readable (waitReadable), borrows a buffer from a pool for the
-// request head, lets the handler read the body from it and then from the
+// become readable, then borrows a buffer from a pool and reads the request
+// head into it (readWhenReadable), lets the handler read the body from it and then from the
 // socket, gives the buffer back as soon as the handler has read the
 // body's bytes that came with the head (so a submission waiting for its
 // round holds none either), and writes the response with one write.

@@ -4,7 +4,7 @@ package leanhttp
 
 import "net"
 
-// waitReadable returns at once where there is no MSG_PEEK wait (see
+// readWhenReadable does not wait where there is no raw socket read (see
 // wait_unix.go): the request's first read waits instead, with a buffer and
 // under the header's deadline.
-func waitReadable(net.Conn, *[1]byte) error { return nil }
+func readWhenReadable(net.Conn) (*[bufSize]byte, int, error) { return nil, 0, nil }

@@ -3,46 +3,86 @@
 package leanhttp
 
 import (
+	"io"
 	"net"
+	"os"
+	"sync"
 	"syscall"
 
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
-// waitReadable waits, within nc's read deadline, until nc has bytes to
-// read (or EOF, or an error, which the next Read reports), without a buffer:
-// the runtime's poller wakes the goroutine, and a one-byte MSG_PEEK read,
-// which leaves the byte in the socket, tells readable from a spurious
-// wake-up. So an idle keep-alive connection holds no buffer, only its
-// goroutine. For a connection that is not a socket it returns at once, and
-// the request's first read waits instead (with a buffer, and under the
-// header's deadline rather than the idle one).
-func waitReadable(nc net.Conn, peek *[1]byte) error {
+// readWhenReadable waits, within nc's read deadline, until nc has bytes to
+// read (or EOF, or an error), and only then takes a buffer from the pool
+// and reads into it: the runtime's poller wakes the goroutine, and a
+// non-blocking read that finds nothing gives the buffer back and waits
+// again. So an idle keep-alive connection holds no buffer, only its
+// goroutine, and a request's first bytes cost one read. It returns the
+// buffer (nil if it read nothing) and how much it holds; the error is
+// the read's (io.EOF if the client closed). For a connection that is not
+// a socket it returns nothing at once, and the request's first read
+// waits instead (with a buffer, and under the header's deadline rather
+// than the idle one).
+func readWhenReadable(nc net.Conn) (*[bufSize]byte, int, error) {
 	rc := rawConn(nc)
 	if rc == nil {
-		return nil
+		return nil, 0, nil
 	}
-	var readErr error
-	err := rc.Read(func(fd uintptr) bool {
-		for {
-			_, _, err := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			switch err {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // not yet: wait for the poller
-			case nil:
-				return true // a byte, or EOF (0 bytes): Read tells
-			default:
-				readErr = err
-				return true
+	r := readerPool.Get().(*socketReader)
+	defer readerPool.Put(r)
+	r.bp, r.n, r.err = nil, 0, nil
+	if err := rc.Read(r.fn); err != nil {
+		r.err = err
+	}
+	if r.n == 0 && r.bp != nil {
+		bufPool.Put(r.bp)
+		r.bp = nil
+	}
+	return r.bp, r.n, r.err
+}
+
+// socketReader is readWhenReadable's state, pooled with the function
+// RawConn.Read calls, so that waiting allocates nothing.
+type socketReader struct {
+	bp  *[bufSize]byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+var readerPool = sync.Pool{New: func() any {
+	r := new(socketReader)
+	r.fn = r.read
+	return r
+}}
+
+// read is called with the socket whenever it may be readable; it reports
+// whether it is done (read bytes, EOF or an error).
+func (r *socketReader) read(fd uintptr) bool {
+	if r.bp == nil {
+		r.bp = bufPool.Get().(*[bufSize]byte)
+	}
+	for {
+		m, err := syscall.Read(int(fd), r.bp[:])
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			// Nothing yet: wait for the poller, without the buffer.
+			bufPool.Put(r.bp)
+			r.bp = nil
+			return false
+		case nil:
+			r.n = m
+			if m == 0 {
+				r.err = io.EOF
 			}
+			return true
+		default:
+			r.err = os.NewSyscallError("read", err)
+			return true
 		}
-	})
-	if err != nil {
-		return err
 	}
-	return readErr
 }
 
 // rawConn finds the socket under nc, through wrappers that expose the

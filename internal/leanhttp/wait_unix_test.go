@@ -3,6 +3,7 @@
 package leanhttp
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
-// TestRawConn: waitReadable finds the socket through the wrappers a lean
+// TestRawConn: readWhenReadable finds the socket through the wrappers a lean
 // connection comes in (the limiter's, and a handed-off one's), and gives
 // up, rather than fail, on a connection that is not a socket.
 func TestRawConn(t *testing.T) {
@@ -47,14 +48,17 @@ func TestRawConn(t *testing.T) {
 	if rawConn(p1) != nil {
 		t.Error("a socket found under a pipe")
 	}
-	// waitReadable waits for the client's byte, and leaves it to be read.
+	// readWhenReadable waits for the client's byte, and reads it.
 	go client.Write([]byte("P"))
-	var peek [1]byte
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := waitReadable(nc, &peek); err != nil {
-		t.Fatal(err)
+	bp, n, err := readWhenReadable(nc)
+	if err != nil || bp == nil || n != 1 || bp[0] != 'P' {
+		t.Fatalf("readWhenReadable: %d bytes, %v; want the client's byte", n, err)
 	}
-	if n, err := nc.Read(make([]byte, 4)); n != 1 || err != nil {
-		t.Errorf("read after waitReadable: %d %v, want the client's byte", n, err)
+	bufPool.Put(bp)
+	// The client's close is EOF, and leaves no buffer behind.
+	client.Close()
+	if bp, n, err := readWhenReadable(nc); bp != nil || n != 0 || err != io.EOF {
+		t.Errorf("after the client closed: buffer %v, %d bytes, %v; want none, 0, EOF", bp != nil, n, err)
 	}
 }
