@@ -99,11 +99,19 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 func (s *Server) SubmissionPaths() map[string]bool {
 	paths := make(map[string]bool, 2*len(s.logs))
 	for _, l := range s.logs {
-		sub := l.SubmissionPrefix.Path
-		paths[sub+"ct/v1/add-chain"] = true
-		paths[sub+"ct/v1/add-pre-chain"] = true
+		paths[addChainPath(l, false)] = true
+		paths[addChainPath(l, true)] = true
 	}
 	return paths
+}
+
+// addChainPath is the path of l's add-chain, or add-pre-chain if precert:
+// the one place both the routes and SubmissionPaths take it from.
+func addChainPath(l *ctlog.Log, precert bool) string {
+	if precert {
+		return l.SubmissionPrefix.Path + "ct/v1/add-pre-chain"
+	}
+	return l.SubmissionPrefix.Path + "ct/v1/add-chain"
 }
 
 // Handler returns the process's HTTP handler.
@@ -112,8 +120,8 @@ func (s *Server) Handler() http.Handler {
 	homes := map[string]bool{}
 	for _, l := range s.logs {
 		sub := l.SubmissionPrefix.Path
-		mux.Handle("POST "+sub+"ct/v1/add-chain", s.instrument(l, "add-chain", s.addChain(l, false)))
-		mux.Handle("POST "+sub+"ct/v1/add-pre-chain", s.instrument(l, "add-pre-chain", s.addChain(l, true)))
+		mux.Handle("POST "+addChainPath(l, false), s.instrument(l, "add-chain", s.addChain(l, false)))
+		mux.Handle("POST "+addChainPath(l, true), s.instrument(l, "add-pre-chain", s.addChain(l, true)))
 		mux.Handle("GET "+sub+"ct/v1/get-roots", s.instrument(l, "get-roots", http.HandlerFunc(s.getRoots(l))))
 		mux.Handle("GET "+sub+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
 		if l.RFC6962ReadAPI {

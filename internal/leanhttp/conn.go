@@ -42,6 +42,8 @@ type conn struct {
 	// filled is how many bytes of the next request readWhenReadable put
 	// in bp.
 	filled int
+	// remoteAddr is the client's address, as Request.RemoteAddr has it.
+	remoteAddr string
 	// ctx is the connection's context, each request's parent.
 	ctx context.Context
 }
@@ -75,7 +77,7 @@ func (c *conn) serve() {
 		if p := recover(); p != nil && p != http.ErrAbortHandler {
 			buf := make([]byte, 16<<10)
 			buf = buf[:runtime.Stack(buf, false)]
-			s.logf("lean HTTP connection from %s: panic: %v\n%s", c.nc.RemoteAddr(), p, buf)
+			s.logf("lean HTTP connection from %s: panic: %v\n%s", c.remoteAddr, p, buf)
 			handedOff = false
 		}
 		if !handedOff {
@@ -90,6 +92,7 @@ func (c *conn) serve() {
 	if hook := s.HTTP.ConnState; hook != nil {
 		hook(c.nc, http.StateNew)
 	}
+	c.remoteAddr = c.nc.RemoteAddr().String()
 	c.ctx = context.WithValue(s.base, http.LocalAddrContextKey, c.nc.LocalAddr())
 	if cc := s.HTTP.ConnContext; cc != nil {
 		c.ctx = cc(c.ctx, c.nc)
@@ -236,7 +239,7 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 		ContentLength: h.contentLength,
 		Close:         h.close,
 		Host:          h.host,
-		RemoteAddr:    c.nc.RemoteAddr().String(),
+		RemoteAddr:    c.remoteAddr,
 		RequestURI:    h.target,
 	}).WithContext(ctx)
 	w := &response{header: make(http.Header, 4)}
@@ -246,7 +249,7 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 	// below), and a late Read gets an error instead of the next request.
 	clean := body.close(c)
 	closeAfter := !clean || h.close || w.wantsClose() || body.err != nil ||
-		body.remaining > maxDrain || s.isClosing()
+		body.remaining > maxDrain || s.closing.Load()
 	out := w.appendTo(c.borrow()[:0], closeAfter)
 	if _, err := c.nc.Write(out); err != nil {
 		return false, false

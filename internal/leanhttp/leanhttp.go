@@ -65,11 +65,12 @@ type Server struct {
 	// Logger receives handler panics.
 	Logger *slog.Logger
 
-	mu       sync.Mutex
-	conns    map[*conn]bool // true while idle (waiting for a request)
-	handoff  *handoffListener
-	closing  bool
-	closed   atomic.Bool   // closing, for reads without mu
+	mu      sync.Mutex
+	conns   map[*conn]bool // true while idle (waiting for a request)
+	handoff *handoffListener
+	// closing is set by Shutdown, under mu (setIdle relies on that), and
+	// read without it where a late answer is harmless.
+	closing  atomic.Bool
 	inShut   chan struct{} // closed when the last lean connection goes
 	listener net.Listener
 	base     context.Context // every connection's parent
@@ -84,7 +85,7 @@ var ErrServerClosed = http.ErrServerClosed
 // the HTTP server's error.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.closing {
+	if s.closing.Load() {
 		s.mu.Unlock()
 		ln.Close()
 		return ErrServerClosed
@@ -110,10 +111,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			s.mu.Lock()
-			closing := s.closing
-			s.mu.Unlock()
-			if closing {
+			if s.closing.Load() {
 				return ErrServerClosed
 			}
 			if acceptRetryable(err) {
@@ -160,8 +158,7 @@ func acceptRetryable(err error) bool {
 // down the same way, all within ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.closing = true
-	s.closed.Store(true)
+	s.closing.Store(true)
 	ln := s.listener
 	if s.inShut == nil {
 		s.inShut = make(chan struct{})
@@ -202,7 +199,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
+	if s.closing.Load() {
 		return false
 	}
 	s.conns[c] = false
@@ -219,7 +216,7 @@ func (s *Server) track(c *conn) bool {
 // connection limiter does not shed).
 func (s *Server) setIdle(c *conn, idle, tell bool) bool {
 	s.mu.Lock()
-	closing := s.closing
+	closing := s.closing.Load()
 	if !closing {
 		s.conns[c] = idle
 	}
@@ -244,13 +241,11 @@ func (s *Server) tell(c *conn, state http.ConnState) {
 	}
 }
 
-func (s *Server) isClosing() bool { return s.closed.Load() }
-
 // untrack counts c out, after it was closed or handed off.
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	if s.closing && len(s.conns) == 0 && s.inShut != nil {
+	if s.closing.Load() && len(s.conns) == 0 && s.inShut != nil {
 		select {
 		case <-s.inShut:
 		default:

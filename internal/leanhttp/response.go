@@ -90,7 +90,7 @@ func (w *response) appendTo(b []byte, closing bool) []byte {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if hopHeaders[k] || !httpguts.ValidHeaderFieldName(k) || hopHeaders[textproto.CanonicalMIMEHeaderKey(k)] {
+		if !httpguts.ValidHeaderFieldName(k) || hopHeaders[textproto.CanonicalMIMEHeaderKey(k)] {
 			continue
 		}
 		for _, v := range w.header[k] {
