@@ -133,6 +133,21 @@ func roundTrip(t *testing.T, addr, raw string, n int) []*http.Response {
 	return out
 }
 
+// readResp reads one response from br and its whole body; what names it
+// in a failure.
+func readResp(t *testing.T, br *bufio.Reader, what string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: reading the body: %v", what, err)
+	}
+	return resp, string(b)
+}
+
 func respBody(r *http.Response) string {
 	b, _ := io.ReadAll(r.Body)
 	return string(b)
@@ -237,11 +252,8 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(ts.block)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("in flight: %v", err)
-	}
-	if got := respBody(resp); got != "lean:z" || !resp.Close {
+	resp, got := readResp(t, br, "in flight")
+	if got != "lean:z" || !resp.Close {
 		t.Errorf("in flight: %q close %v, want lean:z and close", got, resp.Close)
 	}
 	for range 2 {
@@ -266,11 +278,8 @@ func TestHeadInPieces(t *testing.T) {
 		// Each piece its own segment, read by its own Read.
 		time.Sleep(20 * time.Millisecond)
 	}
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "lean:wxyz" {
+	_, got := readResp(t, br, "response")
+	if got != "lean:wxyz" {
 		t.Errorf("%q, want lean:wxyz", got)
 	}
 	if n := ts.lean.Load(); n != 1 {
@@ -362,11 +371,8 @@ func TestHandlerClose(t *testing.T) {
 	c, br := dialTest(t, ts.addr)
 	req := "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nclose"
 	io.WriteString(c, req+req)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "lean:close" || !resp.Close {
+	resp, got := readResp(t, br, "response")
+	if got != "lean:close" || !resp.Close {
 		t.Errorf("%q close %v, want lean:close and close", got, resp.Close)
 	}
 	if !closedByServer(br) {
@@ -464,21 +470,15 @@ func TestLimiterShedsIdleLean(t *testing.T) {
 		}
 	}
 	close(ts.hold)
-	resp, err := http.ReadResponse(conns[1].br, nil)
-	if err != nil {
-		t.Fatalf("the busy connection was shed: %v", err)
-	}
-	if got := respBody(resp); got != "lean:h" {
+	_, got := readResp(t, conns[1].br, "the busy connection was shed")
+	if got != "lean:h" {
 		t.Errorf("the busy connection: %q, want lean:h", got)
 	}
 	// The silent connection (no request yet) was not shed: it is still
 	// open, and still served.
 	io.WriteString(silent, req)
-	resp, err = http.ReadResponse(silentBR, nil)
-	if err != nil {
-		t.Fatalf("the connection without a request yet was shed: %v", err)
-	}
-	if got := respBody(resp); got != "lean:a" {
+	_, got = readResp(t, silentBR, "the connection without a request yet was shed")
+	if got != "lean:a" {
 		t.Errorf("%q, want lean:a", got)
 	}
 }
@@ -495,19 +495,13 @@ func TestUnreadBody(t *testing.T) {
 	// The head alone first, so most of the body is still in the socket
 	// when the handler returns.
 	io.WriteString(c, unread)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "unread" || resp.Close {
+	resp, got := readResp(t, br, "response")
+	if got != "unread" || resp.Close {
 		t.Fatalf("%q close %v, want unread and keep-alive", got, resp.Close)
 	}
 	io.WriteString(c, body+next)
-	resp, err = http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "lean:n" {
+	_, got = readResp(t, br, "response")
+	if got != "lean:n" {
 		t.Errorf("the request after an unread body: %q, want lean:n", got)
 	}
 }
@@ -524,11 +518,8 @@ func TestCloseWithUnreadBytes(t *testing.T) {
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nclose"+junk)
 	// Let the server answer and close before reading.
 	time.Sleep(200 * time.Millisecond)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("the response was lost: %v", err)
-	}
-	if got := respBody(resp); got != "lean:close" {
+	_, got := readResp(t, br, "the response was lost")
+	if got != "lean:close" {
 		t.Errorf("%q, want lean:close", got)
 	}
 	if !closedByServer(br) {
@@ -560,11 +551,8 @@ func TestUnreadBodyOverDrain(t *testing.T) {
 	ts := startTestServer(t, func(s *Server, _ *net.Listener) { s.MaxBody = 1 << 20 })
 	c, br := dialTest(t, ts.addr)
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Unread: 1\r\nContent-Length: 300000\r\n\r\n"+strings.Repeat("u", 1000))
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "unread" || !resp.Close {
+	resp, got := readResp(t, br, "response")
+	if got != "unread" || !resp.Close {
 		t.Errorf("%q close %v, want unread and close", got, resp.Close)
 	}
 	if !closedByServer(br) {
@@ -604,22 +592,16 @@ func TestLateBodyRead(t *testing.T) {
 	ts := startTestServer(t)
 	c, br := dialTest(t, ts.addr)
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nX-Late: 1\r\nContent-Length: 4\r\n\r\nbody")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "late" {
+	_, got := readResp(t, br, "response")
+	if got != "late" {
 		t.Fatalf("%q, want late", got)
 	}
 	io.WriteString(c, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nnext")
 	if err := <-ts.late; err != http.ErrBodyReadAfterClose {
 		t.Errorf("the late read: %v, want %v", err, http.ErrBodyReadAfterClose)
 	}
-	resp, err = http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := respBody(resp); got != "lean:next" {
+	_, got = readResp(t, br, "response")
+	if got != "lean:next" {
 		t.Errorf("the next request: %q, want lean:next", got)
 	}
 }
