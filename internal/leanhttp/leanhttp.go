@@ -76,19 +76,16 @@ type Server struct {
 	base     context.Context // every connection's parent
 }
 
-// ErrServerClosed is http.ErrServerClosed: Serve returns it after Shutdown.
-var ErrServerClosed = http.ErrServerClosed
-
 // Serve accepts connections on ln until Shutdown, and serves each on the
 // lean path until its first request the lean path does not take. It
-// returns ErrServerClosed after Shutdown, and otherwise the listener's or
+// returns http.ErrServerClosed after Shutdown, and otherwise the listener's or
 // the HTTP server's error.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
 		ln.Close()
-		return ErrServerClosed
+		return http.ErrServerClosed
 	}
 	if s.conns != nil {
 		s.mu.Unlock()
@@ -112,7 +109,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
-				return ErrServerClosed
+				return http.ErrServerClosed
 			}
 			if acceptRetryable(err) {
 				// Out of file descriptors and the like: wait, as

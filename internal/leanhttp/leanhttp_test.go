@@ -100,7 +100,7 @@ func startTestServer(t *testing.T, opts ...func(*Server, *net.Listener)) *testSe
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ts.s.Shutdown(ctx)
-		if err := <-ts.errc; !errors.Is(err, ErrServerClosed) {
+		if err := <-ts.errc; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
