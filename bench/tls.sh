@@ -16,7 +16,11 @@
 #              CLIENTS workers as fast as the log answers; reports the
 #              server's handshakes/s (mosaic_tls_handshakes_total), accepted
 #              entries/s and the failed submissions by kind, and the server's
-#              CPU per entry.
+#              and the hammer's CPU per entry; then the same clients kept
+#              alive, the same figures, and the share of the kept-alive
+#              throughput that both processes' CPU per entry allows when
+#              they share the machine's cores (kept-alive CPU per entry
+#              over reconnecting CPU per entry, server and hammer summed).
 #
 # Settings (environment variables, with defaults):
 #   RATE=1000 WORKERS=200 DURATION=20s VARIANTS="plain tls tls-h2"   (keepalive)
@@ -70,6 +74,17 @@ trap 'exit 143' TERM
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # report_field FILE NAME: a top-level number from a hammer report.
 report_field() { sed -n 's/^  "'"$2"'": \([0-9.e+-]*\),\{0,1\}$/\1/p' "$1" | head -1; }
+# timed_hammer NAME ARGS...: runs the hammer with ARGS, its output in
+# hammer-NAME.txt and its own CPU time (user + system seconds, from bash's
+# time) in hammer-NAME.cpu; a failing run is reported by its summary.
+timed_hammer() {
+	local name=$1
+	shift
+	local TIMEFORMAT='%U %S'
+	{ time "$work/mosaic" hammer "$@" >"$out/hammer-$name.txt" 2>&1; } 2>"$out/hammer-$name.cpu" || true
+}
+# cpu_seconds NAME: the hammer's CPU seconds from hammer-NAME.cpu.
+cpu_seconds() { awk '{ print $1 + $2 }' "$out/hammer-$1.cpu"; }
 # handshakes URL: full + resumed TLS handshakes so far.
 handshakes() {
 	curl -fsS --cacert "$work/dev/tls.crt" "$1/metrics" |
@@ -140,9 +155,8 @@ else
 	h0=$(handshakes "$prefix")
 	t0=$(cpu_ticks "$server_pid")
 	s0=$(date +%s.%N)
-	"$work/mosaic" hammer -dev "$work/dev" -ui=false -rate 0 -reconnect $([[ ${RESUME:-0} == 1 ]] && echo -resume) -workers "$CLIENTS" \
-		-duration "$DURATION" -drain 30s -dup 0 -report "$out/hammer-storm.json" \
-		>"$out/hammer-storm.txt" 2>&1 || true
+	timed_hammer storm -dev "$work/dev" -ui=false -rate 0 -reconnect $([[ ${RESUME:-0} == 1 ]] && echo -resume) -workers "$CLIENTS" \
+		-duration "$DURATION" -drain 30s -dup 0 -report "$out/hammer-storm.json"
 	s1=$(date +%s.%N)
 	t1=$(cpu_ticks "$server_pid")
 	h1=$(handshakes "$prefix")
@@ -152,20 +166,30 @@ else
 		echo "handshakes: $((h1 - h0)) in $(echo "$s1 - $s0" | bc -l | xargs printf '%.1f')s of hammer run (incl. drain)"
 		echo "handshakes/s during submission: see hammer-storm.txt progress; overall $(echo "($h1 - $h0) / ($s1 - $s0)" | bc -l | xargs printf '%.0f')/s"
 		echo "accepted: $acc in ${dur}s = $(report_field "$out/hammer-storm.json" rate_accepted_per_s)/s"
-		echo "server CPU per accepted entry: $(echo "($t1 - $t0) / $clk * 1000000 / $acc" | bc -l | xargs printf '%.0f') µs"
+		rs=$(echo "($t1 - $t0) / $clk * 1000000 / $acc" | bc -l)
+		rh=$(echo "$(cpu_seconds storm) * 1000000 / $acc" | bc -l)
+		echo "server CPU per accepted entry: $(printf '%.0f' "$rs") µs; the hammer's: $(printf '%.0f' "$rh") µs; both together $(echo "(($t1 - $t0) / $clk + $(cpu_seconds storm)) / ($s1 - $s0)" | bc -l | xargs printf '%.2f') cores over the run"
 		grep -E '^  (failed submissions|    by HTTP status|add-chain latency)' "$out/hammer-storm.txt" || true
 	} >>"$summary"
 	stop_server
 	# The same clients on kept-alive connections, for comparison.
 	variant=storm-keepalive
 	start_dev -tls
-	"$work/mosaic" hammer -dev "$work/dev" -ui=false -rate 0 -workers "$CLIENTS" \
-		-duration "$DURATION" -drain 30s -dup 0 -report "$out/hammer-keepalive.json" \
-		>"$out/hammer-keepalive.txt" 2>&1 || true
+	t0=$(cpu_ticks "$server_pid")
+	s0=$(date +%s.%N)
+	timed_hammer keepalive -dev "$work/dev" -ui=false -rate 0 -workers "$CLIENTS" \
+		-duration "$DURATION" -drain 30s -dup 0 -report "$out/hammer-keepalive.json"
+	s1=$(date +%s.%N)
+	t1=$(cpu_ticks "$server_pid")
 	ka=$(report_field "$out/hammer-keepalive.json" rate_accepted_per_s)
 	rc=$(report_field "$out/hammer-storm.json" rate_accepted_per_s)
+	acc=$(report_field "$out/hammer-keepalive.json" accepted)
+	ks=$(echo "($t1 - $t0) / $clk * 1000000 / $acc" | bc -l)
+	kh=$(echo "$(cpu_seconds keepalive) * 1000000 / $acc" | bc -l)
 	{
 		echo "kept-alive, same clients: accepted $(printf '%.0f' "$ka")/s; reconnecting/kept-alive = $(echo "100 * $rc / $ka" | bc -l | xargs printf '%.0f')%"
+		echo "server CPU per accepted entry: $(printf '%.0f' "$ks") µs; the hammer's: $(printf '%.0f' "$kh") µs; both together $(echo "(($t1 - $t0) / $clk + $(cpu_seconds keepalive)) / ($s1 - $s0)" | bc -l | xargs printf '%.2f') cores over the run"
+		echo "with every core busy in both runs, CPU per entry allows reconnecting at most $(echo "100 * ($ks + $kh) / ($rs + $rh)" | bc -l | xargs printf '%.0f')% of kept-alive (server + hammer µs/entry: $(printf '%.0f' "$(echo "$ks + $kh" | bc -l)") kept alive, $(printf '%.0f' "$(echo "$rs + $rh" | bc -l)") reconnecting)"
 		grep -E '^  (failed submissions|    by HTTP status|add-chain latency)' "$out/hammer-keepalive.txt" || true
 	} >>"$summary"
 	stop_server

@@ -672,8 +672,10 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 }
 
 // MemoryLimitMB returns the soft memory limit (limits.memory_mb): by default
-// 192 MiB, enough for tens of thousands of connections and full pools,
-// plus each log's S3 read cache, which is sized separately.
+// 192 MiB, room for full pools and the garbage of a few thousand
+// connections' requests, plus each log's S3 read cache, which is sized
+// separately. serve raises a default limit while the process's live data
+// needs more (cmd/mosaic, followMemory).
 func (c *Config) MemoryLimitMB() int {
 	if c.Limits.MemoryMB > 0 {
 		return c.Limits.MemoryMB
