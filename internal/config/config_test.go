@@ -654,7 +654,7 @@ func TestParseErrorsInOperatorTerms(t *testing.T) {
 	}
 }
 
-// TestMemoryLimit: the soft memory limit defaults to 192 MiB plus each
+// TestMemoryLimit: the soft memory limit defaults to 150 MiB plus each
 // S3 read cache, limits.memory_mb replaces it, and a nonsense value names
 // its field.
 func TestMemoryLimit(t *testing.T) {
@@ -662,8 +662,8 @@ func TestMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.MemoryLimitMB(); got != 192 {
-		t.Errorf("default memory limit %d MiB, want 192", got)
+	if got := c.MemoryLimitMB(); got != 150 {
+		t.Errorf("default memory limit %d MiB, want 150", got)
 	}
 	c, err = Parse([]byte("limits: {memory_mb: 512}\n" + base()))
 	if err != nil {
