@@ -4,8 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
@@ -62,18 +66,24 @@ func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 //     5,000 of them need about 180 MB before a single request. Under a
 //     limit near or below its live data the collector runs back to back
 //     (with up to half the CPU in its assists): with a fixed 192 MiB
-//     limit (the default then), 5,000 kept-alive TLS clients got 2,965 entries/s at 478 µs
-//     of CPU each, against 7,097/s at 143 µs without it (docs/BENCHMARKS.md,
-//     "TLS"). The floor lets the heap grow as far as Go's own default
+//     limit (the default then), 5,000 kept-alive TLS clients got 2,965
+//     entries/s at 478 µs of CPU each, against 7,097/s at 143 µs without
+//     it (docs/BENCHMARKS.md, "memory-limit-ab"). The floor lets the heap grow as far as Go's own default
 //     (GOGC=100) would for that live data, so the limit can cost some of
 //     GOGC=200's savings but never more collections than Go's default.
+//   - But the floor never rises above ceiling bytes (memoryCeiling in
+//     production: three quarters of the memory the process may have),
+//     where the limit keeps its first purpose: many connections, an
+//     attacker's included, should slow the process (the collector working
+//     harder) rather than have it killed for lack of memory. The
+//     connection caps (limits.max_connections) bound the live data itself.
 //
 // An explicit limits.memory_mb is the operator's to size and is not
 // raised (nor is GOMEMLIMIT).
-func followMemory(ctx context.Context, base int64, filters, live func() int64, interval time.Duration, logger *slog.Logger) {
+func followMemory(ctx context.Context, base, ceiling int64, filters, live func() int64, interval time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	set, loggedFilters, raised := base, int64(0), false
+	set, loggedFilters, raised, capped := base, int64(0), false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -81,7 +91,7 @@ func followMemory(ctx context.Context, base int64, filters, live func() int64, i
 		case <-t.C:
 		}
 		f, l := filters(), live()
-		want := memoryLimit(base, f, l)
+		want := memoryLimit(base, ceiling, f, l)
 		if want != set {
 			debug.SetMemoryLimit(want)
 			set = want
@@ -94,15 +104,28 @@ func followMemory(ctx context.Context, base int64, filters, live func() int64, i
 			raised = r
 			logger.Info("memory limit", "soft_limit_mb", want>>20, "raised_for_live_data", r, "live_heap_and_stacks_mb", l>>20)
 		}
+		if c := ceiling > 0 && liveFloor(l) > ceiling; c != capped {
+			capped = c
+			if c {
+				logger.Warn("memory limit held at its ceiling, three quarters of the memory available: the live data (mostly connections) leaves the collector little room, so it runs more often", "soft_limit_mb", want>>20, "live_heap_and_stacks_mb", l>>20)
+			} else {
+				logger.Info("memory limit below its ceiling again", "soft_limit_mb", want>>20, "live_heap_and_stacks_mb", l>>20)
+			}
+		}
 	}
 }
 
-// memoryLimit returns the soft memory limit for the base limit, the dedup
-// filters' bytes and the live heap and stacks' bytes: base plus the
-// filters, or liveFloor(live) if that is more, in whole MiB so that the
-// limit does not change with every byte.
-func memoryLimit(base, filters, live int64) int64 {
-	return max(base+roundMiB(filters), roundMiB(liveFloor(live)))
+// memoryLimit returns the soft memory limit for the base limit, the
+// ceiling on the floor (0: none), the dedup filters' bytes and the live
+// heap and stacks' bytes: base plus the filters, or liveFloor(live) capped
+// at the ceiling if that is more, in whole MiB so that the limit does not
+// change with every byte.
+func memoryLimit(base, ceiling, filters, live int64) int64 {
+	floor := roundMiB(liveFloor(live))
+	if ceiling > 0 {
+		floor = min(floor, ceiling>>20<<20)
+	}
+	return max(base+roundMiB(filters), floor)
 }
 
 // liveFloor returns the least soft memory limit for live bytes of live
@@ -125,6 +148,78 @@ func liveBytes() int64 {
 		if v.Value.Kind() == metrics.KindUint64 {
 			n += int64(v.Value.Uint64())
 		}
+	}
+	return n
+}
+
+// memoryCeiling returns three quarters of the memory this process may
+// use: the least of the machine's (MemTotal in /proc/meminfo) and its
+// control group's limit (cgroup v2 memory.max or v1
+// memory.limit_in_bytes) where one is set; 0 if none can be read (not
+// Linux), and then the floor has no ceiling.
+func memoryCeiling() int64 {
+	var least int64
+	consider := func(n int64) {
+		if n > 0 && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		consider(parseMemTotal(string(b)))
+	}
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, f := range cgroupMemoryFiles(string(b)) {
+			if b, err := os.ReadFile(f); err == nil {
+				consider(parseCgroupLimit(string(b)))
+			}
+		}
+	}
+	return least / 4 * 3
+}
+
+// parseMemTotal returns the MemTotal line of /proc/meminfo in bytes, 0 if
+// there is none.
+func parseMemTotal(meminfo string) int64 {
+	for line := range strings.Lines(meminfo) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil || kb <= 0 || kb > 1<<42 {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cgroupMemoryFiles returns the files that may hold the memory limit of
+// the control group /proc/self/cgroup names, cgroup v2 ("0::PATH") and
+// v1 (a "memory" controller line): under the usual mount, at the group's
+// path and at the mount's root (where a container sees its own group).
+func cgroupMemoryFiles(selfCgroup string) []string {
+	var files []string
+	for line := range strings.Lines(selfCgroup) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 || strings.Contains(parts[2], "..") {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			files = append(files, filepath.Join("/sys/fs/cgroup", parts[2], "memory.max"), "/sys/fs/cgroup/memory.max")
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			files = append(files, filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes"), "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+		}
+	}
+	return files
+}
+
+// parseCgroupLimit returns a cgroup memory limit file's bytes, 0 for
+// "max" (v2's no limit), v1's near-2⁶³ stand-in for none, or anything
+// unreadable.
+func parseCgroupLimit(s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 || n >= 1<<62 {
+		return 0
 	}
 	return n
 }
