@@ -68,9 +68,10 @@ func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 //     (with up to half the CPU in its assists): with a fixed 192 MiB
 //     limit (the default then), 5,000 kept-alive TLS clients got 2,965
 //     entries/s at 478 µs of CPU each, against 7,097/s at 143 µs without
-//     it (docs/BENCHMARKS.md, "memory-limit-ab"). The floor lets the heap grow as far as Go's own default
-//     (GOGC=100) would for that live data, so the limit can cost some of
-//     GOGC=200's savings but never more collections than Go's default.
+//     it (docs/BENCHMARKS.md, "memory-limit-ab"). The floor lets the
+//     heap grow as far as Go's own default (GOGC=100) would for that live
+//     data, so the limit can cost some of GOGC=200's savings but never
+//     more collections than Go's default.
 //   - But the floor never rises above ceiling bytes (memoryCeiling in
 //     production: three quarters of the memory the process may have),
 //     where the limit keeps its first purpose: many connections, an
