@@ -148,6 +148,14 @@ func readResp(t *testing.T, br *bufio.Reader, what string) (*http.Response, stri
 	return resp, string(b)
 }
 
+// wantLean checks that the lean path (not net/http) served n requests.
+func (ts *testServer) wantLean(t *testing.T, n int64) {
+	t.Helper()
+	if got := ts.lean.Load(); got != n {
+		t.Errorf("lean path served %d requests, want %d", got, n)
+	}
+}
+
 func respBody(r *http.Response) string {
 	b, _ := io.ReadAll(r.Body)
 	return string(b)
@@ -166,9 +174,7 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 	if resps[1].Header.Get("X-Path") != "/log/ct/v1/add-pre-chain" || resps[0].Header.Get("Date") == "" {
 		t.Errorf("headers %v", resps[1].Header)
 	}
-	if n := ts.lean.Load(); n != 3 {
-		t.Errorf("lean path served %d requests, want 3", n)
-	}
+	ts.wantLean(t, 3)
 }
 
 func TestHandOff(t *testing.T) {
@@ -184,9 +190,7 @@ func TestHandOff(t *testing.T) {
 			t.Errorf("response %d: %q, want %q", i, got, want)
 		}
 	}
-	if n := ts.lean.Load(); n != 1 {
-		t.Errorf("lean path served %d requests, want 1", n)
-	}
+	ts.wantLean(t, 1)
 	// A malformed head is net/http's to answer.
 	resps = roundTrip(t, ts.addr, "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n", 1)
 	if resps[0].StatusCode != http.StatusBadRequest {
@@ -208,9 +212,7 @@ func TestNetHTTPClient(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if n := ts.lean.Load(); n != 20 {
-		t.Errorf("lean path served %d requests, want 20", n)
-	}
+	ts.wantLean(t, 20)
 }
 
 func TestShortBody(t *testing.T) {
@@ -282,9 +284,7 @@ func TestHeadInPieces(t *testing.T) {
 	if got != "lean:wxyz" {
 		t.Errorf("%q, want lean:wxyz", got)
 	}
-	if n := ts.lean.Load(); n != 1 {
-		t.Errorf("lean path served %d requests, want 1", n)
-	}
+	ts.wantLean(t, 1)
 }
 
 // dialTest opens a raw connection to ts with a deadline that only keeps a
@@ -378,9 +378,7 @@ func TestHandlerClose(t *testing.T) {
 	if !closedByServer(br) {
 		t.Error("the connection was not closed after Connection: close")
 	}
-	if n := ts.lean.Load(); n != 1 {
-		t.Errorf("lean path served %d requests, want 1 (the second came after close)", n)
-	}
+	ts.wantLean(t, 1) // the second request came after the close
 }
 
 // TestHandlerPanic: a handler's panic closes its connection without an
@@ -580,9 +578,7 @@ func TestLateCRLF(t *testing.T) {
 			t.Fatalf("request %d: %d %q, want lean:k", i, resp.StatusCode, got)
 		}
 	}
-	if n := ts.lean.Load(); n != 2 {
-		t.Errorf("lean path served %d requests, want 2", n)
-	}
+	ts.wantLean(t, 2)
 }
 
 // TestLateBodyRead: a handler that leaves a goroutine reading its body
