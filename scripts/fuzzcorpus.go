@@ -2,7 +2,7 @@
 
 // fuzzcorpus writes the committed seed corpora of Mosaic's fuzz targets
 // (internal/*/testdata/fuzz/FuzzX/<name>) from real entries of the
-// navigli2025h2 production log in ../shared/testdata and from chains minted
+// navigli2025h2 production log in testdata/ and from chains minted
 // by the fixed test CA (internal/testca/fixedca). Run it from the repository
 // root:
 //
@@ -42,7 +42,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
-const navigli = "../shared/testdata/navigli2025h2"
+const navigli = "testdata/navigli2025h2"
 
 func main() {
 	log.SetFlags(0)
@@ -75,7 +75,7 @@ type navigliData struct {
 func read(p string) []byte {
 	b, err := os.ReadFile(filepath.Join(navigli, p))
 	if err != nil {
-		log.Fatalf("reading the production test data (expected in ../shared/testdata): %v", err)
+		log.Fatalf("reading the production test data (expected in testdata/navigli2025h2): %v", err)
 	}
 	return b
 }

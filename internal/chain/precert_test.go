@@ -16,7 +16,7 @@ import (
 // realPrecerts returns the precertificates logged in the production tiles
 // of navigli2025h2, as submitted (their TileLeaf pre_certificate).
 func realPrecerts(t testing.TB) [][]byte {
-	dir := filepath.Join("..", "..", "..", "shared", "testdata", "navigli2025h2", "tile", "data")
+	dir := filepath.Join("..", "..", "testdata", "navigli2025h2", "tile", "data")
 	var out [][]byte
 	for _, n := range []string{"000", "001", "002", "003"} {
 		data, err := os.ReadFile(filepath.Join(dir, n))

@@ -23,12 +23,12 @@ import (
 // navigli2025h2 log (tiles 000–003 and 003.p/10: 1,034 entries).
 func productionTiles(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../../../shared/testdata/navigli2025h2")
+	dir, err := filepath.Abs("../../testdata/navigli2025h2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tile/data/000")); err != nil {
-		t.Fatalf("production test data is missing (expected next to the repository, in ../shared/testdata): %v", err)
+		t.Fatalf("production test data is missing (expected in the repository's testdata/navigli2025h2): %v", err)
 	}
 	return dir
 }

@@ -207,7 +207,7 @@ func BenchmarkPlanRound(b *testing.B) {
 }
 
 // BenchmarkCompressDataTile gzips a full data tile of the production log
-// in ../shared/testdata at the level full tiles are stored with, and the
+// in testdata/navigli2025h2 at the level full tiles are stored with, and the
 // same entries as a partial tile at the partial tiles' level. Reported per
 // entry, with the stored size.
 func BenchmarkCompressDataTile(b *testing.B) {
@@ -230,11 +230,11 @@ func BenchmarkCompressDataTile(b *testing.B) {
 }
 
 // productionDataTile returns the uncompressed full data tile 001 of the
-// production log in ../shared/testdata.
+// production log in testdata/navigli2025h2.
 func productionDataTile(tb testing.TB) []byte {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "testdata", "navigli2025h2", "tile", "data", "001"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "navigli2025h2", "tile", "data", "001"))
 	if err != nil {
-		tb.Fatalf("production test data is missing (expected next to the repository, in ../shared/testdata): %v", err)
+		tb.Fatalf("production test data is missing (expected in the repository's testdata/navigli2025h2): %v", err)
 	}
 	return data
 }

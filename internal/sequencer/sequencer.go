@@ -1130,7 +1130,7 @@ func (s *Sequencer) compressAll(objects []object) {
 
 // The gzip levels of data tiles, for github.com/klauspost/compress/gzip,
 // which writes the same format as compress/gzip faster at a similar size:
-// on a full tile of the production log in ../shared/testdata (405 KB), its
+// on a full tile of the production log in testdata/navigli2025h2 (405 KB), its
 // level 7 stores 96.7 KB with 36% less CPU than compress/gzip's default
 // level (95.9 KB), and its level 1 stores 3% less than compress/gzip's
 // level 1 with 43% less CPU (BenchmarkCompressDataTile).

@@ -160,7 +160,7 @@ func TestTileLeafExtraExtensions(t *testing.T) {
 // TestProductionTiles parses real data tiles from the navigli2025h2 log and
 // checks every entry's Merkle leaf hash against that log's level-0 tiles.
 func TestProductionTiles(t *testing.T) {
-	dir := filepath.Join("..", "..", "..", "shared", "testdata", "navigli2025h2")
+	dir := filepath.Join("..", "..", "testdata", "navigli2025h2")
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("production test data missing: %v", err)
 	}
