@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
 // startConfigured runs 'mosaic serve -config cfg' with extra environment and
@@ -86,10 +86,9 @@ func TestS3AndPostgres(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
