@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the module, one after another, for FUZZTIME
-# each (default 3s; any -fuzztime value, e.g. 30s, 10m or 5000x), and prints
+# each (default 2s, what CI runs; any -fuzztime value, e.g. 30s, 10m or 5000x), and prints
 # how long each took. Targets are found automatically: every package with a
 # fuzz_test.go, every func Fuzz* that `go test -list` reports there.
 #
-#   scripts/fuzz.sh                      # all targets, 3s each (what CI runs)
+#   scripts/fuzz.sh                      # all targets, 2s each (what CI runs)
 #   FUZZTIME=1m scripts/fuzz.sh          # all targets, a minute each
 #   scripts/fuzz.sh ./internal/chain     # only this package's targets
 #
@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
-fuzztime="${FUZZTIME:-3s}"
+fuzztime="${FUZZTIME:-2s}"
 if [ "$#" -gt 0 ]; then
   pkgs=$(go list "$@")
 else

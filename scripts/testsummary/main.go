@@ -1,8 +1,8 @@
 // Command testsummary reads `go test -json` events on standard input and
 // prints what a person needs: one line per package (as `go test` does), the
 // full output of every failed test, and at the end every skipped test with
-// the reason it gave, so a skip is never silent. It exits 1 if any test or
-// package failed.
+// the reason it gave (so a skip is never silent), the slowest tests, and
+// the totals. It exits 1 if any test or package failed.
 //
 //	go test -json ./... | go run ./scripts/testsummary
 package main
@@ -28,6 +28,9 @@ type event struct {
 
 type key struct{ pkg, test string }
 
+// slowest is how many of the slowest top-level tests the summary lists.
+const slowest = 10
+
 func main() {
 	failed, err := summarize(os.Stdin, os.Stdout)
 	if err != nil {
@@ -44,6 +47,12 @@ func main() {
 func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 	output := map[key]*strings.Builder{}
 	var skips []string
+	var passed, failedTests int
+	type timed struct {
+		name    string
+		elapsed float64
+	}
+	var times []timed
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -89,10 +98,31 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 		}
 		if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
 			delete(output, k)
+			// Totals and timings count top-level tests: a subtest's
+			// time is its parent's too, and its verdict decides its
+			// parent's.
+			if e.Test != "" && !strings.Contains(e.Test, "/") {
+				switch e.Action {
+				case "pass":
+					passed++
+				case "fail":
+					failedTests++
+				}
+				if e.Action != "skip" {
+					times = append(times, timed{short(e.Package) + " " + e.Test, e.Elapsed})
+				}
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return true, err
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].elapsed > times[j].elapsed })
+	if len(times) > 0 {
+		fmt.Fprintf(w, "== slowest tests:\n")
+		for _, t := range times[:min(slowest, len(times))] {
+			fmt.Fprintf(w, "  %7.1fs  %s\n", t.elapsed, t.name)
+		}
 	}
 	sort.Strings(skips)
 	if len(skips) == 0 {
@@ -103,7 +133,22 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
+	// Top-level tests only; a package that failed to build or panicked
+	// before its tests ran shows as a FAIL line above, not in these counts.
+	fmt.Fprintf(w, "tests: %d passed, %d failed, %d skipped\n", passed, failedTests, countTop(skips))
 	return failed, nil
+}
+
+// countTop counts the skipped top-level tests among skips (lines of the form
+// "package Test: reason").
+func countTop(skips []string) int {
+	n := 0
+	for _, s := range skips {
+		if f := strings.Fields(s); len(f) > 1 && !strings.Contains(f[1], "/") {
+			n++
+		}
+	}
+	return n
 }
 
 func text(b *strings.Builder) string {

@@ -8,7 +8,9 @@ import (
 func TestSummarize(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"run","Package":"p/a","Test":"TestOK"}`,
-		`{"Action":"pass","Package":"p/a","Test":"TestOK"}`,
+		`{"Action":"pass","Package":"p/a","Test":"TestOK","Elapsed":0.7}`,
+		`{"Action":"pass","Package":"p/a","Test":"TestOK/sub","Elapsed":0.6}`,
+		`{"Action":"pass","Package":"p/a","Test":"TestSlow","Elapsed":9.25}`,
 		`{"Action":"output","Package":"p/a","Test":"TestS3","Output":"=== RUN   TestS3\n"}`,
 		`{"Action":"output","Package":"p/a","Test":"TestS3","Output":"    s3_test.go:9: SKIPPING: MinIO is unavailable\n"}`,
 		`{"Action":"output","Package":"p/a","Test":"TestS3","Output":"--- SKIP: TestS3 (0.00s)\n"}`,
@@ -28,6 +30,8 @@ func TestSummarize(t *testing.T) {
 	for _, want := range []string{
 		"ok  \tp/a\t1.500s", "--- FAIL: TestBad (p/b)", "boom", "FAIL\tp/b",
 		"== 1 skipped:", "p/a TestS3: s3_test.go:9: SKIPPING: MinIO is unavailable",
+		"== slowest tests:\n      9.2s  p/a TestSlow\n      0.7s  p/a TestOK\n",
+		"tests: 2 passed, 1 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
