@@ -3,6 +3,7 @@ package roots
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/csv"
 	"encoding/pem"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -61,7 +63,7 @@ func FetchCCADB(ctx context.Context, client *http.Client, url string) (*CCADBRes
 	req.Header.Set("User-Agent", "Mosaic CT log (roots refresh)")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("CCADB: %w", err)
+		return nil, &fetchError{url: url, err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -72,6 +74,50 @@ func FetchCCADB(ctx context.Context, client *http.Client, url string) (*CCADBRes
 		return nil, fmt.Errorf("CCADB %s: %w", url, err)
 	}
 	return res, nil
+}
+
+// fetchError is a CCADB download that got no answer. Its message says in
+// words what failed (a first start on a machine without network access
+// otherwise dies with Go's "dial tcp: lookup …") and how to start offline.
+type fetchError struct {
+	url string
+	err error
+}
+
+func (e *fetchError) Error() string {
+	return fmt.Sprintf("could not download the CCADB roots report from %s (%s); to start without network access, list the log's roots in roots.file instead of roots.ccadb",
+		e.url, describeNetError(e.err))
+}
+
+func (e *fetchError) Unwrap() error { return e.err }
+
+// describeNetError says why a request got no answer, without Go's
+// "Get \"…\": dial tcp …" chain where a plainer phrase fits.
+func describeNetError(err error) string {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("the name %s could not be looked up", dnsErr.Name)
+	case errors.As(err, &certErr):
+		return "its TLS certificate was not accepted"
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		if opErr.Addr != nil {
+			return fmt.Sprintf("could not connect to %s", opErr.Addr)
+		}
+		return "could not connect"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return "it was cut off by its time limit"
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		if urlErr.Timeout() {
+			return "it timed out"
+		}
+		return urlErr.Err.Error()
+	}
+	return err.Error()
 }
 
 // checkRedirect is the CCADB client's redirect policy. The config insists

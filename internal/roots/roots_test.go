@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -463,5 +464,50 @@ func TestCCADBRedirects(t *testing.T) {
 	m := New(Config{CCADB: srv.URL})
 	if _, err := FetchCCADB(context.Background(), m.cfg.Client, srv.URL); err == nil || !strings.Contains(err.Error(), "https only") {
 		t.Errorf("fetch through a downgrading redirect: %v", err)
+	}
+}
+
+// TestCCADBOffline: a CCADB download that gets no answer (a first start on
+// a machine without network access) says in one sentence what failed and
+// that roots.file is the way to start offline, without Go's error chain.
+func TestCCADBOffline(t *testing.T) {
+	noDNS := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Resolver: &net.Resolver{
+		PreferGo: true,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("no network")
+		},
+	}}).DialContext}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		client *http.Client
+		url    string
+		reason string
+	}{
+		{noDNS, "https://ccadb.example/report.csv", "the name ccadb.example could not be looked up"},
+		{http.DefaultClient, "http://" + closed + "/report.csv", "could not connect to " + closed},
+	} {
+		_, err := FetchCCADB(context.Background(), tc.client, tc.url)
+		if err == nil {
+			t.Fatalf("%s: fetched", tc.url)
+		}
+		msg := err.Error()
+		for _, want := range []string{"could not download the CCADB roots report from " + tc.url, tc.reason, "roots.file"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: %q lacks %q", tc.url, msg, want)
+			}
+		}
+		for _, bad := range []string{"dial tcp", "Get \"", "*net."} {
+			if strings.Contains(msg, bad) {
+				t.Errorf("%s: %q shows Go's error chain (%q)", tc.url, msg, bad)
+			}
+		}
+		if strings.Contains(msg, "\n") {
+			t.Errorf("%s: %q is not one line", tc.url, msg)
+		}
 	}
 }
