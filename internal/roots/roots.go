@@ -131,6 +131,22 @@ func (m *Manager) Load(ctx context.Context) ([]*x509.Certificate, error) {
 	return m.state.Certificates(), nil
 }
 
+// CheckFiles reads the configured PEM files (roots.file and roots.extra)
+// as Load would, without touching storage or the CCADB: `mosaic create`
+// uses it so that a log is not created with a roots file its first serve
+// would refuse.
+func (m *Manager) CheckFiles() error {
+	for _, src := range []struct{ name, path string }{{SourceFile, m.cfg.File}, {SourceExtra, m.cfg.Extra}} {
+		if src.path == "" {
+			continue
+		}
+		if _, err := readPEM(src.path); err != nil {
+			return fmt.Errorf("roots.%s: %w", src.name, err)
+		}
+	}
+	return nil
+}
+
 // SetTarget sets what receives the live set from now on.
 func (m *Manager) SetTarget(t Target) {
 	m.mu.Lock()

@@ -334,6 +334,9 @@ func forEachLog(ctx context.Context, c *config.Config, names []string, logger *s
 // its first, empty checkpoint. It refuses to touch a log that has state.
 func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
 	return forEachLog(ctx, c, names, logger, func(lc *config.Log, p *logParts) error {
+		if err := p.roots.CheckFiles(); err != nil {
+			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
 		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
 			return fmt.Errorf("log %s: %w", lc.Name, err)
 		}

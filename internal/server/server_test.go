@@ -412,3 +412,21 @@ func TestDedupMetrics(t *testing.T) {
 		t.Fatalf("mosaic_dedup_merge_failures_total = %v", got)
 	}
 }
+
+// TestCreateRefusesMissingRootsFile: create reads the roots files as serve
+// would, so a log is not created with a roots.file its first serve refuses;
+// nothing is created.
+func TestCreateRefusesMissingRootsFile(t *testing.T) {
+	_, c, _ := devConfig(t, "")
+	missing := filepath.Join(t.TempDir(), "roots.pem")
+	c.Logs[0].Roots.File = missing
+	err := server.CreateLogs(context.Background(), c, nil, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "roots.file") || !strings.Contains(err.Error(), missing+" does not exist") {
+		t.Fatalf("create with a missing roots file: %v; want an error naming roots.file and the path", err)
+	}
+	if _, err := os.Stat(c.Logs[0].Storage.Dir); err == nil {
+		if ents, _ := os.ReadDir(c.Logs[0].Storage.Dir); len(ents) > 0 {
+			t.Errorf("create left state in %s after refusing", c.Logs[0].Storage.Dir)
+		}
+	}
+}
