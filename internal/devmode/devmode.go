@@ -82,7 +82,8 @@ func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created b
 		}
 		ln, err := net.Listen("tcp", stored)
 		if err != nil {
-			return "", nil, false, fmt.Errorf("listening on %s: %w", stored, err)
+			return "", nil, false, config.ListenError(stored, err,
+				fmt.Sprintf("stop it, or use a new -data directory with -listen (the dev log in %s was created for this address)", dir))
 		}
 		return cfgPath, ln, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -94,7 +95,7 @@ func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created b
 	}
 	ln, err = net.Listen("tcp", listen)
 	if err != nil {
-		return "", nil, false, fmt.Errorf("listening on %s: %w", listen, err)
+		return "", nil, false, config.ListenError(listen, err, "choose another address with -listen (for example -listen 127.0.0.1:0 for any free port)")
 	}
 	fail := func(err error) (string, net.Listener, bool, error) {
 		ln.Close()

@@ -561,7 +561,8 @@ func Listen(c *config.Config) ([]net.Listener, error) {
 			for _, o := range lns {
 				o.Close()
 			}
-			return nil, fmt.Errorf("listen[%d].address: %w", i, err)
+			return nil, fmt.Errorf("listen[%d].address: %w", i, config.ListenError(l.Address, err,
+				fmt.Sprintf("stop it or choose another address in listen[%d].address (mosaic serve -listen replaces listen[0].address)", i)))
 		}
 		lns = append(lns, ln)
 	}
