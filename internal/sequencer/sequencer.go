@@ -74,6 +74,10 @@ type Config struct {
 	// (localfs.Dir.Fence, s3lock.NewFence): see "One storage, one writer"
 	// in the package doc.
 	Fence lock.Backend
+	// Restoring says Load runs for `mosaic restore`, against a backup of
+	// the lock backend: a fence ahead of it is then the log having run on
+	// after the backup was taken, which is what Load's message says.
+	Restoring bool
 
 	// Period is how often pending entries are sequenced.
 	Period time.Duration
@@ -1076,8 +1080,17 @@ func (s *Sequencer) reconcileFence(ctx context.Context, signed []byte, cp *check
 				return nil, nil, fmt.Errorf("committing the round found in the storage's fence: %w", err)
 			}
 		}
-		s.log.Warn("adopted a round that moved the storage's fence but was not committed (its process died or its commit failed)",
-			"log", s.cfg.Name, "tree_size", fv.Size)
+		switch {
+		case s.cfg.Restoring && fv.Size == cp.Size:
+			s.log.Info("the backup's checkpoint is older than its storage's: the log signed the same tree again after the backup was taken; "+
+				"restored with the storage's newer checkpoint", "log", s.cfg.Name, "tree_size", fv.Size)
+		case s.cfg.Restoring:
+			s.log.Info("the backup is one round behind its storage: the log committed a round after the backup was taken; "+
+				"restored with that round, checked to extend the backup's tree", "log", s.cfg.Name, "tree_size", fv.Size, "backup_tree_size", cp.Size)
+		default:
+			s.log.Warn("adopted a round that moved the storage's fence but was not committed (its process died or its commit failed)",
+				"log", s.cfg.Name, "tree_size", fv.Size)
+		}
 		return f, fv, nil
 	}
 	if fv.Size == cp.Size && fv.Hash == cp.Hash {

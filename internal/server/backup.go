@@ -336,6 +336,7 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 			} else if err != nil {
 				return fmt.Errorf("log %s: reading the storage's fence: %w", lc.Name, err)
 			}
+			p.seqCfg.Restoring = true
 			seq, err := sequencer.Load(ctx, p.seqCfg)
 			if err != nil {
 				return explainStale(ctx, lc.Name, p.seqCfg, err)
