@@ -94,16 +94,6 @@ func CosignedMessage(ts uint64, msg []byte) []byte {
 	return append(fmt.Appendf(nil, "cosignature/v1\ntime %d\n", ts), msg...)
 }
 
-// CosignatureTimestamp returns the timestamp of a cosignature/v1 note
-// signature (as note.Signature.Base64 holds it).
-func CosignatureTimestamp(sig note.Signature) (uint64, error) {
-	b, err := base64.StdEncoding.DecodeString(sig.Base64)
-	if err != nil || len(b) != 4+8+ed25519.SignatureSize {
-		return 0, errors.New("not a cosignature/v1 signature")
-	}
-	return binary.BigEndian.Uint64(b[4:]), nil
-}
-
 // VerifyCosignatures opens a signed checkpoint note with the cosigners'
 // verifiers and returns the names of those whose cosignature verifies. A
 // signature line that names a known cosigner's key but does not verify

@@ -135,10 +135,6 @@ func subtreeHash(hashes []tlog.Hash) tlog.Hash {
 	return level[0]
 }
 
-// TileHash returns the Merkle hash of a full tile's hashes: the entry that
-// represents it in the tile one level up.
-func TileHash(hashes []tlog.Hash) tlog.Hash { return subtreeHash(hashes) }
-
 func hashesBytes(hashes []tlog.Hash) []byte {
 	b := make([]byte, 0, len(hashes)*tlog.HashSize)
 	for _, h := range hashes {

@@ -10,11 +10,9 @@
 package witnesstest
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -202,25 +200,6 @@ func (w *Witness) Thaw() {
 	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		w.t.Fatal(err)
 	}
-}
-
-// AddCheckpoint sends an add-checkpoint request body to the witness, as
-// another client of it would, and returns the status and response body.
-func (w *Witness) AddCheckpoint(ctx context.Context, body string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", w.URL+"add-checkpoint", strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, "", err
-	}
-	return resp.StatusCode, string(b), nil
 }
 
 // DownURL returns the URL of a witness that is down: a loopback port
