@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/clock"
+	"github.com/mosaic-ct/mosaic/internal/testca"
+)
+
+// metricAt returns the value of the sample named exactly name (with its
+// labels) on p's /metrics, and whether it is there.
+func metricAt(t *testing.T, addr, name string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+func healthOf(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/health")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestSkewedClockRefusesToLead runs the real binary twice in standby mode
+// on MinIO + PostgreSQL, one process with its clock 300 s fast (the
+// MOSAIC_TEST_CLOCK_SKEW test hook) and started first, so the lease is
+// free for it to take. It must not: it refuses to lead, its /health is 503
+// naming its clock, and mosaic_clock_skew_seconds shows the skew. The
+// process with a correct clock leads, and every SCT submitted through
+// either process, and every checkpoint, is timestamped within
+// clock.MaxSkew of true time (this host's clock, which PostgreSQL shares).
+func TestSkewedClockRefusesToLead(t *testing.T) {
+	lease := 2 * time.Second
+	h := newHALog(t, fmt.Sprintf("standby:\n  lease: %s\n", lease))
+	fastAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	fast := &haProcess{addr: fastAddr, s: launch(t, []string{"serve", "-config", h.cfgPath, "-listen", fastAddr},
+		append(h.env, clock.SkewEnv+"=300s"))}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := healthOf(t, fastAddr)
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "clock is 300") {
+			t.Logf("the fast process's /health: %d %s", code, strings.TrimSpace(body))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast process's /health: %d %q, want 503 naming its clock\n%s", code, body, fast.s.logBuf.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * lease) // the lease is free all along
+	if fast.leading() {
+		t.Fatal("the process with a clock 300 s fast took the lease")
+	}
+	if v, ok := metricAt(t, fastAddr, "mosaic_clock_skew_seconds"); !ok || v < 299 || v > 301 {
+		t.Errorf("mosaic_clock_skew_seconds = %v (present: %v), want about 300", v, ok)
+	}
+
+	good := h.start(t)
+	good.waitLeading(t, 2*lease)
+	if fast.leading() {
+		t.Fatal("both lead")
+	}
+	if v, ok := metricAt(t, good.addr, "mosaic_clock_skew_seconds"); !ok || v < -1 || v > 1 {
+		t.Errorf("the correct process's mosaic_clock_skew_seconds = %v (present: %v)", v, ok)
+	}
+
+	ca, err := testca.LoadCA(filepath.Join(h.dir, "ca.pem"), filepath.Join(h.dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxLead := time.Duration(math.MinInt64) // negative: behind true time
+	lead := func(ms int64) time.Duration {
+		d := time.UnixMilli(ms).Sub(time.Now())
+		maxLead = max(maxLead, d)
+		return d
+	}
+	for i := range 20 {
+		// Alternate: through the fast process (it forwards to the
+		// leader) and straight to the leader.
+		addr := []string{fastAddr, good.addr}[i%2]
+		chain := b64(leaf(t, ca, fmt.Sprintf("clock-%d.example", i), testca.LeafOptions{}), ca.DER)
+		code, body := postJSON(t, "http://"+addr+"/log/ct/v1/add-chain", chain)
+		for try := 0; code == http.StatusServiceUnavailable && try < 20; try++ {
+			// The standby learns of the new leader within a poll.
+			time.Sleep(250 * time.Millisecond)
+			code, body = postJSON(t, "http://"+addr+"/log/ct/v1/add-chain", chain)
+		}
+		if code != 200 {
+			t.Fatalf("add-chain through %s: %d %s", addr, code, body)
+		}
+		var sct struct{ Timestamp int64 }
+		if err := json.Unmarshal([]byte(body), &sct); err != nil {
+			t.Fatal(err)
+		}
+		if d := lead(sct.Timestamp); d > clock.MaxSkew {
+			t.Errorf("SCT %d is timestamped %v in the future", i, d)
+		}
+	}
+	if v, ok := metricAt(t, good.addr, `mosaic_checkpoint_timestamp_seconds{log="s3log"}`); !ok {
+		t.Error("no mosaic_checkpoint_timestamp_seconds")
+	} else if d := lead(int64(v * 1000)); d > clock.MaxSkew {
+		t.Errorf("the leader's checkpoint is timestamped %v in the future", d)
+	}
+	t.Logf("CLOCK: with one of two processes 300 s fast, the largest SCT or checkpoint timestamp lead over true time (at the response) was %v", maxLead)
+	if code, body := healthOf(t, fastAddr); code != http.StatusServiceUnavailable {
+		t.Errorf("the fast process's /health: %d %s", code, body)
+	}
+}
