@@ -12,7 +12,8 @@ import (
 // Next returns the timestamp, in Unix milliseconds, of a round that
 // follows a checkpoint timestamped last, at now: now, or last+1 if now is
 // not past last, since a log's checkpoint timestamps only move forward
-// (RFC 9162 §4.10; monitors reject a tree head older than one they hold).
+// (RFC 6962 §3.5: "Each subsequent timestamp MUST be more recent than the
+// timestamp of the previous update").
 //
 // When last is more than MaxSkew ahead of now it returns a SkewError
 // instead: carrying on from last at 1 ms a round would sign timestamps
