@@ -29,7 +29,7 @@ func TestFromEnv(t *testing.T) {
 	if err != nil || skew != 300*time.Second {
 		t.Fatalf("300s: skew %v, err %v", skew, err)
 	}
-	if d := c.Now().Sub(time.Now()); d < 299*time.Second || d > 301*time.Second {
+	if d := time.Until(c.Now()); d < 299*time.Second || d > 301*time.Second {
 		t.Errorf("300s: the clock leads time.Now by %v", d)
 	}
 	env[SkewEnv] = "soon"

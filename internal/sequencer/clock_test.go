@@ -47,7 +47,7 @@ func committedTime(t *testing.T, cfg Config) (uint64, int64) {
 // leadOf returns how far the Unix-millisecond timestamp ts leads the
 // system clock, the true time in these tests.
 func leadOf(ts uint64) time.Duration {
-	return time.UnixMilli(int64(ts)).Sub(time.Now())
+	return time.Until(time.UnixMilli(int64(ts)))
 }
 
 // TestCheckpointAheadAfterFailover: a log whose last checkpoint a leader

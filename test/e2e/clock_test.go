@@ -100,7 +100,7 @@ func TestSkewedClockRefusesToLead(t *testing.T) {
 	}
 	maxLead := time.Duration(math.MinInt64) // negative: behind true time
 	lead := func(ms int64) time.Duration {
-		d := time.UnixMilli(ms).Sub(time.Now())
+		d := time.Until(time.UnixMilli(ms))
 		maxLead = max(maxLead, d)
 		return d
 	}
