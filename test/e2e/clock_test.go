@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,6 +39,25 @@ func metricAt(t *testing.T, addr, name string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// metricsContain reports whether a sample line on addr's /metrics starts
+// with prefix and contains substr.
+func metricsContain(t *testing.T, addr, prefix, substr string) bool {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) && strings.Contains(sc.Text(), substr) {
+			return true
+		}
+	}
+	return false
 }
 
 func healthOf(t *testing.T, addr string) (int, string) {
@@ -135,4 +155,99 @@ func TestSkewedClockRefusesToLead(t *testing.T) {
 	if code, body := healthOf(t, fastAddr); code != http.StatusServiceUnavailable {
 		t.Errorf("the fast process's /health: %d %s", code, body)
 	}
+}
+
+// TestCheckpointAheadAfterRestart runs a dev log (local disk only) with
+// its clock 10 s fast, which nothing on local disk can detect, then
+// restarts it with a correct clock, as a failover from a fast leader
+// does. The correct process must not carry the future timestamp on at
+// 1 ms a round: it refuses submissions with 503, reason clock and a
+// Retry-After until its clock is within clock.MaxSkew of the last
+// checkpoint, and /health says why; then every SCT it signs is later
+// than the last checkpoint and at most clock.MaxSkew ahead of true time.
+func TestCheckpointAheadAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	// 10 s, so the restart (a second or two) leaves most of it to see.
+	t.Setenv(clock.SkewEnv, "10s")
+	s := startDev(t, dir)
+	ca := newCAs(t, s)
+	addChain := s.info.SubmissionPrefix + "ct/v1/add-chain"
+	submit := func(i int) (int, string, *http.Response) {
+		chain := b64(leaf(t, ca.ecInt, fmt.Sprintf("restart-%d.example", i), testca.LeafOptions{}), ca.ecInt.DER)
+		b, _ := json.Marshal(chain)
+		resp, err := http.Post(addChain, "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body)), resp
+	}
+	sctTime := func(body string) int64 {
+		var sct struct{ Timestamp int64 }
+		if err := json.Unmarshal([]byte(body), &sct); err != nil {
+			t.Fatal(err)
+		}
+		return sct.Timestamp
+	}
+	var fastLead time.Duration
+	for i := range 3 {
+		code, body, _ := submit(i)
+		if code != 200 {
+			t.Fatalf("add-chain on the fast process: %d %s", code, body)
+		}
+		fastLead = max(fastLead, time.Until(time.UnixMilli(sctTime(body))))
+	}
+	last := s.checkpoint(t)
+	s.stop()
+
+	t.Setenv(clock.SkewEnv, "")
+	s = startDev(t, dir)
+	code, body, resp := submit(10)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "ahead of this process's clock") {
+		t.Fatalf("add-chain right after the restart: %d %s, want 503 naming the checkpoint ahead of the clock", code, body)
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 10 {
+		t.Errorf("Retry-After %q, want 1 to 10 s", resp.Header.Get("Retry-After"))
+	}
+	u, err := url.Parse(s.info.SubmissionPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, hbody := healthOf(t, u.Host); code != http.StatusServiceUnavailable || !strings.Contains(hbody, "ahead of this process's clock") {
+		t.Errorf("/health right after the restart: %d %s", code, hbody)
+	}
+	if !metricsContain(t, u.Host, "mosaic_http_requests_total{", `reason="clock"`) {
+		t.Error(`no mosaic_http_requests_total sample with reason="clock"`)
+	}
+	if !metricsContain(t, u.Host, "mosaic_sequencing_rounds_total{", `result="clock"`) {
+		t.Error(`no mosaic_sequencing_rounds_total sample with result="clock"`)
+	}
+
+	// It signs again once its clock is within MaxSkew of the checkpoint.
+	deadline := time.Now().Add(30 * time.Second)
+	var afterLead time.Duration = math.MinInt64
+	for i := 11; ; i++ {
+		code, body, _ = submit(i)
+		if code == 200 {
+			ts := sctTime(body)
+			if uint64(ts) <= last.Timestamp {
+				t.Errorf("SCT timestamp %d is not after the last checkpoint's %d", ts, last.Timestamp)
+			}
+			afterLead = max(afterLead, time.Until(time.UnixMilli(ts)))
+			if i > 15 {
+				break
+			}
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still refused 30 s after the restart: %d %s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if afterLead > clock.MaxSkew {
+		t.Errorf("after the restart an SCT led true time by %v", afterLead)
+	}
+	t.Logf("CLOCK: local disk, 10 s fast: its SCTs led true time by up to %v (undetectable without an outside clock); "+
+		"after a restart with a correct clock it refused until within %v, then its SCTs led by at most %v", fastLead, clock.MaxSkew, afterLead)
 }
