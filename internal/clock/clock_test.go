@@ -3,6 +3,7 @@ package clock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -215,4 +216,72 @@ func checkReason(t *testing.T, what string, err error, reason string) {
 // error and ends it with a period.
 func asSentence(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+// virtual is a clock whose times carry a monotonic reading, as the system
+// clock's do, advanced by the test: base (a time.Now, so with a monotonic
+// reading) plus off, on both the wall and the monotonic clock.
+type virtual struct {
+	base time.Time
+	off  time.Duration
+}
+
+func (v *virtual) Now() time.Time { return v.base.Add(v.off) }
+
+// stepSource reads the reference at a point of the round trip the test
+// chooses, advancing the virtual local clock across it.
+type stepSource struct {
+	local      *virtual
+	skew       time.Duration // local minus reference
+	before     time.Duration // local time passing before the read
+	after      time.Duration // and after it
+	reads      int
+}
+
+func (s *stepSource) Now(ctx context.Context) (time.Time, error) {
+	s.reads++
+	s.local.off += s.before
+	t := s.local.Now().Add(-s.skew).Round(0) // the database's time: no monotonic reading
+	s.local.off += s.after
+	return t, nil
+}
+
+// TestReferenceNeverPassesAFutureTimestamp tries to break the bound: for
+// random skews, round trips, read points within them, time elapsed since
+// the measurement and steps of the wall clock after it (seen in the
+// timestamp but not in the monotonic clock, as with a real step), a
+// timestamp Check lets through never leads the reference's true time by
+// more than MaxSkew.
+func TestReferenceNeverPassesAFutureTimestamp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	passed := 0
+	for i := range 20000 {
+		local := &virtual{base: time.Now()}
+		rtt := dur(0, 1500*time.Millisecond)
+		before := dur(0, rtt)
+		src := &stepSource{local: local, skew: dur(-3*time.Second, 3*time.Second), before: before, after: rtt - before}
+		r := NewReference(local, src, time.Minute, nil)
+		r.Measure(context.Background())
+		local.off += dur(0, 50*time.Second)
+		step := dur(-3*time.Second, 3*time.Second)
+		if rng.IntN(2) == 0 {
+			step = 0
+		}
+		ts := local.Now().Add(step).Round(0) // what the sequencer would sign
+		trueNow := local.Now().Add(-src.skew)
+		if err := r.Check(context.Background(), ts); err == nil {
+			passed++
+			if lead := ts.Sub(trueNow); lead > MaxSkew {
+				t.Fatalf("case %d: Check let through a timestamp %v ahead of true time (skew %v, rtt %v, step %v)", i, lead, src.skew, rtt, step)
+			}
+			if step == 0 && trueNow.Sub(ts) > MaxSkew {
+				t.Fatalf("case %d: Check let through a clock %v behind true time (skew %v, rtt %v)", i, trueNow.Sub(ts), src.skew, rtt)
+			}
+		}
+	}
+	if passed < 1000 {
+		t.Fatalf("only %d of 20000 cases passed: the test explores too little", passed)
+	}
+	t.Logf("%d of 20000 cases passed the check; none led true time by more than %v", passed, MaxSkew)
 }
