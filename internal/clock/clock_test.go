@@ -231,11 +231,11 @@ func (v *virtual) Now() time.Time { return v.base.Add(v.off) }
 // stepSource reads the reference at a point of the round trip the test
 // chooses, advancing the virtual local clock across it.
 type stepSource struct {
-	local      *virtual
-	skew       time.Duration // local minus reference
-	before     time.Duration // local time passing before the read
-	after      time.Duration // and after it
-	reads      int
+	local  *virtual
+	skew   time.Duration // local minus reference
+	before time.Duration // local time passing before the read
+	after  time.Duration // and after it
+	reads  int
 }
 
 func (s *stepSource) Now(ctx context.Context) (time.Time, error) {
