@@ -152,6 +152,21 @@ func TestSkewedClockRefusesToLead(t *testing.T) {
 		t.Errorf("the leader's checkpoint is timestamped %v in the future", d)
 	}
 	t.Logf("CLOCK: with one of two processes 300 s fast, the largest SCT or checkpoint timestamp lead over true time (at the response) was %v", maxLead)
+
+	// Under load through the load balancer, which sends half the
+	// submissions to the fast process: the hammer fails any SCT more
+	// than 1 s in the future (future_timestamp) and reports the lead.
+	h.lb.add("http://" + fastAddr)
+	wait := h.runHammer(t, "-rate", "200", "-workers", "16", "-duration", "8s", "-drain", "30s")
+	r, err := wait()
+	checkReport(t, r)
+	if err != nil {
+		t.Fatalf("hammer: %v", err)
+	}
+	t.Logf("CLOCK: hammer through both processes: %v accepted, max_sct_lead_ms %v", r["accepted"], r["max_sct_lead_ms"])
+	if v, ok := r["max_sct_lead_ms"].(float64); !ok || v > float64(clock.MaxSkew.Milliseconds()) {
+		t.Errorf("max_sct_lead_ms %v", r["max_sct_lead_ms"])
+	}
 	if code, body := healthOf(t, fastAddr); code != http.StatusServiceUnavailable {
 		t.Errorf("the fast process's /health: %d %s", code, body)
 	}
