@@ -285,3 +285,19 @@ func TestReferenceNeverPassesAFutureTimestamp(t *testing.T) {
 	}
 	t.Logf("%d of 20000 cases passed the check; none led true time by more than %v", passed, MaxSkew)
 }
+
+// BenchmarkCheck is what a round pays for the clock check between
+// measurements (one per 10 s reads the database).
+func BenchmarkCheck(b *testing.B) {
+	local := &virtual{base: time.Now()}
+	r := NewReference(local, &stepSource{local: local, before: time.Millisecond}, time.Hour, nil)
+	if _, err := r.Measure(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	ts := local.Now()
+	for b.Loop() {
+		if err := r.Check(context.Background(), ts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
