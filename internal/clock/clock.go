@@ -82,9 +82,10 @@ func FromOSEnv() (Clock, time.Duration, error) { return FromEnv(os.Getenv) }
 // not lead with: it says by how much and, in RetryAfter, when it may be
 // worth trying again (zero if only fixing the clock helps).
 type SkewError struct {
-	// Reason is a metric label: "ahead" (this clock leads the reference),
-	// "behind" (it lags the reference), "checkpoint_ahead" (the log's
-	// latest checkpoint is ahead of this clock).
+	// Reason is one of "ahead" (this clock leads the reference),
+	// "behind" (it lags the reference), "uncertain" (reading the
+	// reference took longer than MaxSkew) and "checkpoint_ahead" (the
+	// log's latest checkpoint is ahead of this clock).
 	Reason string
 	// By is how far apart the two clocks are, at least.
 	By time.Duration
