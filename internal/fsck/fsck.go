@@ -33,6 +33,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	ctx509 "github.com/google/certificate-transparency-go/x509"
 	"golang.org/x/mod/sumdb/tlog"
@@ -159,6 +160,11 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 		}
 		ck.res.Checkpoint = cp
 		size = cp.Size
+		if lead := time.Until(time.UnixMilli(int64(cp.Timestamp))); lead > maxTimestampLead {
+			ck.problem(Problem{Path: "checkpoint", Index: -1, Detail: fmt.Sprintf(
+				"timestamp is %v ahead of this host's clock: browsers and monitors reject timestamps from the future (or this host's clock is slow)",
+				lead.Round(time.Millisecond))})
+		}
 	}
 	ck.res.TreeSize = size
 	if !opts.ConsistencyOnly {
@@ -196,6 +202,10 @@ type checker struct {
 
 	entries, precerts, dataTiles, hashTiles atomic.Int64
 }
+
+// maxTimestampLead is how far the checkpoint's timestamp may lead this
+// host's clock: Mosaic's own bound (internal/clock.MaxSkew).
+const maxTimestampLead = time.Second
 
 // maxKeptProblems bounds memory for a badly broken log; the report shows
 // the first MaxProblems in log order out of these.
@@ -488,6 +498,11 @@ func (ck *checker) checkEntry(ctx context.Context, td tile.Tile, idx int64, e *t
 	}
 	if e.LeafIndex != uint64(idx) {
 		bad("leaf_index extension is %d", e.LeafIndex)
+	}
+	if cp := ck.res.Checkpoint; cp != nil && e.Timestamp > cp.Timestamp {
+		// RFC 6962 §3.5: a tree head's timestamp is at least as recent
+		// as every SCT's in its tree.
+		bad("timestamp %d is after the checkpoint's %d", e.Timestamp, cp.Timestamp)
 	}
 	var states []*issuerState
 	if !ck.opts.SkipIssuers {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -377,6 +378,12 @@ func (h *hammer) submit(ctx context.Context, cert *Cert) {
 		h.st.failure(FailSCT, "%v", err)
 		return
 	}
+	lead := time.UnixMilli(int64(resp.Timestamp)).Sub(at)
+	h.st.sctLead(lead)
+	if lead > maxSCTLead {
+		h.st.failure(FailFutureTimestamp, "leaf %d: the SCT is timestamped %v after this host's clock when it arrived (browsers reject SCTs from the future)",
+			idx, lead.Round(time.Millisecond))
+	}
 	s := &submitted{cert: cert, index: idx, timestamp: resp.Timestamp, sct: *resp, sctAt: at}
 	h.ver.add(s)
 	h.ring.add(s)
@@ -480,6 +487,11 @@ type Report struct {
 	// frequent first.
 	FailedByReason []ErrorGroup `json:"failed_submissions_by_reason"`
 
+	// MaxSCTLeadMS is the most a new SCT's timestamp led this host's
+	// clock when it arrived, in ms (negative: every SCT was in the past;
+	// absent: no SCT). Beyond 1 s it is a future_timestamp failure.
+	MaxSCTLeadMS *int64 `json:"max_sct_lead_ms,omitempty"`
+
 	VerificationFailures       int64            `json:"verification_failures"`
 	VerificationFailuresByKind map[string]int64 `json:"verification_failures_by_kind"`
 	FailureExamples            []string         `json:"failure_examples,omitempty"`
@@ -580,6 +592,9 @@ func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.D
 	}
 	if r.Offered > 0 {
 		r.HammerCPUPerSubmissionUS = float64(cpu.Microseconds()) / float64(r.Offered)
+	}
+	if lead := h.st.maxSCTLead.Load(); lead != math.MinInt64 {
+		r.MaxSCTLeadMS = &lead
 	}
 	r.MaxReject = h.cfg.MaxReject
 	r.Result, r.ExitCode, r.ResultMessage = r.verdict()

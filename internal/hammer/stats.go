@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,6 +34,10 @@ const (
 	FailEntryMismatch = "entry_mismatch"
 	// FailEntryTimestamp is a logged timestamp that is not the SCT's.
 	FailEntryTimestamp = "entry_timestamp"
+	// FailFutureTimestamp is an SCT timestamped more than maxSCTLead after
+	// this host's clock when it arrived: browsers reject SCTs from the
+	// future (or this host's clock is slow).
+	FailFutureTimestamp = "future_timestamp"
 	// FailEntryLeafIndex is a logged leaf_index that is not its position.
 	FailEntryLeafIndex = "entry_leaf_index"
 	// FailNotIntegrated is an SCT no checkpoint covered by the end.
@@ -43,6 +48,9 @@ const (
 )
 
 const (
+	// maxSCTLead is how far an SCT's timestamp may lead this host's clock
+	// when it arrives: Mosaic's own bound (internal/clock.MaxSkew).
+	maxSCTLead          = time.Second
 	maxFailureExamples  = 20
 	defaultDupRingSize  = 4096
 	defaultPollInterval = 50 * time.Millisecond
@@ -195,10 +203,13 @@ type stats struct {
 	start time.Time
 
 	offered, accepted, duplicates atomic.Int64
-	verified                      atomic.Int64 // inclusions verified
-	treeSize, checkpoints         atomic.Int64
-	reads, readErrors, readBytes  atomic.Int64
-	monitorErrors                 atomic.Int64 // the verifier's failed fetches (retried)
+	// maxSCTLead is the most, in ms, an SCT's timestamp led this host's
+	// clock when the SCT arrived (math.MinInt64 before the first).
+	maxSCTLead                   atomic.Int64
+	verified                     atomic.Int64 // inclusions verified
+	treeSize, checkpoints        atomic.Int64
+	reads, readErrors, readBytes atomic.Int64
+	monitorErrors                atomic.Int64 // the verifier's failed fetches (retried)
 
 	addChain, integrate, readLatency Histogram
 
@@ -216,8 +227,22 @@ type stats struct {
 }
 
 func newStats(start time.Time) *stats {
-	return &stats{start: start, errors: make(map[staticct.ErrorKind]int64), failed: make(map[string]int64),
+	s := &stats{start: start, errors: make(map[staticct.ErrorKind]int64), failed: make(map[string]int64),
 		byStatus: make(map[int]int64), failures: make(map[string]int64)}
+	s.maxSCTLead.Store(math.MinInt64)
+	return s
+}
+
+// sctLead records how far an SCT's timestamp led this host's clock when
+// the SCT arrived.
+func (s *stats) sctLead(d time.Duration) {
+	ms := d.Milliseconds()
+	for {
+		old := s.maxSCTLead.Load()
+		if ms <= old || s.maxSCTLead.CompareAndSwap(old, ms) {
+			return
+		}
+	}
 }
 
 // submitError counts a failed submission.

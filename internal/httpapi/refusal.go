@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 )
@@ -25,6 +27,7 @@ const (
 	ReasonDeferred     = "deferred"       // 503: low priority and the pool is past its low-priority share
 	ReasonPoolFull     = "pool_full"      // 503: the pool is full
 	ReasonUnavailable  = "unavailable"    // 503: a backend (storage, lock, database) is failing
+	ReasonClock        = "clock"          // 503: the log will not sign with this clock now (clock.SkewError)
 	ReasonNotLeader    = "not_leader"     // 503: this process just stopped sequencing the log
 	ReasonNoLeader     = "no_leader"      // 503: a standby cannot reach a leader
 	ReasonShuttingDown = "shutting_down"  // 503: the process is stopping
@@ -53,6 +56,7 @@ func jitter(lo, hi int) string {
 func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *ctlog.Log, err error) {
 	code, reason, retryAfter, msg := http.StatusServiceUnavailable, "", "", ""
 	var te *ctlog.ThrottleError
+	var se *clock.SkewError
 	switch re, isReject := ctlog.IsReject(err); {
 	case isReject:
 		code, reason, msg = http.StatusBadRequest, ReasonChain, re.Reason
@@ -70,6 +74,11 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		// later, spread out.
 		reason, retryAfter, msg = ReasonDeferred, jitter(10, 30),
 			"the log is busy and defers low-priority submissions (old certificates, certificates that already carry SCTs); retry later"
+	case errors.As(err, &se):
+		// Nothing was signed: the clock is off, or the log's latest
+		// checkpoint is ahead of it (see clock.Next). The second
+		// passes by itself, so retry when it has, within a minute.
+		reason, retryAfter, msg = ReasonClock, clockRetryAfter(se.RetryAfter), se.Error()
 	case errors.Is(err, sequencer.ErrPoolFull):
 		reason, retryAfter, msg = ReasonPoolFull, "1", "the log is at capacity; retry later"
 	case errors.Is(err, sequencer.ErrStopped):
@@ -90,6 +99,16 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	http.Error(w, asSentence(msg), code)
+}
+
+// clockRetryAfter is the Retry-After of a clock refusal: when it may pass
+// (at least 1 s, at most a minute, so a client checks again after a
+// failover), or 5 s when only someone fixing a clock or a failover helps.
+func clockRetryAfter(d time.Duration) string {
+	if d <= 0 {
+		return "5"
+	}
+	return strconv.Itoa(int(min(max((d+time.Second-1)/time.Second, 1), 60)))
 }
 
 // asSentence makes a one-line reason a sentence: a capital first letter and

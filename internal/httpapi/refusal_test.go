@@ -11,12 +11,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 )
 
@@ -43,6 +46,9 @@ func (s *syncBuffer) String() string {
 // refusals logs one line per kind, not one per refusal.
 func TestRefusals(t *testing.T) {
 	l := testLog(t, "https://ct.example.org/log/", "https://ct.example.org/log/", nil)
+	// A checkpoint 300 s ahead of the clock, as a failover from a leader
+	// with a fast clock leaves it.
+	_, skew := clock.Next(time.Now(), uint64(time.Now().Add(300*time.Second).UnixMilli()))
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
 	s := New([]*ctlog.Log{l}, slog.New(slog.NewTextHandler(logs, nil)), reg, reg)
@@ -60,6 +66,7 @@ func TestRefusals(t *testing.T) {
 		{sequencer.ErrDeferred, 503, ReasonDeferred, 10, 30, "defers low-priority"},
 		{sequencer.ErrPoolFull, 503, ReasonPoolFull, 1, 1, "at capacity"},
 		{fmt.Errorf("%w: lock: connection refused", sequencer.ErrUnavailable), 503, ReasonUnavailable, 5, 5, "temporarily unable"},
+		{fmt.Errorf("%w: %w", sequencer.ErrUnavailable, skew), 503, ReasonClock, 60, 60, "latest checkpoint is 30"},
 		{sequencer.ErrStopped, 503, ReasonShuttingDown, 5, 5, "shutting down"},
 		{ctlog.ErrNotLeader, 503, ReasonNotLeader, 1, 1, "stopped sequencing"},
 		{context.Canceled, 503, ReasonCancelled, 1, 1, "cancelled"},
@@ -74,6 +81,11 @@ func TestRefusals(t *testing.T) {
 				h.ServeHTTP(w, httptest.NewRequest("POST", "/log/ct/v1/add-chain", nil))
 				if w.Code != tc.code || !strings.Contains(strings.ToLower(w.Body.String()), strings.ToLower(tc.body)) || strings.Count(strings.TrimSpace(w.Body.String()), "\n") != 0 {
 					t.Fatalf("%d %q, want %d with one line containing %q", w.Code, w.Body, tc.code, tc.body)
+				}
+				if tc.reason == ReasonClock {
+					if err := sentence.Check(strings.TrimSpace(w.Body.String())); err != nil {
+						t.Fatal(err)
+					}
 				}
 				ra := w.Header().Get("Retry-After")
 				if tc.retryHi == 0 {

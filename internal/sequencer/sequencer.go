@@ -47,6 +47,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
@@ -111,6 +112,11 @@ type Config struct {
 	// stalled backend costs submitters a 503 after about this long rather
 	// than a hang (default 5s).
 	Timeout time.Duration
+
+	// Clock gives the timestamps the log signs; nil means the system
+	// clock. Reference, if set, vets each of them first (see timestamp).
+	Clock     clock.Clock
+	Reference TimeChecker
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -264,8 +270,20 @@ func Create(ctx context.Context, cfg Config) error {
 	} else if !errors.Is(err, lock.ErrLogNotFound) {
 		return fmt.Errorf("checking the storage's fence: %w", err)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
 	e := tile.NewEdge()
-	signed, err := cfg.Signer.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: 0, Hash: e.RootHash()}, uint64(time.Now().UnixMilli()))
+	ts, err := clock.Next(cfg.Clock.Now(), 0)
+	if err != nil {
+		return err
+	}
+	if cfg.Reference != nil {
+		if err := cfg.Reference.Check(ctx, time.UnixMilli(int64(ts))); err != nil {
+			return fmt.Errorf("log %s: %w", cfg.Name, err)
+		}
+	}
+	signed, err := cfg.Signer.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: 0, Hash: e.RootHash()}, ts)
 	if err != nil {
 		return err
 	}
@@ -316,6 +334,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = 4000
@@ -568,7 +589,7 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 	s.mu.Lock()
 	if s.fatal != nil {
 		s.mu.Unlock()
-		return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, s.fatal)
+		return Result{}, false, unavailable(s.fatal)
 	}
 	if s.stopped {
 		s.mu.Unlock()
@@ -580,7 +601,7 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 		// round (at least every IdleCheckpoint) tries them again.
 		err := s.roundErr
 		s.mu.Unlock()
-		return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Result{}, false, unavailable(err)
 	}
 	w, dup := s.inflight[key]
 	s.mu.Unlock()
@@ -601,7 +622,7 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, bool, error) {
 			if s.fatal != nil {
 				err := s.fatal
 				s.mu.Unlock()
-				return Result{}, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+				return Result{}, false, unavailable(err)
 			}
 			if s.stopped {
 				s.mu.Unlock()
@@ -742,6 +763,18 @@ func (s *Sequencer) round(ctx context.Context) error {
 		s.cfg.Metrics.Rounds.WithLabelValues("ok").Inc()
 		return nil
 	}
+	var skew *clock.SkewError
+	if errors.As(err, &skew) {
+		// Nothing was signed. Say so once per episode, not every tick.
+		if prev := s.Health(); prev == nil || !errors.As(prev, new(*clock.SkewError)) {
+			s.log.Error("refusing to sign: clock skew", "log", s.cfg.Name, "err", err)
+		}
+		s.setRoundErr(err)
+		s.cfg.Metrics.Rounds.WithLabelValues("clock").Inc()
+		s.fail(append(batch, s.takePool()...), unavailable(err))
+		s.lastPublish = time.Time{}
+		return nil
+	}
 	s.setRoundErr(fmt.Errorf("the latest sequencing round failed: %w", err))
 	s.cfg.Metrics.Rounds.WithLabelValues("error").Inc()
 	if errors.Is(err, errFenceMoved) || errors.Is(err, lock.ErrConflict) {
@@ -787,9 +820,9 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		}
 		s.needReload = false
 	}
-	now := uint64(time.Now().UnixMilli())
-	if now <= s.lastTime {
-		now = s.lastTime + 1
+	now, err := s.timestamp(ctx, 0)
+	if err != nil {
+		return err
 	}
 	entries := make([]*tile.Entry, len(batch))
 	issuers := make([][][]byte, len(batch))
@@ -806,9 +839,9 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	// Sign the checkpoint and stage the round: its tiles as one bundle
 	// named after it (see staging.go), and the new issuers, which are
 	// content-addressed and so safe to write at any time.
-	cpTime := uint64(time.Now().UnixMilli())
-	if cpTime < now {
-		cpTime = now
+	cpTime, err := s.timestamp(ctx, now-1)
+	if err != nil {
+		return err
 	}
 	signed, err := s.cfg.Signer.Sign(p.checkpoint, cpTime)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
@@ -44,10 +45,28 @@ import (
 type backends struct {
 	bolt     map[string]*bolt.DB
 	postgres map[string]*postgres.DB
+	// clock is the time logs sign (the system clock unless a test skews
+	// it), and refs check it against each PostgreSQL database's clock,
+	// setting skew (mosaic_clock_skew_seconds, if not nil).
+	clock clock.Clock
+	refs  map[string]*clock.Reference
+	skew  prometheus.Gauge
 }
 
 func newBackends() *backends {
-	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{}}
+	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{},
+		clock: clock.System{}, refs: map[string]*clock.Reference{}}
+}
+
+// reference returns the check of b.clock against the database at dsn,
+// opened with postgresDB.
+func (b *backends) reference(dsn string) *clock.Reference {
+	if r, ok := b.refs[dsn]; ok {
+		return r
+	}
+	r := clock.NewReference(b.clock, b.postgres[dsn], 0, b.skew)
+	b.refs[dsn] = r
+	return r
 }
 
 func (b *backends) close() {
@@ -88,6 +107,8 @@ type logParts struct {
 	log    *ctlog.Log
 	seqCfg sequencer.Config
 	pg     *postgres.DB // the log's PostgreSQL database, if it has one
+	// ref checks the process's clock against pg's (nil without pg).
+	ref *clock.Reference
 	// roots keeps the log's accepted roots; loadRoots makes the log's
 	// Validator from them (serve only: create and cache rebuild do not
 	// validate chains).
@@ -181,11 +202,13 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	var lk lock.Backend
 	var dd dedup.Store
 	var pg *postgres.DB
+	var ref *clock.Reference
 	if dsn := c.PostgresFor(lc); dsn != "" {
 		pg, err = b.postgresDB(ctx, dsn)
 		if err != nil {
 			return nil, field("postgres", err)
 		}
+		ref = b.reference(dsn)
 		dd = pg
 		if lc.Lock == "postgres" {
 			lk = pg
@@ -268,7 +291,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		l.Witnesses = pub
 		publisher = pub
 	}
-	p := &logParts{log: l, pg: pg, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
+	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
 		Origin:   id.Origin,
@@ -295,7 +318,13 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		}(),
 		Logger:  logger,
 		Metrics: metrics,
+		Clock:   b.clock,
 	}}
+	if ref != nil {
+		// With PostgreSQL, no round signs a timestamp more than
+		// clock.MaxSkew from the database's clock.
+		p.seqCfg.Reference = ref
+	}
 	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
 	return p, nil
 }
@@ -473,6 +502,18 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	if err := registerBuildInfo(reg); err != nil {
 		return nil, err
 	}
+	clk, skew, err := clock.FromOSEnv()
+	if err != nil {
+		return nil, err
+	}
+	if skew != 0 {
+		logger.Warn("TEST HOOK: this process's clock is skewed by "+clock.SkewEnv+"; never set it outside tests", "skew", skew)
+	}
+	s.b.clock = clk
+	if anyPostgres(c) {
+		s.b.skew = clock.NewSkewGauge()
+		reg.MustRegister(s.b.skew)
+	}
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
@@ -526,6 +567,16 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
 	}
 	return s, nil
+}
+
+// anyPostgres reports whether any log has a PostgreSQL database.
+func anyPostgres(c *config.Config) bool {
+	for i := range c.Logs {
+		if c.PostgresFor(&c.Logs[i]) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // advertise returns the URL other processes use to reach this one: the
@@ -624,7 +675,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			return err
 		}
 		for _, p := range s.parts {
-			e := newElector(p.log, p.seqCfg, p.pg, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+			e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

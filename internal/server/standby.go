@@ -110,14 +110,16 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	err := leaseErr
 	ctx, cancel := context.WithTimeout(ctx, e.ttl/4)
 	defer cancel()
-	if err == nil {
-		var ok bool
-		_, leader, ok, err = e.pg.Lease(ctx, e.lease)
-		if err == nil && !ok {
-			leader = ""
+	if err == nil || isSkew(err) {
+		// A process refusing to lead for its clock still forwards to
+		// the leader.
+		_, l, ok, lerr := e.pg.Lease(ctx, e.lease)
+		if lerr == nil && ok {
+			leader = l
 		}
+		err = errors.Join(err, lerr)
 	}
-	if err != nil {
+	if err != nil && !isSkew(err) {
 		err = fmt.Errorf("reading the leader lease: %w", err)
 	}
 	published := e.log.Published()
@@ -202,6 +204,10 @@ loop:
 			ok, err := e.pg.AcquireLease(rctx, e.lease, e.holder, e.address, e.ttl)
 			cancel()
 			switch {
+			case isSkew(err):
+				log.Error("stepping down: this process's clock is off", "err", err)
+				why = "clock skew"
+				break loop
 			case err != nil:
 				log.Warn("renewing the leader lease failed; will retry", "err", err)
 			case !ok:
