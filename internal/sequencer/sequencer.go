@@ -108,6 +108,12 @@ type Config struct {
 	// than a hang (default 5s).
 	Timeout time.Duration
 
+	// CommitDeadline, if set, returns the latest time at which a round may
+	// move the fence or commit (a hot standby's leader: a margin before its
+	// lease could expire). A round that reaches its fence move after it
+	// fails with ErrCommitDeadline and commits nothing; see commitCtx.
+	CommitDeadline func() time.Time
+
 	Logger  *slog.Logger
 	Metrics *Metrics
 
@@ -777,8 +783,15 @@ func (s *Sequencer) round(ctx context.Context) error {
 func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	if s.needReload {
 		// The previous commit failed ambiguously (it may or may not have
-		// happened): start again from what the lock backend says.
-		if err := s.load(ctx); err != nil {
+		// happened): start again from what the lock backend says. Loading
+		// may adopt a round (commit it), so it is bounded like a commit.
+		lctx, cancel, err := s.commitCtx(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.load(lctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 		s.needReload = false
@@ -820,10 +833,18 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		return err
 	}
 
+	// The fence move and the commit happen only while this process may
+	// still lead (Config.CommitDeadline).
+	cctx, cancel, err := s.commitCtx(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+
 	// Claim the storage: move its fence from the checkpoint this round
 	// extends. Losing that compare-and-swap means another process extended
 	// this storage from it: stop before committing anything.
-	if err := s.cfg.Fence.Replace(ctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
+	if err := s.cfg.Fence.Replace(cctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
 		if errors.Is(err, lock.ErrConflict) {
 			if s.ownLateFence(ctx) {
 				// Our own earlier move landed late: the reload adopts
@@ -844,7 +865,7 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	// Commit: the compare-and-swap is what keeps the log from forking if
 	// another process sharing the lock backend is sequencing it too.
 	lockStart := time.Now()
-	err = s.cfg.Lock.Replace(ctx, s.cfg.LogID, s.checkpoint, signed)
+	err = s.cfg.Lock.Replace(cctx, s.cfg.LogID, s.checkpoint, signed)
 	s.cfg.Metrics.LockDuration.Observe(time.Since(lockStart).Seconds())
 	if err != nil {
 		if !errors.Is(err, lock.ErrConflict) {
