@@ -781,17 +781,17 @@ func (s *Sequencer) round(ctx context.Context) error {
 
 // sequence logs batch and commits a new checkpoint.
 func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
+	// A round that cannot commit before Config.CommitDeadline has no
+	// reason to start: it ends there (see commitCtx).
+	ctx, cancel, err := s.commitCtx(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
 	if s.needReload {
 		// The previous commit failed ambiguously (it may or may not have
-		// happened): start again from what the lock backend says. Loading
-		// may adopt a round (commit it), so it is bounded like a commit.
-		lctx, cancel, err := s.commitCtx(ctx)
-		if err != nil {
-			return err
-		}
-		err = s.load(lctx)
-		cancel()
-		if err != nil {
+		// happened): start again from what the lock backend says.
+		if err := s.load(ctx); err != nil {
 			return err
 		}
 		s.needReload = false
@@ -834,12 +834,12 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	}
 
 	// The fence move and the commit happen only while this process may
-	// still lead (Config.CommitDeadline).
-	cctx, cancel, err := s.commitCtx(ctx)
+	// still lead (Config.CommitDeadline; ctx already ends there).
+	cctx, cancelCommit, err := s.commitCtx(ctx)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	defer cancelCommit()
 
 	// Claim the storage: move its fence from the checkpoint this round
 	// extends. Losing that compare-and-swap means another process extended
