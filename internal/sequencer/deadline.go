@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 5 * time.Second
+
 // ErrCommitDeadline is wrapped by a round's error when the round did not
 // move the fence or commit because Config.CommitDeadline had passed: the
 // process may no longer be the log's leader.

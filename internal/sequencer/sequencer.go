@@ -105,7 +105,7 @@ type Config struct {
 
 	// Timeout bounds a round's backend work and each dedup lookup, so a
 	// stalled backend costs submitters a 503 after about this long rather
-	// than a hang (default 5s).
+	// than a hang (default DefaultTimeout).
 	Timeout time.Duration
 
 	// CommitDeadline, if set, returns the latest time at which a round may
@@ -332,7 +332,7 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		cfg.IdleCheckpoint = time.Second
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	s := &Sequencer{
 		cfg:      cfg,
