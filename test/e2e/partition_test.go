@@ -330,6 +330,7 @@ func TestPartitionOldLeaderCannotCommitLate(t *testing.T) {
 	waitFor(t, 30*time.Second, "SCTs flow", func() bool { return ld.count() >= 20 })
 	leaders := watchLeaders(a, b)
 
+	cut := time.Now()
 	a.pg.Freeze()
 	took := b.waitLeading(t, 30*time.Second)
 	a.pg.Thaw() // right after the takeover: the held statements arrive now
@@ -356,12 +357,18 @@ func TestPartitionOldLeaderCannotCommitLate(t *testing.T) {
 		}
 	}
 	var refused int
+	perSecond := map[int]map[int]int{}
 	for _, o := range outcomes {
 		if o.status != 200 {
 			refused++
 		}
+		sec := int(o.end.Sub(cut).Seconds())
+		if perSecond[sec] == nil {
+			perSecond[sec] = map[int]int{}
+		}
+		perSecond[sec][o.status]++
 	}
-	t.Logf("%d submissions, %d not answered 200 (the client retries 5 times)", len(outcomes), refused)
+	t.Logf("%d submissions, %d not answered 200 (the client retries 5 times); answers by second since the cut: %v", len(outcomes), refused, perSecond)
 	checkLedger(t, ld)
 }
 
