@@ -145,3 +145,15 @@ func TestElectorNotLeaderWhileDraining(t *testing.T) {
 func sequencerCommitted(e *electorEnv) ([]byte, *checkpoint.Verified, error) {
 	return sequencer.Committed(context.Background(), e.seqCfg)
 }
+
+// TestHoldOffDoubles: a process that keeps giving the lease up waits one
+// lease, then two, four and at most eight before trying again.
+func TestHoldOffDoubles(t *testing.T) {
+	e := &elector{ttl: time.Second}
+	for i, want := range []time.Duration{1, 1, 2, 4, 8, 8} {
+		e.giveUps = i
+		if got := e.holdOffAfterGiveUp(); got != want*time.Second {
+			t.Errorf("after %d give-ups: %v, want %v", i, got, want*time.Second)
+		}
+	}
+}

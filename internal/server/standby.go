@@ -54,6 +54,11 @@ type elector struct {
 	// holdOff is when this process may try for the lease again after it
 	// gave it up because its rounds kept failing (see giveUpAfter).
 	holdOff time.Time
+	// giveUps counts the times in a row this process gave the lease up
+	// because its rounds kept failing; each doubles the hold-off (see
+	// holdOffAfterGiveUp), so processes that all fail do not trade the
+	// lease every few seconds.
+	giveUps int
 	// storageErr is why this process could not read the log's storage at
 	// its latest standby refresh (nil if it could): a process that cannot
 	// reach the storage does not take the lease (see run).
@@ -235,6 +240,7 @@ func (e *elector) lead(ctx context.Context, leaseEnd time.Time) {
 	giveUp := giveUpAfter(seqCfg)
 	var why string
 	keepLease := true // false: commit nothing more (the lease is, or may be, lost)
+	gaveUp := false   // true: the rounds kept failing
 loop:
 	for {
 		select {
@@ -262,8 +268,9 @@ loop:
 				log.Error("sequencing rounds keep failing; giving the leader lease up so a process that can reach the backends leads",
 					"failing_for", time.Since(failingSince).Round(time.Millisecond), "bound", giveUp, "err", err)
 				why = "sequencing rounds kept failing"
-				keepLease = false
-				e.holdOff = time.Now().Add(e.ttl)
+				keepLease, gaveUp = false, true
+				e.giveUps++
+				e.holdOff = time.Now().Add(e.holdOffAfterGiveUp())
 				break loop
 			}
 		case <-renew.C:
@@ -288,6 +295,9 @@ loop:
 				expiry.Reset(time.Until(leaseEnd) - margin)
 			}
 		}
+	}
+	if !gaveUp {
+		e.giveUps = 0
 	}
 	// From here this process no longer says it leads: new submissions
 	// are forwarded (or refused) as on a standby, and mosaic_leader is 0,
@@ -319,6 +329,15 @@ func giveUpAfter(c sequencer.Config) time.Duration {
 		t = sequencer.DefaultTimeout
 	}
 	return 2 * t
+}
+
+// holdOffAfterGiveUp is how long a process that just gave the lease up
+// because its rounds kept failing waits before it tries for the lease
+// again: one lease, doubling with each give-up in a row, up to eight.
+// Another process that can reach the storage takes the released lease
+// within a poll (a tenth of a lease), long before.
+func (e *elector) holdOffAfterGiveUp() time.Duration {
+	return e.ttl << min(max(e.giveUps-1, 0), 3)
 }
 
 // leasedLock commits through postgres.ReplaceLeased, so a commit counts
