@@ -309,10 +309,12 @@ loop:
 		e.deadline.Store(time.Now().UnixNano())
 	}
 	e.leading.Set(0)
-	e.log.SetStandby("", seq.Published(), nil)
+	stepped := ctlog.Standby{Published: seq.Published(), LeaderErr: errNoLeader}
+	e.log.SetStandbyState(stepped)
 	stop()
 	err = <-done
-	e.log.SetStandby("", seq.Published(), nil)
+	stepped.Published = seq.Published()
+	e.log.SetStandbyState(stepped)
 	release()
 	log.Info("stepped down", "reason", why, "tree_size", seq.Published().Size, "err", err)
 }
