@@ -27,26 +27,42 @@ import (
 // can black-hole one process's path to one service (Freeze: connections
 // are accepted and nothing is forwarded) while everything else works.
 
-const (
-	partitionLease        = 2 * time.Second
-	partitionRoundTimeout = time.Second
-)
+// envDuration returns the duration in the environment variable name, or
+// def if it is unset. The partition tests' lease and round timeout are
+// short by default, so a test takes seconds; MOSAIC_PARTITION_LEASE and
+// MOSAIC_PARTITION_ROUND_TIMEOUT override them, to measure the failover
+// time with other settings (a real deployment's defaults are 10s and 5s).
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
 
 // partitionLog is the log and its per-process paths.
 type partitionLog struct {
 	*haLog
+	lease, roundTimeout time.Duration
 	dsn   string // the log's PostgreSQL DSN, as the config names it
 	minio string // MinIO's host:port, as the config names it
 }
 
 func newPartitionLog(t *testing.T) *partitionLog {
 	t.Helper()
-	h := newHALog(t, fmt.Sprintf("standby:\n  lease: %s\n", partitionLease))
+	lease := envDuration(t, "MOSAIC_PARTITION_LEASE", 2*time.Second)
+	roundTimeout := envDuration(t, "MOSAIC_PARTITION_ROUND_TIMEOUT", time.Second)
+	h := newHALog(t, fmt.Sprintf("standby:\n  lease: %s\n", lease))
 	b, err := os.ReadFile(h.cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partitionLog{haLog: h}
+	p := &partitionLog{haLog: h, lease: lease, roundTimeout: roundTimeout}
 	var lines []string
 	for _, line := range strings.Split(string(b), "\n") {
 		switch trimmed := strings.TrimSpace(line); {
@@ -63,7 +79,7 @@ func newPartitionLog(t *testing.T) *partitionLog {
 		case trimmed == "period: 100ms":
 			// Short rounds, so a cut path fails rounds (and the leader
 			// gives up) in seconds.
-			line += fmt.Sprintf("\n    round_timeout: %s", partitionRoundTimeout)
+			line += fmt.Sprintf("\n    round_timeout: %s", roundTimeout)
 		case trimmed == "path_style: true":
 			line += "\n        attempt_timeout: 1s\n        max_attempts: 2"
 		}
@@ -259,7 +275,7 @@ func checkLedger(t *testing.T, ld *ledger) {
 func TestPartitionLeaderLosesStorage(t *testing.T) {
 	l := newPartitionLog(t)
 	a := l.start(t, "a", 0, "")
-	a.waitLeading(t, 2*partitionLease)
+	a.waitLeading(t, 2*l.lease)
 	b := l.start(t, "b", 0, "")
 	ld := newLedger(t, l.dir, 30*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -270,7 +286,7 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 
 	cut := time.Now()
 	a.s3.Freeze()
-	took := b.waitLeading(t, 30*time.Second)
+	took := b.waitLeading(t, 30*time.Second+6*l.roundTimeout)
 	// Submissions succeed again: the first SCT for a submission sent after
 	// the standby led.
 	led := time.Now()
@@ -279,9 +295,9 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 	again := time.Since(cut)
 	t.Logf("FAILOVER: leader's MinIO path black-holed; the standby led %v after the cut and the first SCT after that came %v after the cut "+
 		"(lease %v, round_timeout %v, give-up bound 2 × round_timeout)", took.Round(time.Millisecond), again.Round(time.Millisecond),
-		partitionLease, partitionRoundTimeout)
+		l.lease, l.roundTimeout)
 	// The old leader, still cut off, does not take the lease back.
-	for end := time.Now().Add(3 * partitionLease); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(3 * l.lease); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if a.leading() {
 			t.Fatal("the leader cut off from MinIO leads again while still cut off")
 		}
@@ -290,7 +306,7 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 		t.Errorf("the process cut off from MinIO: /health %d %q, want 503 naming the storage", code, body)
 	}
 	a.s3.Thaw()
-	time.Sleep(partitionLease)
+	time.Sleep(l.lease)
 	outcomes := stop()
 	cancel()
 	<-watched
@@ -320,7 +336,7 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 func TestPartitionOldLeaderCannotCommitLate(t *testing.T) {
 	l := newPartitionLog(t)
 	a := l.start(t, "a", 0, "")
-	a.waitLeading(t, 2*partitionLease)
+	a.waitLeading(t, 2*l.lease)
 	b := l.start(t, "b", 0, "")
 	ld := newLedger(t, l.dir, 30*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -337,7 +353,7 @@ func TestPartitionOldLeaderCannotCommitLate(t *testing.T) {
 	t.Logf("the standby led %v after the leader's PostgreSQL path was cut", took.Round(time.Millisecond))
 	before := ld.count()
 	waitFor(t, 30*time.Second, "SCTs from the new leader", func() bool { return ld.count() > before+20 })
-	time.Sleep(2 * partitionLease)
+	time.Sleep(2 * l.lease)
 	outcomes := stop()
 	cancel()
 	<-watched
@@ -385,7 +401,7 @@ func TestPartitionStandbyForwarding(t *testing.T) {
 	port := freePort(t)
 	fwd := testenv.StartProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 	a := l.start(t, "a", port, "http://"+fwd.Addr)
-	a.waitLeading(t, 2*partitionLease)
+	a.waitLeading(t, 2*l.lease)
 	b := l.start(t, "b", 0, "")
 	if code, body := health(b.haProcess); code != 200 {
 		t.Fatalf("standby /health before the cut: %d %q", code, body)
@@ -438,7 +454,7 @@ func TestPartitionStandbyForwarding(t *testing.T) {
 			}
 		}()
 	}
-	took := waitFor(t, 10*partitionLease, "the standby's /health reports the unreachable leader", func() bool {
+	took := waitFor(t, 10*l.lease, "the standby's /health reports the unreachable leader", func() bool {
 		code, body := health(b.haProcess)
 		return code == 503 && strings.Contains(body, "unreachable")
 	})
@@ -455,11 +471,11 @@ func TestPartitionStandbyForwarding(t *testing.T) {
 	}
 
 	fwd.Thaw()
-	waitFor(t, 10*partitionLease, "the standby's /health is 200 again", func() bool {
+	waitFor(t, 10*l.lease, "the standby's /health is 200 again", func() bool {
 		code, _ := health(b.haProcess)
 		return code == 200
 	})
-	waitFor(t, 10*partitionLease, "a submission through the standby gets an SCT", func() bool {
+	waitFor(t, 10*l.lease, "a submission through the standby gets an SCT", func() bool {
 		code, _ := post()
 		return code == 200
 	})
