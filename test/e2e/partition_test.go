@@ -49,8 +49,8 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 type partitionLog struct {
 	*haLog
 	lease, roundTimeout time.Duration
-	dsn   string // the log's PostgreSQL DSN, as the config names it
-	minio string // MinIO's host:port, as the config names it
+	dsn                 string // the log's PostgreSQL DSN, as the config names it
+	minio               string // MinIO's host:port, as the config names it
 }
 
 func newPartitionLog(t *testing.T) *partitionLog {
