@@ -270,8 +270,10 @@ func checkLedger(t *testing.T, ld *ledger) {
 // MinIO is black-holed while its path to PostgreSQL works. Its rounds fail,
 // it gives the lease up after two round timeouts, and the standby, which
 // reaches both, takes over; submissions succeed again, the old leader does
-// not take the lease back while it is cut off, and nothing is lost or
-// forked. The FAILOVER line gives the failover time.
+// not take the lease back while it is cut off. Then the new leader is cut
+// off too: it gives the lease up and neither process takes it until one
+// reaches MinIO again, which then leads. Nothing is lost or forked. The
+// FAILOVER line gives the failover time.
 func TestPartitionLeaderLosesStorage(t *testing.T) {
 	l := newPartitionLog(t)
 	a := l.start(t, "a", 0, "")
@@ -305,16 +307,8 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 	if code, body := health(a.haProcess); code != 503 || !strings.Contains(body, "storage") {
 		t.Errorf("the process cut off from MinIO: /health %d %q, want 503 naming the storage", code, body)
 	}
-	a.s3.Thaw()
-	time.Sleep(l.lease)
-	outcomes := stop()
-	cancel()
-	<-watched
-	if !b.leading() || a.leading() {
-		t.Errorf("after the heal: a leads %v, b leads %v; want b alone", a.leading(), b.leading())
-	}
 	var after, ok int
-	for _, o := range outcomes {
+	for _, o := range stop() {
 		if o.start.After(led) {
 			after++
 			if o.status == 200 {
@@ -323,6 +317,31 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 		}
 	}
 	t.Logf("after the takeover: %d of %d submissions got an SCT", ok, after)
+
+	// Both cut off: the new leader gives up too, and neither takes the
+	// lease while it cannot reach MinIO (taking it would not help, and
+	// would keep it from the first process that can).
+	stop = submitters(t, ld, 4)
+	b.s3.Freeze()
+	waitFor(t, 30*time.Second+6*l.roundTimeout, "the second leader, cut off too, gives the lease up", func() bool { return !b.leading() })
+	for end := time.Now().Add(3 * l.lease); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if a.leading() || b.leading() {
+			t.Fatalf("a process cut off from MinIO took the lease (a %v, b %v)", a.leading(), b.leading())
+		}
+	}
+	// The first process to reach MinIO again leads.
+	a.s3.Thaw()
+	a.waitLeading(t, 30*time.Second+10*l.lease)
+	before = ld.count()
+	waitFor(t, 30*time.Second, "an SCT after the heal", func() bool { return ld.count() > before })
+	b.s3.Thaw()
+	time.Sleep(l.lease)
+	stop()
+	cancel()
+	<-watched
+	if !a.leading() || b.leading() {
+		t.Errorf("after the heal: a leads %v, b leads %v; want a alone", a.leading(), b.leading())
+	}
 	checkLedger(t, ld)
 }
 
