@@ -166,6 +166,12 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	if ctx.Err() != nil {
 		return
 	}
+	if leader != "" && leader != e.log.Leader() {
+		// A new leader: forward to it at once, without waiting for the
+		// checks below (a storage path that hangs takes a quarter of a
+		// lease), which then refine /health.
+		e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: err})
+	}
 	e.storageErr = e.checkStorage(ctx)
 	err = errors.Join(err, e.storageErr)
 	var leaderErr error

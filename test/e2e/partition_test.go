@@ -308,15 +308,18 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 		t.Errorf("the process cut off from MinIO: /health %d %q, want 503 naming the storage", code, body)
 	}
 	var after, ok int
+	failed := map[string]int{}
 	for _, o := range stop() {
 		if o.start.After(led) {
 			after++
 			if o.status == 200 {
 				ok++
+			} else {
+				failed[fmt.Sprintf("%d at +%ds", o.status, int(o.end.Sub(led).Seconds()))]++
 			}
 		}
 	}
-	t.Logf("after the takeover: %d of %d submissions got an SCT", ok, after)
+	t.Logf("after the takeover: %d of %d submissions got an SCT; the others (status at seconds after the takeover): %v", ok, after, failed)
 
 	// Both cut off: the new leader gives up too, and neither takes the
 	// lease while it cannot reach MinIO (taking it would not help, and
