@@ -42,6 +42,12 @@ const maxHealthBody = 64 << 10
 // whether it can take the named log's submissions: its /health answer for
 // that log, within timeout. The client keeps at most two connections to a
 // leader, so a path that hangs holds at most two, however long it hangs.
+//
+// Why this is safe: the address is the one the lease names, which only a
+// process that can write the lease table sets (forwards already go there);
+// the answer only feeds /health and the fast refusal of forwards, never a
+// signature, and it is read through a 64 KiB limit within timeout, so a
+// hostile or broken leader can cost a standby one bounded read per poll.
 func leaderProbe(logName string, timeout time.Duration) func(ctx context.Context, address string) error {
 	client := &http.Client{
 		Timeout: timeout,
