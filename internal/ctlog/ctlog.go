@@ -77,6 +77,7 @@ type role struct {
 	leader    string               // the leader's advertised URL; "" if none is known
 	published *checkpoint.Verified // the latest committed checkpoint seen
 	err       error                // why the log's state could not be read
+	leaderErr error                // why a submission through this standby would fail now
 
 	changed chan struct{} // closed when the next role replaces this one
 }
@@ -94,6 +95,42 @@ func (l *Log) SetSequencer(seq *sequencer.Sequencer) { l.setRole(&role{seq: seq}
 func (l *Log) SetStandby(leader string, published *checkpoint.Verified, err error) {
 	l.setRole(&role{leader: leader, published: published, err: err})
 }
+
+// Standby is what a standby knows of its log (see SetStandbyState).
+type Standby struct {
+	// Leader is where the sequencing process can be reached ("" if
+	// unknown).
+	Leader string
+	// Published is the latest committed checkpoint.
+	Published *checkpoint.Verified
+	// Err is why the log's state could not be read.
+	Err error
+	// LeaderErr is why a submission through this process would fail now:
+	// there is no leader, or it cannot be reached or says it cannot take
+	// submissions. Health reports it; a leader that cannot be reached at
+	// all is also what LeaderUnreachable returns.
+	LeaderErr error
+}
+
+// SetStandbyState is SetStandby with what the standby knows of its leader.
+func (l *Log) SetStandbyState(s Standby) {
+	l.setRole(&role{leader: s.Leader, published: s.Published, err: s.Err, leaderErr: s.LeaderErr})
+}
+
+// LeaderUnreachable returns, for a standby, why its latest attempt to reach
+// the leader failed, if the leader could not be reached at all (as opposed
+// to answering that it cannot take submissions), wrapping
+// ErrLeaderUnreachable; nil otherwise.
+func (l *Log) LeaderUnreachable() error {
+	if r := l.role.Load(); r != nil && r.seq == nil && errors.Is(r.leaderErr, ErrLeaderUnreachable) {
+		return r.leaderErr
+	}
+	return nil
+}
+
+// ErrLeaderUnreachable is wrapped by a standby's LeaderErr when the leader
+// did not answer at all.
+var ErrLeaderUnreachable = errors.New("the leader is unreachable")
 
 func (l *Log) setRole(r *role) {
 	r.changed = make(chan struct{})
@@ -244,7 +281,8 @@ func IsReject(err error) (*RejectError, bool) {
 }
 
 // Health describes whether a log is working: it has a recent checkpoint and
-// its sequencer has not stopped (or, on a standby, its state can be read).
+// its sequencer has not stopped (or, on a standby, its state can be read
+// and a submission through it can reach a leader that takes it).
 func (l *Log) Health(maxAge time.Duration) error {
 	r := l.role.Load()
 	switch {
@@ -261,6 +299,8 @@ func (l *Log) Health(maxAge time.Duration) error {
 		}
 	case r.err != nil:
 		return r.err
+	case r.leaderErr != nil:
+		return r.leaderErr
 	}
 	cp := l.Published()
 	if cp == nil {

@@ -20,9 +20,17 @@ const DefaultForwardTimeout = 10 * time.Second
 
 // MaxForwardConns bounds the connections a standby opens to the leader.
 // They all come from the standby's address, so the leader's per-client
-// connection cap must allow this many (package server sees to it);
-// submissions beyond wait for a connection, within the forward timeout.
-const MaxForwardConns = 512
+// connection cap must allow this many (package server sees to it).
+const MaxForwardConns = 256
+
+// MaxForwards bounds the submissions a standby relays at once (each holds
+// one of the MaxForwardConns connections while it waits for the leader's
+// round); beyond it a submission gets 503 with Retry-After at once rather
+// than queueing for a connection. Together with failing fast while the
+// leader is unreachable (ctlog.Log.LeaderUnreachable), this bounds the
+// connections a standby opens over a forwarding path that hangs, which
+// would otherwise all reach the leader at once when the path heals.
+const MaxForwards = MaxForwardConns
 
 // warnInterval is the most often one kind of request-caused warning is
 // logged (see package logagg).

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,6 +44,8 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	// forwardClient carries a standby's submissions to the leader.
 	forwardClient *http.Client
+	// forwards holds a token per submission being relayed (MaxForwards).
+	forwards chan struct{}
 	// warnings rate-limits the warnings requests cause.
 	warnings *logagg.Aggregator
 	// ForwardTimeout bounds each attempt to forward a submission to the
@@ -82,12 +85,14 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		dash:           newDashboard(logs),
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
-			MaxIdleConnsPerHost: 256,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: MaxForwardConns,
 			MaxConnsPerHost:     MaxForwardConns,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}},
+		forwards: make(chan struct{}, MaxForwards),
 	}
 	reg.MustRegister(s.requests, s.latency)
 	return s
@@ -377,6 +382,23 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 		http.Error(w, "The log has no leader right now (failover in progress); retry later.", http.StatusServiceUnavailable)
 		return true
 	}
+	if err := l.LeaderUnreachable(); err != nil {
+		// The standby's latest probe of the leader got no answer: fail
+		// fast instead of opening connections over a path that hangs.
+		setReason(w, ReasonNoLeader)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "The log's leader is unreachable from this server (failover in progress?); retry later.", http.StatusServiceUnavailable)
+		return true
+	}
+	select {
+	case s.forwards <- struct{}{}:
+		defer func() { <-s.forwards }()
+	default:
+		setReason(w, ReasonForwardBusy)
+		w.Header().Set("Retry-After", jitter(1, 3))
+		http.Error(w, "This server is relaying as many submissions to the log's leader as it may; retry later.", http.StatusServiceUnavailable)
+		return true
+	}
 	resp, out, err := s.relay(r, l, leader, body)
 	if err != nil && r.Context().Err() == nil {
 		if l.Sequencer() != nil {
@@ -531,6 +553,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if !ok {
+		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(status)

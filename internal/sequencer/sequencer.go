@@ -110,13 +110,19 @@ type Config struct {
 
 	// Timeout bounds a round's backend work and each dedup lookup, so a
 	// stalled backend costs submitters a 503 after about this long rather
-	// than a hang (default 5s).
+	// than a hang (default DefaultTimeout).
 	Timeout time.Duration
 
 	// Clock gives the timestamps the log signs; nil means the system
 	// clock. Reference, if set, vets each of them first (see timestamp).
 	Clock     clock.Clock
 	Reference TimeChecker
+
+	// CommitDeadline, if set, returns the latest time at which a round may
+	// move the fence or commit (a hot standby's leader: a margin before its
+	// lease could expire). A round that reaches its fence move after it
+	// fails with ErrCommitDeadline and commits nothing; see commitCtx.
+	CommitDeadline func() time.Time
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -351,7 +357,7 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		cfg.IdleCheckpoint = time.Second
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	s := &Sequencer{
 		cfg:      cfg,
@@ -812,6 +818,13 @@ func (s *Sequencer) round(ctx context.Context) error {
 
 // sequence logs batch and commits a new checkpoint.
 func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
+	// A round that cannot commit before Config.CommitDeadline has no
+	// reason to start: it ends there (see commitCtx).
+	ctx, cancel, err := s.commitCtx(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
 	if s.needReload {
 		// The previous commit failed ambiguously (it may or may not have
 		// happened): start again from what the lock backend says.
@@ -857,10 +870,18 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		return err
 	}
 
+	// The fence move and the commit happen only while this process may
+	// still lead (Config.CommitDeadline; ctx already ends there).
+	cctx, cancelCommit, err := s.commitCtx(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancelCommit()
+
 	// Claim the storage: move its fence from the checkpoint this round
 	// extends. Losing that compare-and-swap means another process extended
 	// this storage from it: stop before committing anything.
-	if err := s.cfg.Fence.Replace(ctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
+	if err := s.cfg.Fence.Replace(cctx, s.cfg.LogID, s.checkpoint, signed); err != nil {
 		if errors.Is(err, lock.ErrConflict) {
 			if s.ownLateFence(ctx) {
 				// Our own earlier move landed late: the reload adopts
@@ -881,7 +902,7 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	// Commit: the compare-and-swap is what keeps the log from forking if
 	// another process sharing the lock backend is sequencing it too.
 	lockStart := time.Now()
-	err = s.cfg.Lock.Replace(ctx, s.cfg.LogID, s.checkpoint, signed)
+	err = s.cfg.Lock.Replace(cctx, s.cfg.LogID, s.checkpoint, signed)
 	s.cfg.Metrics.LockDuration.Observe(time.Since(lockStart).Seconds())
 	if err != nil {
 		if !errors.Is(err, lock.ErrConflict) {

@@ -676,6 +676,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		}
 		for _, p := range s.parts {
 			e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+			e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,29 @@ type elector struct {
 	ttl     time.Duration
 	logger  *slog.Logger
 	leading prometheus.Gauge // 1 while this process sequences the log
+
+	// probeLeader, if set, asks the leader at address whether it can take
+	// this log's submissions (see leaderProbe); a standby's /health
+	// reports the answer and its forwards fail fast while the leader is
+	// unreachable.
+	probeLeader func(ctx context.Context, address string) error
+
+	// deadline is when this process must stop committing (UnixNano): a
+	// margin before its lease could expire, by its own clock. The
+	// sequencer reads it for every round (sequencer.Config.CommitDeadline).
+	deadline atomic.Int64
+	// holdOff is when this process may try for the lease again after it
+	// gave it up because its rounds kept failing (see giveUpAfter).
+	holdOff time.Time
+	// giveUps counts the times in a row this process gave the lease up
+	// because its rounds kept failing; each doubles the hold-off (see
+	// holdOffAfterGiveUp), so processes that all fail do not trade the
+	// lease every few seconds.
+	giveUps int
+	// storageErr is why this process could not read the log's storage at
+	// its latest standby refresh (nil if it could): a process that cannot
+	// reach the storage does not take the lease (see run).
+	storageErr error
 }
 
 // leases is what an elector needs of the lease store: PostgreSQL
@@ -86,6 +110,19 @@ func (e *elector) pollInterval() time.Duration {
 // over at once.
 func (e *elector) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		// Taking the lease must not make things worse: a process that
+		// cannot read the log's storage could not sequence it (its rounds
+		// would fail, and a leader that can still reach the storage would
+		// wait for its lease to expire), and one that just gave the lease
+		// up because its rounds kept failing lets the others try first. It
+		// stays a standby, refreshing what it knows, until neither holds.
+		// When every process is cut off from the storage, none takes the
+		// lease; the first that can read the storage again does.
+		if e.storageErr != nil || time.Now().Before(e.holdOff) {
+			e.standby(ctx, nil)
+			sleep(ctx, e.pollInterval())
+			continue
+		}
 		start := time.Now()
 		// Bounded, so a frozen database costs a standby one poll, not a hang.
 		actx, cancel := context.WithTimeout(ctx, e.ttl/4)
@@ -108,12 +145,12 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	}
 	var leader string
 	err := leaseErr
-	ctx, cancel := context.WithTimeout(ctx, e.ttl/4)
+	qctx, cancel := context.WithTimeout(ctx, e.ttl/4)
 	defer cancel()
 	if err == nil || isSkew(err) {
 		// A process refusing to lead for its clock still forwards to
 		// the leader.
-		_, l, ok, lerr := e.pg.Lease(ctx, e.lease)
+		_, l, ok, lerr := e.pg.Lease(qctx, e.lease)
 		if lerr == nil && ok {
 			leader = l
 		}
@@ -123,7 +160,7 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 		err = fmt.Errorf("reading the leader lease: %w", err)
 	}
 	published := e.log.Published()
-	if _, cp, ferr := sequencer.Committed(ctx, e.seqCfg); ferr != nil {
+	if _, cp, ferr := sequencer.Committed(qctx, e.seqCfg); ferr != nil {
 		err = errors.Join(err, ferr)
 	} else {
 		published = cp
@@ -131,7 +168,25 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	if ctx.Err() != nil {
 		return
 	}
-	e.log.SetStandby(leader, published, err)
+	if leader != "" && leader != e.log.Leader() {
+		// A new leader: forward to it at once, without waiting for the
+		// checks below (a storage path that hangs takes a quarter of a
+		// lease), which then refine /health.
+		e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: err})
+	}
+	e.storageErr = e.checkStorage(ctx)
+	err = errors.Join(err, e.storageErr)
+	var leaderErr error
+	switch {
+	case leader == "" && err == nil:
+		leaderErr = errNoLeader
+	case leader != "" && e.probeLeader != nil:
+		leaderErr = e.probeLeader(ctx, leader)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: err, LeaderErr: leaderErr})
 }
 
 // lead loads the log and sequences it until the lease is lost, the
@@ -149,17 +204,30 @@ func (e *elector) lead(ctx context.Context, leaseEnd time.Time) {
 			log.Warn("releasing the leader lease failed; a standby takes over when it expires", "err", err)
 		}
 	}
+	// Stop committing a quarter of a lease before the lease could expire,
+	// so a standby that takes it over does not find this process still
+	// committing. Every round's fence move and commit is bounded by it
+	// (sequencer.Config.CommitDeadline), and with PostgreSQL as the lock
+	// backend the commit itself checks the lease on the database's clock,
+	// so a commit a partition delivers late changes nothing.
+	margin := e.ttl / 4
+	e.deadline.Store(leaseEnd.Add(-margin).UnixNano())
+	seqCfg := e.seqCfg
+	seqCfg.CommitDeadline = func() time.Time { return time.Unix(0, e.deadline.Load()) }
+	if db, ok := seqCfg.Lock.(*postgres.DB); ok && leases(db) == e.pg {
+		seqCfg.Lock = &leasedLock{DB: db, lease: e.lease, holder: e.holder}
+	}
 	loadStart := time.Now()
 	// Loading must end while the lease is surely ours.
-	lctx, cancel := context.WithDeadline(ctx, leaseEnd.Add(-e.ttl/4))
-	seq, err := sequencer.Load(lctx, e.seqCfg)
+	lctx, cancel := context.WithDeadline(ctx, leaseEnd.Add(-margin))
+	seq, err := sequencer.Load(lctx, seqCfg)
 	cancel()
 	if err != nil {
 		log.Error("took the leader lease but could not load the log; giving the lease up", "err", err)
 		e.log.SetStandby("", e.log.Published(), err)
 		release()
 		// Let another process try before this one does again.
-		sleep(ctx, e.ttl)
+		e.holdOff = time.Now().Add(e.ttl)
 		return
 	}
 	log.Info("leading: sequencing the log", "tree_size", seq.Published().Size, "load", time.Since(loadStart).Round(time.Millisecond))
@@ -172,13 +240,15 @@ func (e *elector) lead(ctx context.Context, leaseEnd time.Time) {
 	go func() { done <- seq.Run(seqCtx) }()
 	renew := time.NewTicker(e.ttl / 4)
 	defer renew.Stop()
-	// Stop sequencing a quarter of a lease before the lease could expire,
-	// so a standby that takes it over does not find this process still
-	// sequencing (the compare-and-swap would keep the log safe anyway).
-	margin := e.ttl / 4
 	expiry := time.NewTimer(time.Until(leaseEnd) - margin)
 	defer expiry.Stop()
+	rounds := time.NewTicker(e.pollInterval())
+	defer rounds.Stop()
+	var failingSince time.Time
+	giveUp := giveUpAfter(seqCfg)
 	var why string
+	keepLease := true // false: commit nothing more (the lease is, or may be, lost)
+	gaveUp := false   // true: the rounds kept failing
 loop:
 	for {
 		select {
@@ -193,7 +263,24 @@ loop:
 			break loop
 		case <-expiry.C:
 			why = "could not renew the leader lease in time"
+			keepLease = false
 			break loop
+		case <-rounds.C:
+			// A leader that cannot reach the storage must not hold the
+			// lease a process that can reach it is waiting for.
+			if err := seq.Health(); err == nil {
+				failingSince = time.Time{}
+			} else if failingSince.IsZero() {
+				failingSince = time.Now()
+			} else if time.Since(failingSince) >= giveUp {
+				log.Error("sequencing rounds keep failing; giving the leader lease up so a process that can reach the backends leads",
+					"failing_for", time.Since(failingSince).Round(time.Millisecond), "bound", giveUp, "err", err)
+				why = "sequencing rounds kept failing"
+				keepLease, gaveUp = false, true
+				e.giveUps++
+				e.holdOff = time.Now().Add(e.holdOffAfterGiveUp())
+				break loop
+			}
 		case <-renew.C:
 			start := time.Now()
 			// The renewal must not outlast the moment this process has
@@ -212,20 +299,70 @@ loop:
 				log.Warn("renewing the leader lease failed; will retry", "err", err)
 			case !ok:
 				why = "another process took the leader lease"
+				keepLease = false
 				break loop
 			default:
 				leaseEnd = start.Add(e.ttl)
+				e.deadline.Store(leaseEnd.Add(-margin).UnixNano())
 				expiry.Reset(time.Until(leaseEnd) - margin)
 			}
 		}
 	}
-	// The final round answers the submitters still waiting; if another
-	// process has taken over, its compare-and-swap fails and they get 503.
+	if !gaveUp {
+		e.giveUps = 0
+	}
+	// From here this process no longer says it leads: new submissions
+	// are forwarded (or refused) as on a standby, and mosaic_leader is 0,
+	// while the final round answers the submitters still waiting. That
+	// round commits only if the lease is surely still held (a clean
+	// shutdown); otherwise the deadline is now, so it commits nothing and
+	// its submitters get 503 at once.
+	if !keepLease {
+		e.deadline.Store(time.Now().UnixNano())
+	}
+	e.leading.Set(0)
+	stepped := ctlog.Standby{Published: seq.Published(), LeaderErr: errNoLeader}
+	e.log.SetStandbyState(stepped)
 	stop()
 	err = <-done
-	e.log.SetStandby("", seq.Published(), nil)
+	stepped.Published = seq.Published()
+	e.log.SetStandbyState(stepped)
 	release()
 	log.Info("stepped down", "reason", why, "tree_size", seq.Published().Size, "err", err)
+}
+
+// giveUpAfter is how long a leader's rounds may keep failing (every round
+// since the first failure, with no success in between) before it gives
+// the lease up: two round timeouts. A round against a backend that hangs
+// fails at the round timeout, so this is the first failure and at least
+// one more attempt; a brief hiccup that one round rides out does not move
+// the lease.
+func giveUpAfter(c sequencer.Config) time.Duration {
+	t := c.Timeout
+	if t <= 0 {
+		t = sequencer.DefaultTimeout
+	}
+	return 2 * t
+}
+
+// holdOffAfterGiveUp is how long a process that just gave the lease up
+// because its rounds kept failing waits before it tries for the lease
+// again: one lease, doubling with each give-up in a row, up to eight.
+// Another process that can reach the storage takes the released lease
+// within a poll (a tenth of a lease), long before.
+func (e *elector) holdOffAfterGiveUp() time.Duration {
+	return e.ttl << min(max(e.giveUps-1, 0), 3)
+}
+
+// leasedLock commits through postgres.ReplaceLeased, so a commit counts
+// only if this process holds the lease when the database runs it.
+type leasedLock struct {
+	*postgres.DB
+	lease, holder string
+}
+
+func (l *leasedLock) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
+	return l.DB.ReplaceLeased(ctx, logID, old, new, l.lease, l.holder)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

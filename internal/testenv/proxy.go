@@ -3,6 +3,7 @@ package testenv
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +25,8 @@ type Proxy struct {
 	down  bool
 	conns map[*proxyConn]struct{}
 	wg    sync.WaitGroup
+
+	accepted atomic.Int64 // connections accepted, for Accepted
 }
 
 // proxyConn is one client connection and its connection to the service.
@@ -80,6 +83,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
+		p.accepted.Add(1)
 		pc := &proxyConn{client: c, done: make(chan struct{})}
 		p.mu.Lock()
 		if p.down {
@@ -185,6 +189,10 @@ func (p *Proxy) Down() {
 		pc.cut()
 	}
 }
+
+// Accepted returns how many connections the proxy has accepted so far
+// (a test counts the connections a process opened through it).
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 
 // Up ends Down.
 func (p *Proxy) Up() {

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mosaic-ct/mosaic/internal/lock"
 )
 
 // AcquireLease takes or renews the lease called name for holder, for ttl
@@ -62,4 +65,53 @@ func (db *DB) Lease(ctx context.Context, name string) (holder, address string, o
 		return "", "", false, fmt.Errorf("postgres: reading lease %q in %s: %w", name, db.where, err)
 	}
 	return holder, address, true, nil
+}
+
+// ErrNotLeaseHolder is wrapped by ReplaceLeased's error when the caller
+// did not hold the lease (by the database's clock) when the statement ran,
+// so nothing changed.
+var ErrNotLeaseHolder = errors.New("this process does not hold the leader lease")
+
+// ReplaceLeased is Replace, done only if holder holds the lease called
+// name, unexpired by the database's clock, when the statement runs. It
+// fails with an error wrapping ErrNotLeaseHolder otherwise, changing
+// nothing.
+//
+// Why this keeps a process that lost its lease from committing: the
+// caller stops committing a margin before its own view of the lease's
+// expiry, but a statement sent before that can be held by the network and
+// reach the database later (a partition that heals). The lease is checked
+// in the same statement, on the database's clock, when it runs; and the
+// lease row is locked FOR SHARE until the statement commits, so a standby
+// taking the expired lease (an UPDATE of that row in AcquireLease) waits
+// for this commit and then sees it when it loads the log, rather than
+// loading the previous checkpoint and finding its first commit conflict.
+func (db *DB) ReplaceLeased(ctx context.Context, logID [32]byte, old, new []byte, name, holder string) error {
+	var leased, replaced bool
+	err := db.pool.QueryRow(ctx, `
+		WITH l AS (
+			SELECT 1 FROM mosaic_leases
+			WHERE name = $4 AND holder = $5 AND expires_at > clock_timestamp()
+			FOR SHARE
+		), u AS (
+			UPDATE mosaic_checkpoints SET checkpoint = $3
+			WHERE log_id = $1 AND checkpoint = $2 AND EXISTS (SELECT 1 FROM l)
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM l), EXISTS (SELECT 1 FROM u)`,
+		logID[:], old, new, name, holder).Scan(&leased, &replaced)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40001" { // serialization_failure
+			return fmt.Errorf("postgres: replacing checkpoint of log %x: concurrent update (%v): %w", logID, err, lock.ErrConflict)
+		}
+		return fmt.Errorf("postgres: replacing checkpoint of log %x in %s: %w", logID, db.where, err)
+	}
+	switch {
+	case !leased:
+		return fmt.Errorf("postgres: not replacing checkpoint of log %x: %w %q (it expired or moved)", logID, ErrNotLeaseHolder, name)
+	case !replaced:
+		return fmt.Errorf("postgres: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
+	}
+	return nil
 }

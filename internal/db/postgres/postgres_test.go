@@ -316,3 +316,45 @@ func TestLegacyDedupRefused(t *testing.T) {
 		t.Fatalf("legacy rows of the rebuilt log: %d (%v), want 0", left, err)
 	}
 }
+
+// TestReplaceLeased: a commit that reaches the database after its sender's
+// lease expired or moved changes nothing (issue 25, D2: a statement held by
+// a partition and delivered after the heal), while the holder of a live
+// lease commits, and the compare-and-swap still applies.
+func TestReplaceLeased(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	var id [32]byte
+	id[0] = 7
+	if err := db.Create(ctx, id, []byte("cp0")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.AcquireLease(ctx, "log/x", "a", "addr-a", 300*time.Millisecond); err != nil || !ok {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	if err := db.ReplaceLeased(ctx, id, []byte("cp0"), []byte("cp1"), "log/x", "a"); err != nil {
+		t.Fatalf("the lease holder's commit: %v", err)
+	}
+	if err := db.ReplaceLeased(ctx, id, []byte("cp0"), []byte("cp1b"), "log/x", "a"); !errors.Is(err, lock.ErrConflict) {
+		t.Fatalf("a commit from a stale checkpoint: %v, want a conflict", err)
+	}
+	if err := db.ReplaceLeased(ctx, id, []byte("cp1"), []byte("cp2"), "log/x", "b"); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Fatalf("a commit by a process that never held the lease: %v, want ErrNotLeaseHolder", err)
+	}
+	time.Sleep(400 * time.Millisecond) // the database's clock passes the expiry
+	if err := db.ReplaceLeased(ctx, id, []byte("cp1"), []byte("cp2"), "log/x", "a"); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Fatalf("a commit after the lease expired: %v, want ErrNotLeaseHolder", err)
+	}
+	if ok, err := db.AcquireLease(ctx, "log/x", "b", "addr-b", time.Hour); err != nil || !ok {
+		t.Fatalf("b: %v %v", ok, err)
+	}
+	if err := db.ReplaceLeased(ctx, id, []byte("cp1"), []byte("cp2"), "log/x", "a"); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Fatalf("a commit after the lease moved: %v, want ErrNotLeaseHolder", err)
+	}
+	if got, err := db.Fetch(ctx, id); err != nil || string(got) != "cp1" {
+		t.Fatalf("checkpoint %q (%v), want cp1: a refused commit changed it", got, err)
+	}
+	if err := db.ReplaceLeased(ctx, id, []byte("cp1"), []byte("cp2"), "log/x", "b"); err != nil {
+		t.Fatalf("the new holder's commit: %v", err)
+	}
+}
