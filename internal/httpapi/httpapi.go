@@ -426,6 +426,7 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 // readPath serves the monitoring prefix from storage.
 func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	prefix := l.MonitoringPrefix.Path
+	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, prefix)
 		var isData, full bool
@@ -471,9 +472,8 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			h.Add("Vary", "Accept-Encoding")
 			if acceptsGzip(r) {
 				h.Set("Content-Encoding", "gzip")
-			} else if data, err = tile.Gunzip(data); err != nil {
-				s.log.Error("stored data tile does not decompress", "log", l.Name, "key", key, "err", err)
-				http.Error(w, "The data tile in storage is corrupt; this is a log failure, please report it.", http.StatusInternalServerError)
+			} else {
+				s.serveGunzipped(w, r, l, key, data, &gunzippers) // tilestream.go
 				return
 			}
 		}
