@@ -1,0 +1,335 @@
+// Command slowread reproduces issue 25 §2: many connections from one
+// loopback address, each pipelining requests for an uncompressed data tile
+// and never reading the answers, against a real `mosaic serve -dev`. It
+// reports the server's RSS (VmRSS and VmHWM from /proc/PID/status) before
+// and during the attack, and how many of its connections the server
+// served, refused or dropped.
+//
+// It is bounded: -conns connections (at most 4,096), -pipeline requests
+// each (at most 1,000), held for -hold (at most 2 minutes), all to
+// 127.0.0.1 only. It starts its own server on a fresh temporary directory
+// (fills a full data tile with `mosaic hammer`) and stops it on exit.
+//
+// Usage:
+//
+//	go build -o /tmp/mosaic ./cmd/mosaic
+//	go run ./bench/slowread -mosaic /tmp/mosaic [-conns 1024] [-pipeline 50] [-hold 10s]
+//
+// Linux only (/proc).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	bin := flag.String("mosaic", "", "path to the mosaic binary (required; go build -o /tmp/mosaic ./cmd/mosaic)")
+	conns := flag.Int("conns", 1024, "connections to open from 127.0.0.1 (at most 4096)")
+	pipeline := flag.Int("pipeline", 50, "GET requests each connection pipelines without reading (at most 1000)")
+	hold := flag.Duration("hold", 10*time.Second, "how long to hold the connections open (at most 2m)")
+	gzipped := flag.Bool("gzip", false, "ask for the gzip-compressed tile (Accept-Encoding: gzip) instead")
+	keep := flag.Bool("keep", false, "keep the dev log's directory")
+	flag.Parse()
+	if *bin == "" || *conns < 1 || *conns > 4096 || *pipeline < 1 || *pipeline > 1000 || *hold <= 0 || *hold > 2*time.Minute {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*bin, *conns, *pipeline, *hold, *gzipped, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "slowread:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "slowread-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Println("dev log directory:", dir)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "mosaic-dev")
+	srv := exec.CommandContext(ctx, bin, "serve", "-dev", "-data", data, "-listen", addr, "-log-level", "warn")
+	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("starting mosaic serve: %w", err)
+	}
+	defer func() {
+		srv.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			srv.Process.Kill()
+			<-done
+		}
+	}()
+	base := "http://" + addr + "/"
+	if err := waitOK(ctx, base+"checkpoint"); err != nil {
+		return err
+	}
+
+	// A full data tile needs 256 entries; -dup 0 so every submission is new.
+	fmt.Println("filling the log with mosaic hammer ...")
+	hm := exec.CommandContext(ctx, bin, "hammer", "-dev", data, "-count", "300", "-duration", "0",
+		"-rate", "0", "-dup", "0", "-drain", "30s", "-progress", "1m")
+	hm.Stdout, hm.Stderr = io.Discard, os.Stderr
+	if err := hm.Run(); err != nil {
+		return fmt.Errorf("mosaic hammer: %w", err)
+	}
+	tilePath := "tile/data/000"
+	if err := waitOK(ctx, base+tilePath); err != nil {
+		return err
+	}
+	plain, gz, err := tileSizes(ctx, base+tilePath)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("data tile %s: %d bytes uncompressed, %d bytes gzip-compressed\n", tilePath, plain, gz)
+
+	pid := srv.Process.Pid
+	// Let the hammer's garbage go before the baseline.
+	time.Sleep(2 * time.Second)
+	before, err := procStatus(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("before: VmRSS %.1f MiB, VmHWM %.1f MiB\n", mib(before.rss), mib(before.hwm))
+
+	var req bytes.Buffer
+	for range pipeline {
+		fmt.Fprintf(&req, "GET /%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slowread\r\n", tilePath, addr)
+		if gzipped {
+			req.WriteString("Accept-Encoding: gzip\r\n")
+		}
+		req.WriteString("\r\n")
+	}
+	reqBytes := req.Bytes()
+
+	// Open every connection, write its pipeline (a full socket stops the
+	// write, which then waits in the background), never read.
+	type conn struct {
+		c       net.Conn
+		wrote   chan int64
+		dialErr error
+	}
+	cs := make([]*conn, conns)
+	var wg sync.WaitGroup
+	sampling := make(chan struct{})
+	var peakMu sync.Mutex
+	var peakRSS int64
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if st, err := procStatus(pid); err == nil {
+				peakMu.Lock()
+				peakRSS = max(peakRSS, st.rss)
+				peakMu.Unlock()
+			}
+			select {
+			case <-sampling:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
+	start := time.Now()
+	for i := range cs {
+		c := &conn{wrote: make(chan int64, 1)}
+		cs[i] = c
+		c.c, c.dialErr = d.DialContext(ctx, "tcp", addr)
+		if c.dialErr != nil {
+			c.wrote <- 0
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The write may block once the server stops reading; the
+			// deadline bounds it to the hold.
+			c.c.SetWriteDeadline(start.Add(hold))
+			n, _ := c.c.Write(reqBytes)
+			c.wrote <- int64(n)
+		}()
+	}
+	fmt.Printf("opened %d connections in %v; holding for %v\n", conns, time.Since(start).Round(time.Millisecond), hold)
+	time.Sleep(time.Until(start.Add(hold)))
+	during, err := procStatus(pid)
+	if err != nil {
+		return err
+	}
+	peakMu.Lock()
+	peakHold := peakRSS
+	peakMu.Unlock()
+	wg.Wait()
+
+	// Now read what each connection got first: a 200 (served), a 503
+	// (refused by the connection caps) or nothing (closed).
+	var dialFailed, served, refused, other, closed int
+	var wroteAll int
+	for _, c := range cs {
+		if c.dialErr != nil {
+			dialFailed++
+			continue
+		}
+		if <-c.wrote == int64(len(reqBytes)) {
+			wroteAll++
+		}
+		c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		line, err := bufio.NewReader(c.c).ReadString('\n')
+		switch {
+		case err != nil && line == "":
+			closed++
+		case strings.HasPrefix(line, "HTTP/1.1 200"):
+			served++
+		case strings.HasPrefix(line, "HTTP/1.1 503"):
+			refused++
+		default:
+			other++
+		}
+		c.c.Close()
+	}
+	// The server now writes the rest of each pipeline into closed
+	// sockets; keep sampling through that.
+	time.Sleep(2 * time.Second)
+	close(sampling)
+	sampler.Wait()
+	after, err := procStatus(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d closed without a response\n",
+		conns-dialFailed, dialFailed, served, refused, other, closed)
+	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(reqBytes), wroteAll)
+	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB\n", mib(during.rss), mib(peakHold))
+	fmt.Printf("after closing (2 s later): VmRSS %.1f MiB; peak VmRSS sampled over the whole attack %.1f MiB, VmHWM %.1f MiB\n",
+		mib(after.rss), mib(peakRSS), mib(after.hwm))
+	fmt.Printf("RESULT conns=%d pipeline=%d gzip=%v served=%d refused=%d closed=%d baseline_rss_mib=%.1f hold_peak_rss_mib=%.1f peak_rss_mib=%.1f vmhwm_mib=%.1f\n",
+		conns, pipeline, gzipped, served, refused, closed, mib(before.rss), mib(peakHold), mib(peakRSS), mib(after.hwm))
+	return nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+type status struct{ rss, hwm int64 }
+
+// procStatus reads a process's VmRSS and VmHWM (bytes).
+func procStatus(pid int) (status, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return status{}, err
+	}
+	var st status
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			st.rss = n << 10
+		case "VmHWM":
+			st.hwm = n << 10
+		}
+	}
+	if st.rss == 0 {
+		return st, errors.New("no VmRSS in /proc/PID/status")
+	}
+	return st, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitOK polls url until it answers 200.
+func waitOK(ctx context.Context, url string) error {
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", url, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tileSizes returns the size of the tile at url as served without and
+// with gzip.
+func tileSizes(ctx context.Context, url string) (plain, gz int64, err error) {
+	for i, enc := range []string{"", "gzip"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		tr := &http.Transport{DisableCompression: true}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if err != nil {
+			return 0, 0, err
+		}
+		if i == 0 {
+			plain = n
+		} else {
+			gz = n
+		}
+	}
+	return plain, gz, nil
+}
