@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -427,6 +428,10 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	prefix := l.MonitoringPrefix.Path
 	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
+	var tiles *tileCache     // full data tiles (tilecache.go)
+	if kind == "tile" {
+		tiles = newTileCache(tileCacheBytes)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, prefix)
 		var isData, full bool
@@ -447,7 +452,15 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			}
 			full = true
 		}
-		data, err := l.Storage.Get(r.Context(), key)
+		var data []byte
+		var err error
+		if isData && full {
+			// Shared, read-only below: written as is or read by a
+			// Gunzipper, never modified.
+			data, err = tiles.get(r.Context(), key, func(ctx context.Context) ([]byte, error) { return l.Storage.Get(ctx, key) })
+		} else {
+			data, err = l.Storage.Get(r.Context(), key)
+		}
 		if errors.Is(err, storage.ErrNotFound) {
 			http.Error(w, "Not found.", http.StatusNotFound)
 			return
