@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strconv"
 	"sync"
@@ -37,20 +39,38 @@ func bigTile() []byte {
 	return b.Bytes()
 }
 
-func readPathServer(t *testing.T, objects map[string][]byte) http.Handler {
-	t.Helper()
-	st, err := localfs.New(t.TempDir())
+// readPathServer serves a log whose storage (a local directory) holds
+// objects.
+func readPathServer(tb testing.TB, objects map[string][]byte) http.Handler {
+	tb.Helper()
+	st, err := localfs.New(tb.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for k, v := range objects {
 		if err := st.Put(context.Background(), k, v, storage.Options(k)); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	l := testLog(t, "http://127.0.0.1:8080/", "http://127.0.0.1:8080/", st)
+	prefix, err := url.Parse("http://127.0.0.1:8080/")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l := &ctlog.Log{Name: "test2026h1", SubmissionPrefix: prefix, MonitoringPrefix: prefix, Storage: st, ReadPath: true}
 	reg := prometheus.NewRegistry()
 	return New([]*ctlog.Log{l}, slog.New(slog.NewTextHandler(io.Discard, nil)), reg, reg).Handler()
+}
+
+// gzipTB is gz for benchmarks too.
+func gzipTB(tb testing.TB, data []byte) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write(data)
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // stuckWriter is a ResponseWriter whose client never reads: its first
