@@ -21,6 +21,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
@@ -43,19 +44,21 @@ func main() {
 	pipeline := flag.Int("pipeline", 50, "GET requests each connection pipelines without reading (at most 1000)")
 	hold := flag.Duration("hold", 10*time.Second, "how long to hold the connections open (at most 2m)")
 	gzipped := flag.Bool("gzip", false, "ask for the gzip-compressed tile (Accept-Encoding: gzip) instead")
+	tileFile := flag.String("tile", "", "a decompressed data tile (e.g. testdata/navigli2025h2/tile/data/000, from a production log) to serve instead of the dev log's own tile/data/000: it is gzipped into the dev log's directory as tile/data/100 and on (paths the 300-entry log never writes; the read path serves what storage holds)")
+	tiles := flag.Int("tiles", 1, "with -tile, place it under this many paths (at most 1000) and spread the connections over them, so that they do not all share one cached tile")
 	keep := flag.Bool("keep", false, "keep the dev log's directory")
 	flag.Parse()
-	if *bin == "" || *conns < 1 || *conns > 4096 || *pipeline < 1 || *pipeline > 1000 || *hold <= 0 || *hold > 2*time.Minute {
+	if *bin == "" || *conns < 1 || *conns > 4096 || *pipeline < 1 || *pipeline > 1000 || *hold <= 0 || *hold > 2*time.Minute || *tiles < 1 || *tiles > 1000 || *tiles > 1 && *tileFile == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*bin, *conns, *pipeline, *hold, *gzipped, *keep); err != nil {
+	if err := run(*bin, *conns, *pipeline, *hold, *gzipped, *keep, *tileFile, *tiles); err != nil {
 		fmt.Fprintln(os.Stderr, "slowread:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool) error {
+func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool, tileFile string, tiles int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "slowread-")
@@ -101,15 +104,44 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	if err := hm.Run(); err != nil {
 		return fmt.Errorf("mosaic hammer: %w", err)
 	}
-	tilePath := "tile/data/000"
-	if err := waitOK(ctx, base+tilePath); err != nil {
-		return err
+	tilePaths := []string{"tile/data/000"}
+	if tileFile != "" {
+		tilePaths = tilePaths[:0]
+		raw, err := os.ReadFile(tileFile)
+		if err != nil {
+			return err
+		}
+		var zb bytes.Buffer
+		zw := gzip.NewWriter(&zb)
+		zw.Write(raw)
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		for i := range tiles {
+			p := fmt.Sprintf("tile/data/%03d", 100+i)
+			if 100+i >= 1000 {
+				p = fmt.Sprintf("tile/data/x%03d/%03d", (100+i)/1000, (100+i)%1000)
+			}
+			f := filepath.Join(data, "data", filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(f, zb.Bytes(), 0o644); err != nil {
+				return err
+			}
+			tilePaths = append(tilePaths, p)
+		}
 	}
-	plain, gz, err := tileSizes(ctx, base+tilePath)
+	for _, p := range tilePaths {
+		if err := waitOK(ctx, base+p); err != nil {
+			return err
+		}
+	}
+	plain, gz, err := tileSizes(ctx, base+tilePaths[0])
 	if err != nil {
 		return err
 	}
-	fmt.Printf("data tile %s: %d bytes uncompressed, %d bytes gzip-compressed\n", tilePath, plain, gz)
+	fmt.Printf("data tile %s (%d paths): %d bytes uncompressed, %d bytes gzip-compressed\n", tilePaths[0], len(tilePaths), plain, gz)
 
 	pid := srv.Process.Pid
 	// Let the hammer's garbage go before the baseline.
@@ -120,21 +152,27 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	}
 	fmt.Printf("before: VmRSS %.1f MiB, VmHWM %.1f MiB\n", mib(before.rss), mib(before.hwm))
 
-	var req bytes.Buffer
-	for range pipeline {
-		fmt.Fprintf(&req, "GET /%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slowread\r\n", tilePath, addr)
-		if gzipped {
-			req.WriteString("Accept-Encoding: gzip\r\n")
+	// One pipeline per tile path; connection i asks for path i mod the
+	// number of paths.
+	var pipelines [][]byte
+	for _, p := range tilePaths {
+		var req bytes.Buffer
+		for range pipeline {
+			fmt.Fprintf(&req, "GET /%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: slowread\r\n", p, addr)
+			if gzipped {
+				req.WriteString("Accept-Encoding: gzip\r\n")
+			}
+			req.WriteString("\r\n")
 		}
-		req.WriteString("\r\n")
+		pipelines = append(pipelines, req.Bytes())
 	}
-	reqBytes := req.Bytes()
 
 	// Open every connection, write its pipeline (a full socket stops the
 	// write, which then waits in the background), never read.
 	type conn struct {
 		c       net.Conn
 		wrote   chan int64
+		want    int64
 		dialErr error
 	}
 	cs := make([]*conn, conns)
@@ -164,7 +202,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
 	start := time.Now()
 	for i := range cs {
-		c := &conn{wrote: make(chan int64, 1)}
+		c := &conn{wrote: make(chan int64, 1), want: int64(len(pipelines[i%len(pipelines)]))}
 		cs[i] = c
 		c.c, c.dialErr = d.DialContext(ctx, "tcp", addr)
 		if c.dialErr != nil {
@@ -177,7 +215,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 			// The write may block once the server stops reading; the
 			// deadline bounds it to the hold.
 			c.c.SetWriteDeadline(start.Add(hold))
-			n, _ := c.c.Write(reqBytes)
+			n, _ := c.c.Write(pipelines[i%len(pipelines)])
 			c.wrote <- int64(n)
 		}()
 	}
@@ -201,7 +239,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 			dialFailed++
 			continue
 		}
-		if <-c.wrote == int64(len(reqBytes)) {
+		if <-c.wrote == c.want {
 			wroteAll++
 		}
 		c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -229,12 +267,12 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	}
 	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d closed without a response\n",
 		conns-dialFailed, dialFailed, served, refused, other, closed)
-	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(reqBytes), wroteAll)
+	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(pipelines[0]), wroteAll)
 	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB\n", mib(during.rss), mib(peakHold))
 	fmt.Printf("after closing (2 s later): VmRSS %.1f MiB; peak VmRSS sampled over the whole attack %.1f MiB, VmHWM %.1f MiB\n",
 		mib(after.rss), mib(peakRSS), mib(after.hwm))
-	fmt.Printf("RESULT conns=%d pipeline=%d gzip=%v served=%d refused=%d closed=%d baseline_rss_mib=%.1f hold_peak_rss_mib=%.1f peak_rss_mib=%.1f vmhwm_mib=%.1f\n",
-		conns, pipeline, gzipped, served, refused, closed, mib(before.rss), mib(peakHold), mib(peakRSS), mib(after.hwm))
+	fmt.Printf("RESULT tiles=%d tile_bytes=%d conns=%d pipeline=%d gzip=%v served=%d refused=%d closed=%d baseline_rss_mib=%.1f hold_peak_rss_mib=%.1f peak_rss_mib=%.1f vmhwm_mib=%.1f\n",
+		len(tilePaths), plain, conns, pipeline, gzipped, served, refused, closed, mib(before.rss), mib(peakHold), mib(peakRSS), mib(after.hwm))
 	return nil
 }
 
