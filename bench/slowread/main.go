@@ -15,6 +15,12 @@
 //	go build -o /tmp/mosaic ./cmd/mosaic
 //	go run ./bench/slowread -mosaic /tmp/mosaic [-conns 1024] [-pipeline 50] [-hold 10s]
 //
+// The dev log's tiles hold the hammer's certificates, which compress
+// about 9 to 1; -tile testdata/navigli2025h2/tile/data/000 serves a tile
+// of a production log instead (408 KB, 4 to 1), and -tiles 256 spreads the
+// connections over 256 paths of it, so that they cannot share one cached
+// tile.
+//
 // Linux only (/proc).
 package main
 
@@ -265,7 +271,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	if err != nil {
 		return err
 	}
-	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d closed without a response\n",
+	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d no response (closed, or none within 2 s)\n",
 		conns-dialFailed, dialFailed, served, refused, other, closed)
 	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(pipelines[0]), wroteAll)
 	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB\n", mib(during.rss), mib(peakHold))
