@@ -104,8 +104,8 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 // far less than the tile. Before the read path streamed, each held the
 // whole decompressed tile (2 MiB, and more in garbage), so the heap grew
 // by at least 2 MiB per stuck request; now a stuck request holds the
-// compressed tile, the decompressor's state and one chunk (under 100 KiB
-// here). The bound, 512 KiB per request, is wide on both sides, and the
+// decompressor's state and one chunk, and shares the compressed tile with
+// the others (tilecache.go): about 35-55 KiB here. The bound, 512 KiB per request, is wide on both sides, and the
 // heap is measured after a GC with every request stuck, so neither timing
 // nor other tests' garbage moves it much.
 func TestSlowReadersHoldLittle(t *testing.T) {
