@@ -27,6 +27,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -41,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -53,18 +55,19 @@ func main() {
 	tileFile := flag.String("tile", "", "a decompressed data tile (e.g. testdata/navigli2025h2/tile/data/000, from a production log) to serve instead of the dev log's own tile/data/000: it is gzipped into the dev log's directory as tile/data/100 and on (paths the 300-entry log never writes; the read path serves what storage holds)")
 	tiles := flag.Int("tiles", 1, "with -tile, place it under this many paths (at most 1000) and spread the connections over them, so that they do not all share one cached tile")
 	keep := flag.Bool("keep", false, "keep the dev log's directory")
+	rcvbuf := flag.Int("rcvbuf", 4096, "SO_RCVBUF of each connection, set before it connects (0: the kernel's default, which on loopback grows to many MB and lets the kernel, not the server, hold the unread responses)")
 	flag.Parse()
-	if *bin == "" || *conns < 1 || *conns > 4096 || *pipeline < 1 || *pipeline > 1000 || *hold <= 0 || *hold > 2*time.Minute || *tiles < 1 || *tiles > 1000 || *tiles > 1 && *tileFile == "" {
+	if *bin == "" || *conns < 1 || *conns > 4096 || *pipeline < 1 || *pipeline > 1000 || *hold <= 0 || *hold > 2*time.Minute || *tiles < 1 || *tiles > 1000 || *tiles > 1 && *tileFile == "" || *rcvbuf < 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*bin, *conns, *pipeline, *hold, *gzipped, *keep, *tileFile, *tiles); err != nil {
+	if err := run(*bin, *conns, *pipeline, *hold, *gzipped, *keep, *tileFile, *tiles, *rcvbuf); err != nil {
 		fmt.Fprintln(os.Stderr, "slowread:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool, tileFile string, tiles int) error {
+func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool, tileFile string, tiles, rcvbuf int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "slowread-")
@@ -206,6 +209,16 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 		}
 	}()
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
+	if rcvbuf > 0 {
+		// Before connect, so the window the handshake announces is small.
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			})
+			return cmp.Or(err, serr)
+		}
+	}
 	start := time.Now()
 	for i := range cs {
 		c := &conn{wrote: make(chan int64, 1), want: int64(len(pipelines[i%len(pipelines)]))}
@@ -231,6 +244,8 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	if err != nil {
 		return err
 	}
+	served := tileRequests(ctx, base)
+	tcpMem := sockstatTCPMem()
 	peakMu.Lock()
 	peakHold := peakRSS
 	peakMu.Unlock()
@@ -238,7 +253,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 
 	// Now read what each connection got first: a 200 (served), a 503
 	// (refused by the connection caps) or nothing (closed).
-	var dialFailed, served, refused, other, closed int
+	var dialFailed, gotOK, refused, other, closed int
 	var wroteAll int
 	for _, c := range cs {
 		if c.dialErr != nil {
@@ -254,7 +269,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 		case err != nil && line == "":
 			closed++
 		case strings.HasPrefix(line, "HTTP/1.1 200"):
-			served++
+			gotOK++
 		case strings.HasPrefix(line, "HTTP/1.1 503"):
 			refused++
 		default:
@@ -272,13 +287,14 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 		return err
 	}
 	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d no response (closed, or none within 2 s)\n",
-		conns-dialFailed, dialFailed, served, refused, other, closed)
+		conns-dialFailed, dialFailed, gotOK, refused, other, closed)
 	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(pipelines[0]), wroteAll)
-	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB\n", mib(during.rss), mib(peakHold))
+	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB; tile responses the server had finished by its end: %s; kernel TCP memory (all sockets): %s\n",
+		mib(during.rss), mib(peakHold), served, tcpMem)
 	fmt.Printf("after closing (2 s later): VmRSS %.1f MiB; peak VmRSS sampled over the whole attack %.1f MiB, VmHWM %.1f MiB\n",
 		mib(after.rss), mib(peakRSS), mib(after.hwm))
-	fmt.Printf("RESULT tiles=%d tile_bytes=%d conns=%d pipeline=%d gzip=%v served=%d refused=%d closed=%d baseline_rss_mib=%.1f hold_peak_rss_mib=%.1f peak_rss_mib=%.1f vmhwm_mib=%.1f\n",
-		len(tilePaths), plain, conns, pipeline, gzipped, served, refused, closed, mib(before.rss), mib(peakHold), mib(peakRSS), mib(after.hwm))
+	fmt.Printf("RESULT tiles=%d tile_bytes=%d conns=%d pipeline=%d rcvbuf=%d gzip=%v first_200=%d first_503=%d no_response=%d tile_responses_in_hold=%s baseline_rss_mib=%.1f hold_peak_rss_mib=%.1f peak_rss_mib=%.1f vmhwm_mib=%.1f\n",
+		len(tilePaths), plain, conns, pipeline, rcvbuf, gzipped, gotOK, refused, closed, served, mib(before.rss), mib(peakHold), mib(peakRSS), mib(after.hwm))
 	return nil
 }
 
@@ -376,4 +392,53 @@ func tileSizes(ctx context.Context, url string) (plain, gz int64, err error) {
 		}
 	}
 	return plain, gz, nil
+}
+
+// tileRequests returns the server's count of tile responses
+// (mosaic_http_requests_total, endpoint "tile"), fetched from 127.0.0.2 so
+// the attack's address caps do not refuse it.
+func tileRequests(ctx context.Context, base string) string {
+	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"metrics", nil)
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer resp.Body.Close()
+	var total float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "mosaic_http_requests_total{") && strings.Contains(line, `endpoint="tile"`) {
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return strconv.FormatFloat(total, 'f', 0, 64)
+}
+
+// sockstatTCPMem returns the kernel's TCP buffer memory (the "mem" pages
+// of /proc/net/sockstat, all sockets of the machine), in MiB.
+func sockstatTCPMem() string {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "TCP:") {
+			continue
+		}
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "mem" {
+				if pages, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
+					return fmt.Sprintf("%.1f MiB", mib(pages*int64(os.Getpagesize())))
+				}
+			}
+		}
+	}
+	return "unknown"
 }
