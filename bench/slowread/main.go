@@ -159,7 +159,8 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	if err != nil {
 		return err
 	}
-	fmt.Printf("before: VmRSS %.1f MiB, VmHWM %.1f MiB\n", mib(before.rss), mib(before.hwm))
+	tcpMemBefore := sockstatTCPMem()
+	fmt.Printf("before: VmRSS %.1f MiB, VmHWM %.1f MiB; kernel TCP memory (all sockets of the machine): %s\n", mib(before.rss), mib(before.hwm), tcpMemBefore)
 
 	// One pipeline per tile path; connection i asks for path i mod the
 	// number of paths.
@@ -289,7 +290,7 @@ func run(bin string, conns, pipeline int, hold time.Duration, gzipped, keep bool
 	fmt.Printf("connections: %d opened, %d dial errors; first response: %d 200, %d 503, %d other, %d no response (closed, or none within 2 s)\n",
 		conns-dialFailed, dialFailed, gotOK, refused, other, closed)
 	fmt.Printf("connections whose whole pipeline (%d requests, %d bytes) was written: %d\n", pipeline, len(pipelines[0]), wroteAll)
-	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB; tile responses the server had finished by its end: %s; kernel TCP memory (all sockets): %s\n",
+	fmt.Printf("during the hold: VmRSS %.1f MiB at its end, peak VmRSS sampled %.1f MiB; tile responses the server had finished by its end: %s; kernel TCP memory (all sockets of the machine): %s\n",
 		mib(during.rss), mib(peakHold), served, tcpMem)
 	fmt.Printf("after closing (2 s later): VmRSS %.1f MiB; peak VmRSS sampled over the whole attack %.1f MiB, VmHWM %.1f MiB\n",
 		mib(after.rss), mib(peakRSS), mib(after.hwm))
@@ -401,7 +402,7 @@ func tileRequests(ctx context.Context, base string) string {
 	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"metrics", nil)
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
