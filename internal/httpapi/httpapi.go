@@ -457,7 +457,11 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 		if isData && full {
 			// Shared, read-only below: written as is or read by a
 			// Gunzipper, never modified.
-			data, err = tiles.get(r.Context(), key, func(ctx context.Context) ([]byte, error) { return l.Storage.Get(ctx, key) })
+			var release func()
+			data, release, err = tiles.get(r.Context(), key, func(ctx context.Context) ([]byte, error) { return l.Storage.Get(ctx, key) })
+			if err == nil {
+				defer release()
+			}
 		} else {
 			data, err = l.Storage.Get(r.Context(), key)
 		}

@@ -11,99 +11,128 @@ import (
 // about 80 production tiles (~100 KB each compressed).
 const tileCacheBytes = 8 << 20
 
-// tileCache keeps the stored (gzip-compressed) bytes of a log's most
-// recently read full data tiles, shared by every request that serves them:
-// a gzip-accepting client gets them as they are, others through a
-// Gunzipper. Full tiles never change once written, so the cache needs no
-// invalidation. A burst of requests for a tile not cached costs one
-// storage read.
+// tileCache keeps the stored (gzip-compressed) bytes of a log's full data
+// tiles, shared by every request that serves them: a gzip-accepting client
+// gets them as they are, others through a Gunzipper. Full tiles never
+// change once written, so the cache needs no invalidation.
 //
-// Memory: the cache holds at most max bytes. The slices it returns are
-// shared and must not be modified; a request still writing an evicted
-// tile keeps it alive until it ends, as each request's own copy did
-// before there was a cache, so a request for a cached tile holds no tile
-// of its own and one for an uncached tile at most one.
+// Memory: the least recently used tiles are kept up to max bytes. Beyond
+// that, a tile stays shared only while a request is serving it: every
+// request for a tile in use gets that one copy, and a burst of requests
+// for a tile not in memory costs one storage read. So the tiles in memory
+// are at most max bytes plus one copy of each tile being served, however
+// many requests (or clients that never read) serve it; before the cache,
+// each request held its own copy.
 type tileCache struct {
 	max int64
 
 	mu      sync.Mutex
-	bytes   int64
-	lru     *list.List               // of *cachedTile, most recently used first
-	byKey   map[string]*list.Element // by key
-	loading map[string]*tileLoad     // storage reads in progress
+	bytes   int64                  // of the tiles in lru
+	lru     *list.List             // of *cachedTile, most recently used first
+	byKey   map[string]*cachedTile // in lru, in use, or both
+	loading map[string]*tileLoad   // storage reads in progress
 }
 
 type cachedTile struct {
 	key  string
 	data []byte
+	refs int           // requests serving it
+	el   *list.Element // in lru, or nil
 }
 
 // tileLoad is one storage read that concurrent misses of a key share.
 type tileLoad struct {
 	done chan struct{}
-	data []byte
 	err  error
 }
 
 func newTileCache(max int64) *tileCache {
-	return &tileCache{max: max, lru: list.New(), byKey: map[string]*list.Element{}, loading: map[string]*tileLoad{}}
+	return &tileCache{max: max, lru: list.New(), byKey: map[string]*cachedTile{}, loading: map[string]*tileLoad{}}
 }
 
-// get returns the tile at key from the cache, or reads it with load (once
-// for concurrent callers) and caches it. The returned slice is shared: the
-// caller must not modify it.
-func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, error) {
+// get returns the tile at key, from memory or read with load (once for
+// concurrent callers), and a release function the caller must call once
+// it no longer uses the tile. The returned slice is shared: the caller
+// must not modify it.
+func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
 	for {
 		c.mu.Lock()
-		if el, ok := c.byKey[key]; ok {
-			c.lru.MoveToFront(el)
+		if t, ok := c.byKey[key]; ok {
+			if t.el != nil {
+				c.lru.MoveToFront(t.el)
+			}
+			t.refs++
 			c.mu.Unlock()
-			return el.Value.(*cachedTile).data, nil
+			return t.data, func() { c.release(t) }, nil
 		}
 		if f, ok := c.loading[key]; ok {
 			c.mu.Unlock()
 			select {
 			case <-f.done:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, nil, ctx.Err()
 			}
-			if f.err != nil && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-				continue // the loader's client went away, not ours: try again
+			if f.err == nil || ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+				// Loaded (take it from byKey, or read it again if every
+				// request has already released it and it was not kept),
+				// or the loader's client went away, not ours: try again.
+				continue
 			}
-			return f.data, f.err
+			return nil, nil, f.err
 		}
 		f := &tileLoad{done: make(chan struct{})}
 		c.loading[key] = f
 		c.mu.Unlock()
 
-		f.data, f.err = load(ctx)
+		data, err := load(ctx)
 
 		c.mu.Lock()
 		delete(c.loading, key)
-		if f.err == nil {
-			c.add(key, f.data)
+		f.err = err
+		var t *cachedTile
+		if err == nil {
+			t = &cachedTile{key: key, data: data, refs: 1}
+			c.byKey[key] = t
+			c.keep(t)
 		}
 		c.mu.Unlock()
 		close(f.done)
-		return f.data, f.err
+		if err != nil {
+			return nil, nil, err
+		}
+		return data, func() { c.release(t) }, nil
 	}
 }
 
-// add caches data under key, evicting the least recently used tiles
-// beyond the bound. A tile larger than a quarter of the bound is not
-// cached, so one tile cannot flush the others. c.mu is held.
-func (c *tileCache) add(key string, data []byte) {
-	size := int64(len(data))
+// release ends one request's use of t.
+func (c *tileCache) release(t *cachedTile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.refs--
+	if t.refs == 0 && t.el == nil && c.byKey[t.key] == t {
+		delete(c.byKey, t.key)
+	}
+}
+
+// keep puts t in the LRU, evicting the least recently used tiles beyond
+// the bound; an evicted tile still in use stays shared until its last
+// request releases it. A tile larger than a quarter of the bound is not
+// kept, so one tile cannot flush the others. c.mu is held.
+func (c *tileCache) keep(t *cachedTile) {
+	size := int64(len(t.data))
 	if size > c.max/4 {
 		return
 	}
-	c.byKey[key] = c.lru.PushFront(&cachedTile{key: key, data: data})
+	t.el = c.lru.PushFront(t)
 	c.bytes += size
 	for c.bytes > c.max {
 		el := c.lru.Back()
-		t := el.Value.(*cachedTile)
+		old := el.Value.(*cachedTile)
 		c.lru.Remove(el)
-		delete(c.byKey, t.key)
-		c.bytes -= int64(len(t.data))
+		old.el = nil
+		c.bytes -= int64(len(old.data))
+		if old.refs == 0 && c.byKey[old.key] == old {
+			delete(c.byKey, old.key)
+		}
 	}
 }
