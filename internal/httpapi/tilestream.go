@@ -27,10 +27,12 @@ type tileStream struct {
 // decompressed while it is written, one tileStreamBuf chunk at a time.
 //
 // Memory: a client that never reads blocks the Write of one chunk, so its
-// request holds the compressed tile, the decompressor's state (a 32 KiB
-// window and its tables) and one chunk, whatever the tile's size; before,
-// each such request held the whole decompressed tile (issue 25: 1,024
-// connections pipelining requests for a ~200 KB tile held ~275 MB).
+// request holds the decompressor's state (a 32 KiB window and its tables)
+// and one chunk, whatever the tile's size, and shares gz with every other
+// request for the tile (tilecache.go). Before, each such request held its
+// own copy of gz and the whole decompressed tile: 1,024 connections
+// pipelining requests for a production tile took the server to 701 MiB,
+// against 123 MiB now (docs/BENCHMARKS.md, "Slow readers").
 //
 // Integrity: Content-Length is the size the tile's gzip trailer declares
 // (bounded by tile.MaxDataTileSize); the Gunzipper checks the CRC-32, that
