@@ -131,7 +131,7 @@ func TestGunzipperRefuses(t *testing.T) {
 	}
 }
 
-func gzipBytes(t *testing.T, b []byte) []byte {
+func gzipBytes(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -157,4 +157,37 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		w.tooBig = true
 	}
 	return w.buf.Write(p)
+}
+
+// FuzzGunzipper tries to make the streaming decompressor disagree with
+// Gunzip: whatever the bytes, a Gunzipper that completes must have written
+// exactly what Gunzip returns, and one that fails must have written fewer
+// bytes than it declared (so an HTTP client sees a cut-short response).
+func FuzzGunzipper(f *testing.F) {
+	f.Add(gzipBytes(f, []byte("full data tile")))
+	f.Add(gzipBytes(f, bytes.Repeat([]byte("entry-"), 3000)))
+	f.Add(append(gzipBytes(f, []byte("one")), gzipBytes(f, []byte("two"))...))
+	f.Add([]byte("not gzip"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var g Gunzipper
+		size, err := g.openAtMost(data, 1<<20)
+		if err != nil {
+			return
+		}
+		var w bytes.Buffer
+		written, err := g.WriteTo(&w, make([]byte, 1000))
+		if int64(w.Len()) != written {
+			t.Fatalf("reported %d bytes written, wrote %d", written, w.Len())
+		}
+		if err != nil {
+			if written >= size && size > 0 || size == 0 && written != 0 {
+				t.Fatalf("failed (%v) after writing %d of %d declared bytes", err, written, size)
+			}
+			return
+		}
+		want, gerr := gunzipAtMost(data, 1<<20)
+		if gerr != nil || !bytes.Equal(w.Bytes(), want) || written != size {
+			t.Fatalf("Gunzipper wrote %d bytes (declared %d) where Gunzip gives %d bytes, %v", written, size, len(want), gerr)
+		}
+	})
 }
