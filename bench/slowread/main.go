@@ -402,11 +402,15 @@ func tileRequests(ctx context.Context, base string) string {
 	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"metrics", nil)
+	start := time.Now()
 	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
 	defer resp.Body.Close()
+	defer func() {
+		fmt.Printf("another client's GET /metrics (from 127.0.0.2) took %v\n", time.Since(start).Round(time.Millisecond))
+	}()
 	var total float64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
