@@ -429,8 +429,10 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	prefix := l.MonitoringPrefix.Path
 	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
 	var tiles *tileCache     // full data tiles (tilecache.go)
+	var plain *plainCache    // the same, decompressed (plaincache.go)
 	if kind == "tile" {
 		tiles = newTileCache(tileCacheBytes)
+		plain = newPlainCache(plainCacheBytes)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, prefix)
@@ -490,7 +492,11 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			if acceptsGzip(r) {
 				h.Set("Content-Encoding", "gzip")
 			} else {
-				s.serveGunzipped(w, r, l, key, data, &gunzippers) // tilestream.go
+				var p *plainCache
+				if full {
+					p = plain
+				}
+				s.serveGunzipped(w, r, l, key, data, &gunzippers, p) // tilestream.go
 				return
 			}
 		}

@@ -23,16 +23,20 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
-// bigTile is a data tile-sized body that compresses well, as real ones
-// do: 2 MiB of a few KiB of random bytes repeated with variations.
-func bigTile() []byte {
+// bigTile is a tile body that compresses well, as real ones do: 3 MiB of
+// a few KiB of random bytes repeated with variations, more than a quarter
+// of plainCacheBytes, so it is always streamed, never kept decompressed.
+func bigTile() []byte { return tileOf(3 << 20) }
+
+// tileOf is a body like bigTile's of at least n bytes.
+func tileOf(n int) []byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	block := make([]byte, 4096)
 	for i := range block {
 		block[i] = byte(rng.Uint32())
 	}
 	var b bytes.Buffer
-	for i := 0; b.Len() < 2<<20; i++ {
+	for i := 0; b.Len() < n; i++ {
 		b.WriteString(strconv.Itoa(i))
 		b.Write(block)
 	}
@@ -109,7 +113,16 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 // heap is measured after a GC with every request stuck, so neither timing
 // nor other tests' garbage moves it much.
 func TestSlowReadersHoldLittle(t *testing.T) {
-	plain := bigTile()
+	if len(bigTile()) <= plainCacheBytes/4 {
+		t.Fatalf("bigTile (%d bytes) would be kept decompressed, not streamed", len(bigTile()))
+	}
+	t.Run("streamed", func(t *testing.T) { testSlowReaders(t, bigTile()) })
+	// Decompressed once into plainCache and shared: each stuck request
+	// holds a reference.
+	t.Run("kept decompressed", func(t *testing.T) { testSlowReaders(t, tileOf(1<<20)) })
+}
+
+func testSlowReaders(t *testing.T, plain []byte) {
 	h := readPathServer(t, map[string][]byte{"tile/data/000": gz(t, plain)})
 	const n = 32
 	const bound = 512 << 10
@@ -169,10 +182,13 @@ func TestSlowReadersHoldLittle(t *testing.T) {
 // gzip as a response short of its Content-Length, over a real connection,
 // so the client's read fails: never a complete-looking wrong tile.
 func TestCorruptTileCutShort(t *testing.T) {
-	plain := bigTile()
+	plain := bigTile() // streamed: too large for plainCache
 	bad := gz(t, plain)
 	bad[len(bad)-6] ^= 1 // in the CRC-32
-	srv := httptest.NewServer(readPathServer(t, map[string][]byte{"tile/data/000": bad, "tile/data/001": gz(t, plain)}))
+	small := tileOf(1 << 20)
+	badSmall := gz(t, small)
+	badSmall[len(badSmall)-6] ^= 1
+	srv := httptest.NewServer(readPathServer(t, map[string][]byte{"tile/data/000": bad, "tile/data/001": gz(t, plain), "tile/data/002": badSmall, "tile/data/003": gz(t, small)}))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 
@@ -206,5 +222,29 @@ func TestCorruptTileCutShort(t *testing.T) {
 	head.Body.Close()
 	if head.StatusCode != 200 || head.ContentLength != int64(len(plain)) {
 		t.Fatalf("HEAD: %d, Content-Length %d", head.StatusCode, head.ContentLength)
+	}
+
+	// A tile small enough to keep decompressed is checked whole before
+	// anything is sent: a corrupt one is a 500, a good one served whole.
+	for _, method := range []string{"GET", "HEAD", "GET"} {
+		req, _ := http.NewRequest(method, srv.URL+"/tile/data/002", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("%s of a corrupt tile small enough to keep: %d, want 500", method, resp.StatusCode)
+		}
+		req, _ = http.NewRequest(method, srv.URL+"/tile/data/003", nil)
+		if resp, err = client.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != int64(len(small)) || method == "GET" && !bytes.Equal(body, small) {
+			t.Errorf("%s of a good tile small enough to keep: %d, %d bytes (Content-Length %d), %v", method, resp.StatusCode, len(body), resp.ContentLength, err)
+		}
 	}
 }

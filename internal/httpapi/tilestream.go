@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -40,13 +41,34 @@ type tileStream struct {
 // corrupt tile found mid-stream leaves the response short of its
 // Content-Length, which net/http answers by closing the connection: the
 // client sees a failed response, never a complete-looking wrong tile.
-func (s *Server) serveGunzipped(w http.ResponseWriter, r *http.Request, l *ctlog.Log, key string, gz []byte, pool *sync.Pool) {
+//
+// With plain (full tiles), the decompressed tile is served from memory
+// when plainCache has or can make room for it (plaincache.go), and a
+// corrupt tile is then a 500 before any byte is sent.
+func (s *Server) serveGunzipped(w http.ResponseWriter, r *http.Request, l *ctlog.Log, key string, gz []byte, pool *sync.Pool, plain *plainCache) {
 	ts, _ := pool.Get().(*tileStream)
 	if ts == nil {
 		ts = new(tileStream)
 	}
 	defer pool.Put(ts)
 	size, err := ts.g.Open(gz)
+	if err == nil && plain != nil {
+		data, release, ok, ferr := plain.get(key, size, func(buf []byte) error {
+			// Exactly size bytes or an error: WriteTo checks the
+			// stream against the size it declared.
+			_, err := ts.g.WriteTo(&fixedWriter{b: buf[:0]}, ts.buf[:])
+			return err
+		})
+		if ok {
+			defer release()
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			if r.Method != http.MethodHead {
+				w.Write(data)
+			}
+			return
+		}
+		err = ferr // nil if it did not fit: stream it below
+	}
 	if err != nil {
 		s.log.Error("stored data tile does not decompress", "log", l.Name, "key", key, "err", err)
 		http.Error(w, "The data tile in storage is corrupt; this is a log failure, please report it.", http.StatusInternalServerError)
@@ -78,4 +100,15 @@ func (e *errWriter) Write(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, err
+}
+
+// fixedWriter appends to b, never beyond its capacity.
+type fixedWriter struct{ b []byte }
+
+func (f *fixedWriter) Write(p []byte) (int, error) {
+	if len(p) > cap(f.b)-len(f.b) {
+		return 0, errors.New("more bytes than the buffer holds")
+	}
+	f.b = append(f.b, p...)
+	return len(p), nil
 }
