@@ -104,14 +104,16 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 }
 
 // TestSlowReadersHoldLittle is issue 25 §2 at the handler: requests for
-// an uncompressed 2 MiB data tile whose clients never read must each hold
-// far less than the tile. Before the read path streamed, each held the
-// whole decompressed tile (2 MiB, and more in garbage), so the heap grew
-// by at least 2 MiB per stuck request; now a stuck request holds the
-// decompressor's state and one chunk, and shares the compressed tile with
-// the others (tilecache.go): about 35-55 KiB here. The bound, 512 KiB per request, is wide on both sides, and the
-// heap is measured after a GC with every request stuck, so neither timing
-// nor other tests' garbage moves it much.
+// an uncompressed data tile whose clients never read must each hold far
+// less than the tile. Before, each held the whole decompressed tile (and
+// more in garbage), so the heap grew by more than the tile per stuck
+// request (4 MiB each for a 2 MiB tile). Now a request for a tile too
+// large to keep decompressed holds the decompressor's state and one chunk
+// and shares the compressed tile (tilecache.go): about 35-55 KiB; one for
+// a tile kept decompressed (plaincache.go) holds a reference: about 20 KiB.
+// The bound, 512 KiB per request, is wide on both sides, and the heap is
+// measured after a GC with every request stuck, so neither timing nor
+// other tests' garbage moves it much.
 func TestSlowReadersHoldLittle(t *testing.T) {
 	if len(bigTile()) <= plainCacheBytes/4 {
 		t.Fatalf("bigTile (%d bytes) would be kept decompressed, not streamed", len(bigTile()))
