@@ -110,7 +110,7 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 // request (4 MiB each for a 2 MiB tile). Now a request for a tile too
 // large to keep decompressed holds the decompressor's state and one chunk
 // and shares the compressed tile (tilecache.go): about 35-55 KiB; one for
-// a tile kept decompressed (plaincache.go) holds a reference: about 20 KiB.
+// a tile kept decompressed (plaincache.go) holds a reference: 20-50 KiB.
 // The bound, 512 KiB per request, is wide on both sides, and the heap is
 // measured after a GC with every request stuck, so neither timing nor
 // other tests' garbage moves it much.
