@@ -33,7 +33,7 @@ type tileStream struct {
 // request for the tile (tilecache.go). Before, each such request held its
 // own copy of gz and the whole decompressed tile: 1,024 connections
 // pipelining requests for a production tile took the server to 701 MiB,
-// against 123 MiB now (docs/BENCHMARKS.md, "Slow readers").
+// against about 120 MiB streamed (docs/BENCHMARKS.md, "Slow readers").
 //
 // Integrity: Content-Length is the size the tile's gzip trailer declares
 // (bounded by tile.MaxDataTileSize); the Gunzipper checks the CRC-32, that
