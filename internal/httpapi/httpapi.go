@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -448,6 +449,13 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 // readPath serves the monitoring prefix from storage.
 func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	prefix := l.MonitoringPrefix.Path
+	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
+	var tiles *tileCache     // full data tiles (tilecache.go)
+	var plain *plainCache    // the same, decompressed (plaincache.go)
+	if kind == "tile" {
+		tiles = newTileCache(tileCacheBytes)
+		plain = newPlainCache(plainCacheBytes)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, prefix)
 		var isData, full bool
@@ -468,7 +476,19 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			}
 			full = true
 		}
-		data, err := l.Storage.Get(r.Context(), key)
+		var data []byte
+		var err error
+		if isData && full {
+			// Shared, read-only below: written as is or read by a
+			// Gunzipper, never modified.
+			var release func()
+			data, release, err = tiles.get(r.Context(), key, func(ctx context.Context) ([]byte, error) { return l.Storage.Get(ctx, key) })
+			if err == nil {
+				defer release()
+			}
+		} else {
+			data, err = l.Storage.Get(r.Context(), key)
+		}
 		if errors.Is(err, storage.ErrNotFound) {
 			http.Error(w, "Not found.", http.StatusNotFound)
 			return
@@ -493,9 +513,12 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 			h.Add("Vary", "Accept-Encoding")
 			if acceptsGzip(r) {
 				h.Set("Content-Encoding", "gzip")
-			} else if data, err = tile.Gunzip(data); err != nil {
-				s.log.Error("stored data tile does not decompress", "log", l.Name, "key", key, "err", err)
-				http.Error(w, "The data tile in storage is corrupt; this is a log failure, please report it.", http.StatusInternalServerError)
+			} else {
+				var p *plainCache
+				if full {
+					p = plain
+				}
+				s.serveGunzipped(w, r, l, key, data, &gunzippers, p) // tilestream.go
 				return
 			}
 		}
