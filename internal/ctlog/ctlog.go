@@ -152,22 +152,31 @@ type Identity struct {
 	Keys   *keys.Keys
 }
 
-// Signer returns the checkpoint signer for the log.
+// Signer returns the checkpoint signer for the log: its RFC6962NoteSignature,
+// Ed25519 note signature and ML-DSA-44 cosignature.
 func (id Identity) Signer() *checkpoint.Signer {
-	return checkpoint.NewSigner(id.Origin, id.Keys.ECDSA, id.Keys.LogID(), id.Keys.Ed25519)
+	return checkpoint.NewSigner(id.Origin, id.Keys.ECDSA, id.Keys.LogID(), id.Keys.Ed25519,
+		checkpoint.NewMLDSA44Signer(id.Origin, id.Keys.MLDSA44))
+}
+
+// VerifierKeys returns the vkeys of every key that signs the log's
+// checkpoints besides the RFC 6962 one (its public key): Ed25519, then
+// ML-DSA-44.
+func (id Identity) VerifierKeys() []string {
+	return id.Signer().VerifierKeys()
 }
 
 // Verifier returns a function that opens signed checkpoints of the log,
-// requiring both its RFC 6962 and Ed25519 signatures.
+// requiring its RFC 6962, Ed25519 and ML-DSA-44 signatures.
 func (id Identity) Verifier() (func([]byte) (*checkpoint.Verified, error), error) {
-	vkey, err := checkpoint.Ed25519VerifierKey(id.Origin, id.Keys.Ed25519Public())
+	required, err := checkpoint.ParseVerifierKeys(id.VerifierKeys())
 	if err != nil {
 		return nil, err
 	}
 	pub := &id.Keys.ECDSA.PublicKey
 	logID := id.Keys.LogID()
 	return func(signed []byte) (*checkpoint.Verified, error) {
-		return checkpoint.Verify(signed, id.Origin, pub, logID, vkey)
+		return checkpoint.VerifyAll(signed, id.Origin, pub, logID, required)
 	}, nil
 }
 

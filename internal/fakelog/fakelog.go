@@ -108,7 +108,7 @@ func New(opts Options) (*Log, error) {
 	}
 	l := &Log{
 		opts: opts, keys: k, origin: origin, now: now,
-		signer:  checkpoint.NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519),
+		signer:  checkpoint.NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519, checkpoint.NewMLDSA44Signer(origin, k.MLDSA44)),
 		objects: make(map[string][]byte), edge: tile.NewEdge(),
 		dedup: make(map[[32]byte]tile.Entry), built: make(map[[32]byte]tile.Entry),
 	}
