@@ -379,10 +379,12 @@ func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, 
 // VerifyAll opens a signed checkpoint note and checks its
 // RFC6962NoteSignature (required) with the log's ECDSA public key, and
 // requires a valid signature by every one of required (the log's Ed25519
-// and ML-DSA-44 keys, as ParseVerifierKeys returns them).
-func VerifyAll(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, required []note.Verifier) (*Verified, error) {
+// and ML-DSA-44 keys, as ParseVerifierKeys returns them). A signature by
+// one of optional is checked if present (an invalid one rejects the note)
+// but may be missing.
+func VerifyAll(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, required []note.Verifier, optional ...note.Verifier) (*Verified, error) {
 	rv := NewRFC6962Verifier(origin, pub, logID)
-	verifiers := append([]note.Verifier{rv}, required...)
+	verifiers := append(append([]note.Verifier{rv}, required...), optional...)
 	n, err := note.Open(signed, note.VerifierList(verifiers...))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint signature: %w", err)

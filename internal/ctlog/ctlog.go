@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
@@ -167,16 +169,25 @@ func (id Identity) VerifierKeys() []string {
 }
 
 // Verifier returns a function that opens signed checkpoints of the log,
-// requiring its RFC 6962, Ed25519 and ML-DSA-44 signatures.
+// requiring its RFC 6962 and Ed25519 signatures and checking its ML-DSA-44
+// cosignature when there is one. The cosignature may be missing: a log
+// that ran a version without ML-DSA-44 committed checkpoints without it,
+// and must still load them (its next round adds the cosignature). A
+// present but invalid one is refused like any bad signature. Clients
+// given the ML-DSA-44 vkey require it (staticct.Config.CheckpointKeys).
 func (id Identity) Verifier() (func([]byte) (*checkpoint.Verified, error), error) {
-	required, err := checkpoint.ParseVerifierKeys(id.VerifierKeys())
+	ed, err := checkpoint.ParseVerifierKey(checkpoint.NewEd25519Signer(id.Origin, id.Keys.Ed25519).VerifierKey())
+	if err != nil {
+		return nil, err
+	}
+	ml, err := checkpoint.NewMLDSA44Verifier(checkpoint.MLDSA44VerifierKey(id.Origin, id.Keys.MLDSA44.PublicKey()))
 	if err != nil {
 		return nil, err
 	}
 	pub := &id.Keys.ECDSA.PublicKey
 	logID := id.Keys.LogID()
 	return func(signed []byte) (*checkpoint.Verified, error) {
-		return checkpoint.VerifyAll(signed, id.Origin, pub, logID, required)
+		return checkpoint.VerifyAll(signed, id.Origin, pub, logID, []note.Verifier{ed}, ml)
 	}, nil
 }
 
