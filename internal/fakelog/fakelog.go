@@ -127,6 +127,10 @@ func (l *Log) PublicKey() string { return base64.StdEncoding.EncodeToString(l.ke
 // Origin returns the checkpoint origin.
 func (l *Log) Origin() string { return l.origin }
 
+// CheckpointVKeys returns the vkeys of the log's Ed25519 and ML-DSA-44
+// checkpoint signatures.
+func (l *Log) CheckpointVKeys() []string { return l.signer.VerifierKeys() }
+
 // Size returns the current tree size.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
