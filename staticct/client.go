@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
@@ -76,6 +77,11 @@ type Config struct {
 	// are given). Cosignature lines by other keys are ignored.
 	WitnessKeys   []string
 	WitnessQuorum int
+	// CheckpointKeys are vkeys of the log's own checkpoint signatures
+	// that every checkpoint must carry, valid, besides the RFC 6962 one
+	// PublicKey checks: the log's Ed25519 note key (type 0x01) and its
+	// ML-DSA-44 cosignature key (type 0x06, c2sp.org/tlog-cosignature).
+	CheckpointKeys []string
 }
 
 // Client talks to one log. It is safe for concurrent use.
@@ -94,6 +100,9 @@ type Client struct {
 	cache      *tileCache
 	witnesses  []*checkpoint.CosignatureVerifier
 	quorum     int
+	// required verify the log's own signatures named by
+	// Config.CheckpointKeys; each checks only its algorithm's signatures.
+	required []note.Verifier
 
 	// sctKey is pub with its table of multiples, built by the first
 	// VerifySCT (a few milliseconds, about 715 KB), which makes every SCT
@@ -123,6 +132,13 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("witness key %q: %w", k, err)
 		}
 		c.witnesses = append(c.witnesses, v)
+	}
+	for _, k := range cfg.CheckpointKeys {
+		v, err := checkpoint.ParseVerifierKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint key %.40q: %w", k, err)
+		}
+		c.required = append(c.required, v)
 	}
 	c.quorum = cfg.WitnessQuorum
 	if c.quorum == 0 && len(c.witnesses) > 0 {
@@ -432,8 +448,8 @@ func (c *Client) VerifyCheckpoint(signed []byte) (*SignedCheckpoint, error) {
 	return v, nil
 }
 
-// VerifyLogSignature verifies a signed checkpoint note with the log's key
-// only, whatever witness keys the client has: for checkpoints kept by
+// VerifyLogSignature verifies a signed checkpoint note with the log's keys
+// (PublicKey and CheckpointKeys) only, whatever witness keys the client has: for checkpoints kept by
 // others, which need not carry cosignatures.
 func (c *Client) VerifyLogSignature(signed []byte) (*SignedCheckpoint, error) {
 	if c.pub == nil {
@@ -444,7 +460,7 @@ func (c *Client) VerifyLogSignature(signed []byte) (*SignedCheckpoint, error) {
 		first, _, _ := bytes.Cut(signed, []byte("\n"))
 		origin = string(first)
 	}
-	v, err := checkpoint.Verify(signed, origin, c.pub, c.logID, "")
+	v, err := checkpoint.VerifyAll(signed, origin, c.pub, c.logID, c.required)
 	if err != nil {
 		if first, _, _ := bytes.Cut(signed, []byte("\n")); string(first) != origin {
 			return nil, verifyErr(VerifyCheckpointOrigin, "checkpoint origin %q, want %q", first, origin)

@@ -32,6 +32,11 @@ type DevConfig struct {
 	// clients add to their trusted roots (see HTTPClientOptions.RootCAs
 	// and TLSRoots). Empty for plain HTTP.
 	TLSCACert string `json:"tls_ca_cert,omitempty"`
+	// CheckpointVKeys are the vkeys of every key that signs the log's
+	// checkpoint besides its RFC 6962 key (PublicKey): Ed25519 (type
+	// 0x01) and ML-DSA-44 (type 0x06). Clients pass them as
+	// Config.CheckpointKeys.
+	CheckpointVKeys []string `json:"checkpoint_vkeys,omitempty"`
 }
 
 // TLSRoots returns the pool of certificates to trust for the dev log's TLS

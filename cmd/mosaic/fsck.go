@@ -81,7 +81,7 @@ func runFsck(ctx context.Context, args []string) error {
 	c, err := staticct.New(staticct.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
 		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *parallel * 2}), UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
+		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum, CheckpointKeys: tg.vkeys,
 	})
 	if err != nil {
 		return err

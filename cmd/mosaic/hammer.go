@@ -135,7 +135,7 @@ func runHammer(ctx context.Context, args []string) error {
 	c, err := staticct.New(staticct.Config{
 		SubmissionPrefix: tg.submission, MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
 		HTTPClient: hc, UserAgent: tg.userAgent,
-		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum,
+		Timeout: tg.timeout, Retries: 2, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum, CheckpointKeys: tg.vkeys,
 	})
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ func runKeygen(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	out := fs.String("o", "", "write a new 32-byte seed to this file (mode 0600; never overwrites)")
 	show := fs.String("k", "", "instead of generating, print the public parts of this existing key file")
-	prefix := fs.String("prefix", "", "the log's submission prefix, to print its Ed25519 note verifier key")
+	prefix := fs.String("prefix", "", "the log's submission prefix, to print the verifier keys (vkeys) of its checkpoint signatures (Ed25519 note, ML-DSA-44 cosignature)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mosaic keygen -o FILE [-prefix URL]\n       mosaic keygen -k FILE [-prefix URL]\n\n")
 		fs.PrintDefaults()
@@ -47,13 +47,11 @@ func runKeygen(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("-prefix: %w", err)
 		}
-		vkey, err := checkpoint.Ed25519VerifierKey(config.Origin(u), k.Ed25519Public())
-		if err != nil {
-			return err
-		}
-		fmt.Printf("Note verifier key:        %s\n", vkey)
+		origin := config.Origin(u)
+		fmt.Printf("Ed25519 vkey:             %s\n", checkpoint.NewEd25519Signer(origin, k.Ed25519).VerifierKey())
+		fmt.Printf("ML-DSA-44 vkey:           %s\n", checkpoint.MLDSA44VerifierKey(origin, k.MLDSA44.PublicKey()))
 	} else {
-		fmt.Printf("Note verifier key:        (pass -prefix URL to print it; it names the log's origin)\n")
+		fmt.Printf("Checkpoint vkeys:         (pass -prefix URL to print them; they name the log's origin)\n")
 	}
 	fmt.Printf("\n%s", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 	return nil

@@ -23,6 +23,9 @@ type target struct {
 	userAgent     string
 	witnessKeys   multiFlag
 	witnessQuorum int
+	// vkeys are the log's own checkpoint keys (-vkey, or dev.json's
+	// checkpoint_vkeys) whose signatures every checkpoint must carry.
+	vkeys multiFlag
 }
 
 // register adds the target flags to fs; devHelp describes -dev, and
@@ -43,6 +46,7 @@ func (t *target) register(fs *flag.FlagSet, tool string, withSubmission bool, de
 	// tool name as one), so the default says who we are and where to
 	// reach us.
 	fs.Var(&t.witnessKeys, "witness-key", "a witness's Ed25519 cosignature verifier key (repeatable): checkpoints must carry -witness-quorum valid cosignatures by these witnesses")
+	fs.Var(&t.vkeys, "vkey", "a vkey of the log's own checkpoint signature (repeatable): its Ed25519 (type 0x01) or ML-DSA-44 (type 0x06) key, as keygen prints them; every checkpoint must carry a valid signature by each (default with -dev: dev.json's checkpoint_vkeys)")
 	fs.IntVar(&t.witnessQuorum, "witness-quorum", 0, "how many of the -witness-key witnesses must have cosigned each checkpoint (default 1 when -witness-key is given)")
 	fs.StringVar(&t.userAgent, "user-agent", staticct.UserAgent(tool),
 		"User-Agent of every request; logs may throttle clients without a contact, so keep one (a URL or an email address)")
@@ -74,6 +78,9 @@ func (t *target) fromDev() (*staticct.DevConfig, error) {
 	t.monitoring = orDefault(t.monitoring, dc.MonitoringPrefix)
 	t.pubkey = orDefault(t.pubkey, dc.PublicKey)
 	t.origin = orDefault(t.origin, dc.Origin)
+	if len(t.vkeys) == 0 {
+		t.vkeys = dc.CheckpointVKeys
+	}
 	if t.roots, err = dc.TLSRoots(); err != nil {
 		return nil, err
 	}

@@ -109,34 +109,105 @@ func SignECDSA(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {
 	return k.Sign(nil, digest[:], crypto.SHA256)
 }
 
-// Signer signs checkpoints for one log.
-type Signer struct {
-	origin  string
-	ecdsa   *ecdsa.PrivateKey
-	logID   [32]byte
-	ed25519 ed25519.PrivateKey
+// CheckpointSigner is one signature the log puts on each checkpoint: one
+// algorithm and one key. Adding an algorithm is one new CheckpointSigner.
+type CheckpointSigner interface {
+	// Name is the signature's key name, the log's origin.
+	Name() string
+	// NoteSigner returns the note.Signer of checkpoint c, signed at
+	// timestamp (ms since the Unix epoch, the round's time).
+	NoteSigner(c Checkpoint, timestamp uint64) (note.Signer, error)
+	// VerifierKey returns the signed-note vkey of the key, or "" if its
+	// algorithm has none (the RFC6962NoteSignature's key is published as
+	// the log's public key instead).
+	VerifierKey() string
 }
 
-// NewSigner returns a Signer for the log with the given origin and keys.
-func NewSigner(origin string, ec *ecdsa.PrivateKey, logID [32]byte, ed ed25519.PrivateKey) *Signer {
-	return &Signer{origin: origin, ecdsa: ec, logID: logID, ed25519: ed}
+// Signer signs checkpoints for one log with a list of CheckpointSigners.
+type Signer struct {
+	origin  string
+	signers []CheckpointSigner
+}
+
+// NewSigner returns a Signer for the log with the given origin that signs
+// each checkpoint with the RFC6962NoteSignature static-ct-api requires, the
+// Ed25519 note signature tlog-tiles requires, then every one of extra (the
+// log's ML-DSA-44 cosignature), in order.
+func NewSigner(origin string, ec *ecdsa.PrivateKey, logID [32]byte, ed ed25519.PrivateKey, extra ...CheckpointSigner) *Signer {
+	signers := append([]CheckpointSigner{NewRFC6962Signer(origin, ec, logID), NewEd25519Signer(origin, ed)}, extra...)
+	return NewSignerList(origin, signers...)
+}
+
+// NewSignerList returns a Signer for the log with the given origin that
+// puts every one of signers' signatures on each checkpoint, in order. Sign
+// refuses to sign with a signer named other than origin.
+func NewSignerList(origin string, signers ...CheckpointSigner) *Signer {
+	return &Signer{origin: origin, signers: signers}
+}
+
+// VerifierKeys returns the vkeys of the signers that have one.
+func (s *Signer) VerifierKeys() []string {
+	var vkeys []string
+	for _, cs := range s.signers {
+		if v := cs.VerifierKey(); v != "" {
+			vkeys = append(vkeys, v)
+		}
+	}
+	return vkeys
 }
 
 // Sign returns the signed checkpoint note for c, with timestamp (ms since the
-// Unix epoch) in its RFC6962NoteSignature.
+// Unix epoch) in its RFC6962NoteSignature and ML-DSA-44 cosignature.
 func (s *Signer) Sign(c Checkpoint, timestamp uint64) ([]byte, error) {
 	if c.Origin != s.origin {
 		return nil, fmt.Errorf("checkpoint origin %q is not the log's %q", c.Origin, s.origin)
 	}
-	sig, err := SignECDSA(s.ecdsa, TreeHeadSignatureInput(timestamp, c.Size, c.Hash))
+	if len(s.signers) == 0 {
+		return nil, errors.New("the checkpoint signer has no keys")
+	}
+	ns := make([]note.Signer, len(s.signers))
+	for i, cs := range s.signers {
+		if cs.Name() != s.origin {
+			return nil, fmt.Errorf("checkpoint key named %q is not the log's origin %q", cs.Name(), s.origin)
+		}
+		var err error
+		if ns[i], err = cs.NoteSigner(c, timestamp); err != nil {
+			return nil, err
+		}
+	}
+	return note.Sign(&note.Note{Text: string(c.Marshal())}, ns...)
+}
+
+// RFC6962Signer makes the RFC6962NoteSignature static-ct-api requires: an
+// RFC 6962 tree head signature with the log's ECDSA key.
+type RFC6962Signer struct {
+	origin string
+	key    *ecdsa.PrivateKey
+	hash   uint32
+}
+
+// NewRFC6962Signer returns the RFC6962NoteSignature signer of a log.
+func NewRFC6962Signer(origin string, key *ecdsa.PrivateKey, logID [32]byte) *RFC6962Signer {
+	return &RFC6962Signer{origin: origin, key: key, hash: keyHash(origin, sigTypeRFC6962, logID[:])}
+}
+
+// Name implements CheckpointSigner.
+func (r *RFC6962Signer) Name() string { return r.origin }
+
+// VerifierKey implements CheckpointSigner: signed-note defines no vkey for
+// type 0x05; clients use the log's public key.
+func (r *RFC6962Signer) VerifierKey() string { return "" }
+
+// NoteSigner implements CheckpointSigner. The signature covers the parsed
+// tree head and timestamp, not the note text, so it is made here.
+func (r *RFC6962Signer) NoteSigner(c Checkpoint, timestamp uint64) (note.Signer, error) {
+	sig, err := SignECDSA(r.key, TreeHeadSignatureInput(timestamp, c.Size, c.Hash))
 	if err != nil {
 		return nil, fmt.Errorf("signing tree head: %w", err)
 	}
 	rfcSig := binary.BigEndian.AppendUint64(nil, timestamp)
 	rfcSig = append(rfcSig, DigitallySigned(sig)...)
-	rfc := &fixedSigner{name: s.origin, hash: keyHash(s.origin, sigTypeRFC6962, s.logID[:]), sig: rfcSig}
-	ed := &ed25519Signer{name: s.origin, key: s.ed25519}
-	return note.Sign(&note.Note{Text: string(c.Marshal())}, rfc, ed)
+	return &fixedSigner{name: r.origin, hash: r.hash, sig: rfcSig}, nil
 }
 
 // fixedSigner is a note.Signer that returns a precomputed signature (the
@@ -151,16 +222,37 @@ func (f *fixedSigner) Name() string                    { return f.name }
 func (f *fixedSigner) KeyHash() uint32                 { return f.hash }
 func (f *fixedSigner) Sign(msg []byte) ([]byte, error) { return f.sig, nil }
 
-type ed25519Signer struct {
+// Ed25519Signer signs the checkpoint as a plain Ed25519 signed note (type
+// 0x01), which tlog-tiles tooling and witnesses verify.
+type Ed25519Signer struct {
 	name string
 	key  ed25519.PrivateKey
+	hash uint32
 }
 
-func (e *ed25519Signer) Name() string { return e.name }
-func (e *ed25519Signer) KeyHash() uint32 {
-	return keyHash(e.name, sigTypeEd25519, e.key.Public().(ed25519.PublicKey))
+// NewEd25519Signer returns the Ed25519 note signer of a log.
+func NewEd25519Signer(origin string, key ed25519.PrivateKey) *Ed25519Signer {
+	return &Ed25519Signer{name: origin, key: key,
+		hash: keyHash(origin, sigTypeEd25519, key.Public().(ed25519.PublicKey))}
 }
-func (e *ed25519Signer) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(e.key, msg), nil }
+
+// Name implements CheckpointSigner and note.Signer.
+func (e *Ed25519Signer) Name() string { return e.name }
+
+// KeyHash implements note.Signer.
+func (e *Ed25519Signer) KeyHash() uint32 { return e.hash }
+
+// Sign implements note.Signer.
+func (e *Ed25519Signer) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(e.key, msg), nil }
+
+// NoteSigner implements CheckpointSigner.
+func (e *Ed25519Signer) NoteSigner(Checkpoint, uint64) (note.Signer, error) { return e, nil }
+
+// VerifierKey implements CheckpointSigner.
+func (e *Ed25519Signer) VerifierKey() string {
+	return fmt.Sprintf("%s+%08x+%s", e.name, e.hash,
+		base64.StdEncoding.EncodeToString(append([]byte{sigTypeEd25519}, e.key.Public().(ed25519.PublicKey)...)))
+}
 
 // Ed25519VerifierKey returns the signed-note verifier key string
 // ("<name>+<hash>+<base64 key>") for the log's Ed25519 key.
@@ -232,39 +324,106 @@ type Verified struct {
 	TreeHeadSignature []byte
 }
 
-// Verify opens a signed checkpoint note and checks its RFC6962NoteSignature
-// (required) with the log's ECDSA public key. If edVerifierKey is not empty,
-// the Ed25519 signature is required too.
-func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, edVerifierKey string) (*Verified, error) {
-	rv := NewRFC6962Verifier(origin, pub, logID)
-	verifiers := []note.Verifier{rv}
-	if edVerifierKey != "" {
-		ev, err := note.NewVerifier(edVerifierKey)
+// ParseVerifierKeys parses the vkeys of signatures a log puts on its
+// checkpoints: Ed25519 notes (type 0x01) and ML-DSA-44 cosignatures (type
+// 0x06). Each verifier checks only its own algorithm's signatures.
+func ParseVerifierKeys(vkeys []string) ([]note.Verifier, error) {
+	vs := make([]note.Verifier, 0, len(vkeys))
+	for _, vkey := range vkeys {
+		v, err := ParseVerifierKey(vkey)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
+// ParseVerifierKey parses one vkey of type 0x01 (Ed25519 note) or 0x06
+// (ML-DSA-44 cosignature).
+func ParseVerifierKey(vkey string) (note.Verifier, error) {
+	_, _, key, err := splitVerifierKey(vkey)
+	if err != nil {
+		return nil, err
+	}
+	switch key[0] {
+	case sigTypeEd25519:
+		v, err := note.NewVerifier(vkey)
 		if err != nil {
 			return nil, fmt.Errorf("Ed25519 verifier key: %w", err)
 		}
-		verifiers = append(verifiers, ev)
+		return v, nil
+	case sigTypeMLDSA44:
+		return NewMLDSA44Verifier(vkey)
+	default:
+		return nil, fmt.Errorf("verifier key has type 0x%02x, want an Ed25519 note key (type 0x01) or an ML-DSA-44 key (type 0x06)", key[0])
 	}
+}
+
+// Verify opens a signed checkpoint note and checks its RFC6962NoteSignature
+// (required) with the log's ECDSA public key. If vkey is not empty (an
+// Ed25519 note or ML-DSA-44 vkey, see ParseVerifierKey), its signature is
+// required too. VerifyAll takes a list of verifiers.
+func Verify(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, vkey string) (*Verified, error) {
+	var required []note.Verifier
+	if vkey != "" {
+		v, err := ParseVerifierKey(vkey)
+		if err != nil {
+			return nil, err
+		}
+		required = append(required, v)
+	}
+	return VerifyAll(signed, origin, pub, logID, required)
+}
+
+// VerifyAll opens a signed checkpoint note and checks its
+// RFC6962NoteSignature (required) with the log's ECDSA public key, and
+// requires a valid signature by every one of required (the log's Ed25519
+// and ML-DSA-44 keys, as ParseVerifierKeys returns them). A signature by
+// one of optional is checked if present (an invalid one rejects the note)
+// but may be missing.
+func VerifyAll(signed []byte, origin string, pub *ecdsa.PublicKey, logID [32]byte, required []note.Verifier, optional ...note.Verifier) (*Verified, error) {
+	rv := NewRFC6962Verifier(origin, pub, logID)
+	verifiers := append(append([]note.Verifier{rv}, required...), optional...)
+	// Cost bound for notes from outside (fsck -checkpoint, witnesses):
+	// note.Open reads at most 100 signature lines, ignores lines by
+	// unknown keys and verifies each known key at most once, so a note
+	// costs at most one ML-DSA-44 verification per ML-DSA-44 verifier.
 	n, err := note.Open(signed, note.VerifierList(verifiers...))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint signature: %w", err)
 	}
-	foundRFC, foundEd := false, edVerifierKey == ""
+	// A signature counts for a verifier only if its line carries that
+	// verifier's name AND key ID, and note.Open verified it with that very
+	// verifier (it picks the verifier by name and key ID). The key ID
+	// hashes the algorithm's type byte, and each verifier accepts only its
+	// algorithm's exact signature length, so an ML-DSA-44 line can never
+	// count as the Ed25519 or RFC 6962 one, nor the other way round.
+	foundRFC := false
+	found := make([]bool, len(required))
 	var ths []byte
 	for _, s := range n.Sigs {
-		if s.Hash == rv.hash && s.Name == origin {
+		if s.Name == rv.Name() && s.Hash == rv.KeyHash() {
 			foundRFC = true
 			// note.Open verified this signature with rv, so it decodes
 			// to key hash, timestamp and DigitallySigned.
 			if b, err := base64.StdEncoding.DecodeString(s.Base64); err == nil && len(b) > 4+8 {
 				ths = b[4+8:]
 			}
-		} else if s.Name == origin {
-			foundEd = true
+		}
+		for i, v := range required {
+			if s.Name == v.Name() && s.Hash == v.KeyHash() {
+				found[i] = true
+			}
 		}
 	}
-	if !foundRFC || !foundEd || ths == nil {
-		return nil, errors.New("checkpoint is missing a required signature")
+	if !foundRFC || ths == nil {
+		return nil, errors.New("checkpoint is missing the log's RFC6962NoteSignature")
+	}
+	for i, ok := range found {
+		if !ok {
+			return nil, fmt.Errorf("checkpoint is missing a valid signature by the required key %s+%08x", required[i].Name(), required[i].KeyHash())
+		}
 	}
 	c, err := Parse([]byte(n.Text))
 	if err != nil {

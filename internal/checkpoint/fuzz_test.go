@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -98,5 +99,88 @@ func FuzzVerify(f *testing.F) {
 				t.Fatalf("accepted with both signatures required, rejected with one: %v", err)
 			}
 		}
+	})
+}
+
+// FuzzParseVerifierKey feeds fuzzed vkeys to ParseVerifierKey: it must never
+// panic, its errors are one plain sentence, and a vkey it accepts is
+// canonical for its algorithm (it re-encodes to itself, with the key ID of
+// its name, type byte and key), so a vkey cannot name one key two ways.
+func FuzzParseVerifierKey(f *testing.F) {
+	seed := sha256.Sum256([]byte("vkey fuzz key"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(MLDSA44VerifierKey("ct.example.org/fuzz", k.MLDSA44.PublicKey()))
+	f.Add(NewEd25519Signer("ct.example.org/fuzz", k.Ed25519).VerifierKey())
+	f.Add(CosignatureVerifierKey("witness.example", k.Ed25519Public()))
+	f.Add("a+00000000+Bg==")
+	f.Fuzz(func(t *testing.T, vkey string) {
+		v, err := ParseVerifierKey(vkey)
+		if err != nil {
+			if msg := err.Error(); msg == "" || strings.Contains(msg, "\n") || strings.Contains(msg, "*checkpoint.") {
+				t.Fatalf("error %q is not one plain sentence", msg)
+			}
+			return
+		}
+		if v.Name() == "" || strings.ContainsAny(v.Name(), " \n+") {
+			t.Fatalf("accepted key name %q", v.Name())
+		}
+		if mv, ok := v.(*MLDSA44Verifier); ok {
+			if got := MLDSA44VerifierKey(mv.name, mv.key); !strings.EqualFold(got, vkey) {
+				t.Fatalf("ML-DSA-44 vkey %q re-encodes to %q", vkey, got)
+			}
+		}
+	})
+}
+
+// FuzzMLDSA44Verify feeds fuzzed notes and signatures to the ML-DSA-44
+// verifier of a key that cosigned a few checkpoints (the seeds). Whatever it
+// accepts must be one of those checkpoints: the tree head and origin are
+// covered by the signature; only the timestamp line bytes are the
+// cosigner's, and they too are signed.
+func FuzzMLDSA44Verify(f *testing.F) {
+	seed := sha256.Sum256([]byte("mldsa fuzz key"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	const origin = "ct.example.org/fuzz"
+	s := NewMLDSA44Signer(origin, k.MLDSA44)
+	v, err := NewMLDSA44Verifier(s.VerifierKey())
+	if err != nil {
+		f.Fatal(err)
+	}
+	type signed struct {
+		body string
+		ts   uint64
+	}
+	var valid []signed
+	for i, c := range []Checkpoint{
+		{Origin: origin, Size: 0, Hash: tlog.Hash(sha256.Sum256(nil))},
+		{Origin: origin, Size: 1 << 40, Hash: tlog.Hash(sha256.Sum256([]byte("big")))},
+	} {
+		ns, err := s.NoteSigner(c, uint64(1767225600000+1000*i))
+		if err != nil {
+			f.Fatal(err)
+		}
+		sig, err := ns.Sign(c.Marshal())
+		if err != nil {
+			f.Fatal(err)
+		}
+		valid = append(valid, signed{string(c.Marshal()), uint64(1767225600 + i)})
+		f.Add(c.Marshal(), sig)
+	}
+	f.Fuzz(func(t *testing.T, msg, sig []byte) {
+		if !v.Verify(msg, sig) {
+			return
+		}
+		for _, s := range valid {
+			if string(msg) == s.body && len(sig) >= 8 && binary.BigEndian.Uint64(sig) == s.ts {
+				return
+			}
+		}
+		t.Fatalf("accepted a cosignature the key never made: %q", msg)
 	})
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
@@ -189,22 +191,40 @@ type Identity struct {
 	Keys   *keys.Keys
 }
 
-// Signer returns the checkpoint signer for the log.
+// Signer returns the checkpoint signer for the log: its RFC6962NoteSignature,
+// Ed25519 note signature and ML-DSA-44 cosignature.
 func (id Identity) Signer() *checkpoint.Signer {
-	return checkpoint.NewSigner(id.Origin, id.Keys.ECDSA, id.Keys.LogID(), id.Keys.Ed25519)
+	return checkpoint.NewSigner(id.Origin, id.Keys.ECDSA, id.Keys.LogID(), id.Keys.Ed25519,
+		checkpoint.NewMLDSA44Signer(id.Origin, id.Keys.MLDSA44))
+}
+
+// VerifierKeys returns the vkeys of every key that signs the log's
+// checkpoints besides the RFC 6962 one (its public key): Ed25519, then
+// ML-DSA-44.
+func (id Identity) VerifierKeys() []string {
+	return id.Signer().VerifierKeys()
 }
 
 // Verifier returns a function that opens signed checkpoints of the log,
-// requiring both its RFC 6962 and Ed25519 signatures.
+// requiring its RFC 6962 and Ed25519 signatures and checking its ML-DSA-44
+// cosignature when there is one. The cosignature may be missing: a log
+// that ran a version without ML-DSA-44 committed checkpoints without it,
+// and must still load them (its next round adds the cosignature). A
+// present but invalid one is refused like any bad signature. Clients
+// given the ML-DSA-44 vkey require it (staticct.Config.CheckpointKeys).
 func (id Identity) Verifier() (func([]byte) (*checkpoint.Verified, error), error) {
-	vkey, err := checkpoint.Ed25519VerifierKey(id.Origin, id.Keys.Ed25519Public())
+	ed, err := checkpoint.ParseVerifierKey(checkpoint.NewEd25519Signer(id.Origin, id.Keys.Ed25519).VerifierKey())
+	if err != nil {
+		return nil, err
+	}
+	ml, err := checkpoint.NewMLDSA44Verifier(checkpoint.MLDSA44VerifierKey(id.Origin, id.Keys.MLDSA44.PublicKey()))
 	if err != nil {
 		return nil, err
 	}
 	pub := &id.Keys.ECDSA.PublicKey
 	logID := id.Keys.LogID()
 	return func(signed []byte) (*checkpoint.Verified, error) {
-		return checkpoint.Verify(signed, id.Origin, pub, logID, vkey)
+		return checkpoint.VerifyAll(signed, id.Origin, pub, logID, []note.Verifier{ed}, ml)
 	}, nil
 }
 

@@ -181,6 +181,7 @@ func WriteInfo(dir string, l *ctlog.Log, withTLS bool) (*Info, error) {
 		TestCAKey:        abs(CAKey),
 		NotAfterStart:    l.NotAfterStart.UTC().Format(time.RFC3339),
 		NotAfterLimit:    l.NotAfterLimit.UTC().Format(time.RFC3339),
+		CheckpointVKeys:  ctlog.Identity{Origin: l.Origin, Keys: l.Keys}.VerifierKeys(),
 	}
 	if withTLS {
 		info.TLSCACert = abs(TLSCert)

@@ -108,7 +108,7 @@ func New(opts Options) (*Log, error) {
 	}
 	l := &Log{
 		opts: opts, keys: k, origin: origin, now: now,
-		signer:  checkpoint.NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519),
+		signer:  checkpoint.NewSigner(origin, k.ECDSA, k.LogID(), k.Ed25519, checkpoint.NewMLDSA44Signer(origin, k.MLDSA44)),
 		objects: make(map[string][]byte), edge: tile.NewEdge(),
 		dedup: make(map[[32]byte]tile.Entry), built: make(map[[32]byte]tile.Entry),
 	}
@@ -126,6 +126,10 @@ func (l *Log) PublicKey() string { return base64.StdEncoding.EncodeToString(l.ke
 
 // Origin returns the checkpoint origin.
 func (l *Log) Origin() string { return l.origin }
+
+// CheckpointVKeys returns the vkeys of the log's Ed25519 and ML-DSA-44
+// checkpoint signatures.
+func (l *Log) CheckpointVKeys() []string { return l.signer.VerifierKeys() }
 
 // Size returns the current tree size.
 func (l *Log) Size() int64 {

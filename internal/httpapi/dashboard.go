@@ -222,6 +222,7 @@ type logPage struct {
 
 	SubmissionURL, MonitoringURL, Origin, LogID string
 	KeyDER, PEM, VerifierKey                    string
+	MLDSAVerifierKey                            string
 	Start, End                                  string
 	MMD                                         string
 	PoolCapacity                                int
@@ -290,19 +291,21 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 			KeyDER:        der,
 			PEM:           pemBlock("PUBLIC KEY", der),
 			VerifierKey:   vkey,
-			Start:         l.NotAfterStart.UTC().Format(time.RFC3339),
-			End:           l.NotAfterLimit.UTC().Format(time.RFC3339),
-			MMD:           fmt.Sprintf("%d seconds (%s)", e.MMD, time.Duration(e.MMD)*time.Second),
-			PoolCapacity:  poolCap,
-			Live:          cur,
-			Figures:       figures(cur),
-			CheckpointAt:  rd.cpTime.UTC().Format(time.RFC3339),
-			LogJSON:       l.SubmissionPrefix.Path + "log.v3.json",
-			GetRoots:      l.SubmissionPrefix.Path + "ct/v1/get-roots",
-			Metrics:       "/metrics",
-			DashboardJSON: "dashboard.json",
-			RefreshMillis: refreshMillis,
-			SampleSeconds: int(SampleInterval / time.Second),
+			// The ML-DSA-44 cosignature's vkey, next to the Ed25519 one.
+			MLDSAVerifierKey: checkpoint.MLDSA44VerifierKey(l.Origin, l.Keys.MLDSA44.PublicKey()),
+			Start:            l.NotAfterStart.UTC().Format(time.RFC3339),
+			End:              l.NotAfterLimit.UTC().Format(time.RFC3339),
+			MMD:              fmt.Sprintf("%d seconds (%s)", e.MMD, time.Duration(e.MMD)*time.Second),
+			PoolCapacity:     poolCap,
+			Live:             cur,
+			Figures:          figures(cur),
+			CheckpointAt:     rd.cpTime.UTC().Format(time.RFC3339),
+			LogJSON:          l.SubmissionPrefix.Path + "log.v3.json",
+			GetRoots:         l.SubmissionPrefix.Path + "ct/v1/get-roots",
+			Metrics:          "/metrics",
+			DashboardJSON:    "dashboard.json",
+			RefreshMillis:    refreshMillis,
+			SampleSeconds:    int(SampleInterval / time.Second),
 		}
 		if len(p.Logs) < 2 {
 			p.Logs = nil

@@ -231,6 +231,12 @@ func TestDashboardLogPage(t *testing.T) {
 	if _, err := checkpoint.Verify(signed, a.Origin, a.PublicKey(), a.LogID, vkey); err != nil {
 		t.Errorf("the page's verifier key %q does not verify the log's checkpoint: %v", vkey, err)
 	}
+	// So does the ML-DSA-44 one.
+	if mlKey := byID(t, doc, "mldsa-verifier-key"); !strings.Contains(mlKey, "+") {
+		t.Errorf("the page shows no ML-DSA-44 verifier key: %q", mlKey)
+	} else if _, err := checkpoint.Verify(signed, a.Origin, a.PublicKey(), a.LogID, mlKey); err != nil {
+		t.Errorf("the page's ML-DSA-44 verifier key does not verify the log's checkpoint: %v", err)
+	}
 	block, rest := pem.Decode([]byte(byID(t, doc, "public-key-pem")))
 	if block == nil || len(bytes.TrimSpace(rest)) != 0 || block.Type != "PUBLIC KEY" || !bytes.Equal(block.Bytes, a.Keys.PublicKeyDER()) {
 		t.Errorf("the PEM shown is not the log's public key")

@@ -4,8 +4,9 @@
 // writes) or a PEM ECDSA P-256 private key. From it Mosaic derives, with
 // HKDF-SHA256 and fixed labels, the ECDSA P-256 key that signs SCTs and the
 // RFC 6962 checkpoint signature, and the Ed25519 key that signs the
-// checkpoint as a plain signed note. Derivation is deterministic, so the seed
-// alone is the backup.
+// checkpoint as a plain signed note, and the ML-DSA-44 key that cosigns it
+// (from a seed exactly as Sunlight derives it). Derivation is
+// deterministic, so the seed alone is the backup.
 //
 // Key material never leaves this package except as crypto.Signer values; it
 // is never logged or formatted.
@@ -31,6 +32,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"filippo.io/mldsa"
+
 	"github.com/mosaic-ct/mosaic/internal/secretfile"
 )
 
@@ -42,6 +45,12 @@ const SeedSize = 32
 const (
 	labelECDSA   = "mosaic log key v1: ECDSA P-256"
 	labelEd25519 = "mosaic log key v1: Ed25519 checkpoint note"
+	// labelMLDSA44 derives the ML-DSA-44 key from a PEM key's scalar. From
+	// a seed, the key is derived as Sunlight derives it (sunlightSalt,
+	// sunlightMLDSA44), so a Sunlight seed gives Sunlight's ML-DSA-44 vkey.
+	labelMLDSA44    = "mosaic log key v1: ML-DSA-44 checkpoint cosignature"
+	sunlightSalt    = "sunlight"
+	sunlightMLDSA44 = "ML-DSA-44 log key"
 )
 
 // Keys are a log's signing keys.
@@ -50,6 +59,8 @@ type Keys struct {
 	ECDSA *ecdsa.PrivateKey
 	// Ed25519 signs the checkpoint as an Ed25519 signed note.
 	Ed25519 ed25519.PrivateKey
+	// MLDSA44 signs the checkpoint's ML-DSA-44 cosignature.
+	MLDSA44 *mldsa.PrivateKey
 }
 
 // String and GoString keep key material out of logs and error messages even
@@ -97,7 +108,14 @@ func FromSeed(seed []byte) (*Keys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deriving Ed25519 key: %w", err)
 	}
-	return &Keys{ECDSA: ec, Ed25519: ed25519.NewKeyFromSeed(edSeed)}, nil
+	// Sunlight's derivation (HKDF-SHA256, salt "sunlight"): a seed moved
+	// between Mosaic and Sunlight keeps its ML-DSA-44 key. The label
+	// differs from every other derivation here, so the keys are independent.
+	ml, err := deriveMLDSA44(seed, []byte(sunlightSalt), sunlightMLDSA44)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{ECDSA: ec, Ed25519: ed25519.NewKeyFromSeed(edSeed), MLDSA44: ml}, nil
 }
 
 // deriveECDSA derives a P-256 scalar from the seed by rejection sampling:
@@ -132,7 +150,28 @@ func FromECDSA(k *ecdsa.PrivateKey) (*Keys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deriving Ed25519 key: %w", err)
 	}
-	return &Keys{ECDSA: k, Ed25519: ed25519.NewKeyFromSeed(edSeed)}, nil
+	// A PEM key has no seed: the ML-DSA-44 key is derived from the
+	// scalar like the Ed25519 key, under its own label, so a PEM-key log
+	// gains it with no new key file.
+	ml, err := deriveMLDSA44(raw, nil, labelMLDSA44)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{ECDSA: k, Ed25519: ed25519.NewKeyFromSeed(edSeed), MLDSA44: ml}, nil
+}
+
+// deriveMLDSA44 derives an ML-DSA-44 key from secret: HKDF-SHA256 gives
+// the 32-byte FIPS 204 seed ξ, which any 32 bytes are.
+func deriveMLDSA44(secret, salt []byte, label string) (*mldsa.PrivateKey, error) {
+	xi, err := hkdf.Key(sha256.New, secret, salt, label, mldsa.PrivateKeySize)
+	if err != nil {
+		return nil, fmt.Errorf("deriving ML-DSA-44 key: %w", err)
+	}
+	k, err := mldsa.NewPrivateKey(mldsa.MLDSA44(), xi)
+	if err != nil {
+		return nil, fmt.Errorf("deriving ML-DSA-44 key: %w", err)
+	}
+	return k, nil
 }
 
 // Load reads a key file: a 32-byte seed, or a PEM ECDSA P-256 private key
