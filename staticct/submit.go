@@ -82,7 +82,7 @@ func (c *Client) VerifySCT(resp *SCTResponse, e Entry) (uint64, error) {
 	if c.pub == nil {
 		return 0, errNoKey
 	}
-	c.sctKeyOnce.Do(func() { c.sctKey, _ = p256key.New(c.pub) })
+	c.sctKeyOnce.Do(func() { c.sctKey, _ = p256key.New(c.pub, nil) })
 	var idx uint64
 	var err error
 	if c.sctKey != nil {

@@ -85,6 +85,10 @@ type Policy struct {
 	RejectExtensions []asn1.ObjectIdentifier
 	// Now returns the current time (time.Now if nil), for RejectExpired.
 	Now func() time.Time
+	// FastVerify, if not nil, lets frequent issuers' P-256 keys get a
+	// precomputed table (package p256key, see leaf.go), whose accepts it
+	// samples. Nil verifies every leaf with crypto/x509 alone.
+	FastVerify *p256key.Guard
 }
 
 // Entry is an accepted submission, ready to be logged: the fields of an RFC
@@ -165,6 +169,7 @@ type Validator struct {
 	rejectExpired                bool
 	rejectExtensions             []asn1.ObjectIdentifier
 	now                          func() time.Time
+	fast                         *p256key.Guard // nil: no issuer key tables
 
 	// set is the current trust anchors with their verified-issuer cache.
 	// Validate loads it once and uses that set throughout, so a
@@ -212,6 +217,7 @@ func NewValidator(p Policy) (*Validator, error) {
 		rejectExpired:    p.RejectExpired,
 		rejectExtensions: slices.Clone(p.RejectExtensions),
 		now:              p.Now,
+		fast:             p.FastVerify,
 	}
 	if v.maxChainLength == 0 {
 		v.maxChainLength = DefaultMaxChainLength
@@ -385,7 +391,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		}
 		// The cache vouches only for the issuers. The leaf's own signature
 		// is checked on every submission.
-		if err := leaf.checkSignatureFromChain(issuers, &v.leafKeys); err != nil {
+		if err := leaf.checkSignatureFromChain(issuers, v.fast, &v.leafKeys); err != nil {
 			return nil, notSigned(1, 0, err)
 		}
 	}

@@ -670,9 +670,15 @@ func TestRejectError(t *testing.T) {
 
 // BenchmarkValidate measures the common case: an ECDSA leaf submitted with an
 // issuer chain already in the cache.
-func BenchmarkValidate(b *testing.B) {
+func BenchmarkValidate(b *testing.B) { benchmarkValidate(b, withFastVerify) }
+
+// BenchmarkValidateNoFastP256 is BenchmarkValidate with limits.fast_p256
+// off: the leaf's signature through crypto/x509 every time.
+func BenchmarkValidateNoFastP256(b *testing.B) { benchmarkValidate(b, nil) }
+
+func benchmarkValidate(b *testing.B, mod func(*Policy)) {
 	p := newPKI(b)
-	v := p.validator(b, nil)
+	v := p.validator(b, mod)
 	c := chainOf(leaf(b, p.inter, testca.LeafOptions{}), p.inter.DER, p.root.DER)
 	if _, err := v.Validate(c, false); err != nil {
 		b.Fatal(err)
@@ -689,7 +695,7 @@ func BenchmarkValidate(b *testing.B) {
 // show contention on the issuer cache.
 func BenchmarkValidateParallel(b *testing.B) {
 	p := newPKI(b)
-	v := p.validator(b, nil)
+	v := p.validator(b, withFastVerify)
 	c := chainOf(leaf(b, p.inter, testca.LeafOptions{}), p.inter.DER, p.root.DER)
 	if _, err := v.Validate(c, false); err != nil {
 		b.Fatal(err)
@@ -709,7 +715,7 @@ func BenchmarkValidateParallel(b *testing.B) {
 // also rebuilds the TBSCertificate.
 func BenchmarkValidatePrecert(b *testing.B) {
 	p := newPKI(b)
-	v := p.validator(b, nil)
+	v := p.validator(b, withFastVerify)
 	c := chainOf(leaf(b, p.inter, testca.LeafOptions{Precert: true}), p.inter.DER, p.root.DER)
 	if _, err := v.Validate(c, true); err != nil {
 		b.Fatal(err)

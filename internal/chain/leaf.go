@@ -109,8 +109,12 @@ func (l *leafCert) checkSignatureFrom(issuer *x509.Certificate, std *stdx509.Cer
 // and verifying its ECDSA signature is the largest cost of a submission.
 // An issuer chain that has verified leafKeyAfter leaves through crypto/x509
 // gets a p256key.Key for its first certificate's P-256 key, which verifies
-// about 4 times faster; further leaves signed with ECDSA-with-SHA256 are
-// checked with it.
+// about 2.5 times faster; further leaves signed with ECDSA-with-SHA256 are
+// checked with it. Only with the policy's FastVerify Guard
+// (limits.fast_p256, on by default), which checks a sample of every key's
+// accepts with crypto/ecdsa and turns all keys off at the first
+// disagreement (package p256key, guard.go); once it has, Check refuses at
+// once and every leaf goes through crypto/x509 below, and no key is built.
 //
 // Why this accepts nothing crypto/x509 would refuse: the key is built only
 // after crypto/x509's CheckSignatureFrom accepted a leaf from this very
@@ -122,11 +126,11 @@ func (l *leafCert) checkSignatureFrom(issuer *x509.Certificate, std *stdx509.Cer
 // the key checks (see package p256key for why it agrees). A leaf the key
 // refuses, or with another algorithm, goes the usual way.
 //
-// Why chosen issuers cannot make the log build tables (about 4 ms and
-// 477 KB each on amd64, 715 KB elsewhere): only issuer chains already
+// Why chosen issuers cannot make the log build tables (a few ms and
+// 715 KB each): only issuer chains already
 // verified up to a root can have one, only after leafKeyAfter leaves (so
 // the build costs about a fifth of the crypto/x509 verifications it
-// follows, and pays for itself within about 60 more leaves), and at most
+// follows, and pays for itself within about 80 more leaves), and at most
 // maxLeafKeys exist at once; the count goes down when an issuer chain with
 // a key is garbage (evicted from the issuer cache, or its root set
 // replaced).
@@ -136,27 +140,29 @@ const (
 )
 
 // checkSignatureFromChain is checkSignatureFrom for ic's first certificate,
-// with ic's key once it has one. live counts the keys in existence.
-func (l *leafCert) checkSignatureFromChain(ic *issuerChain, live *atomic.Int64) error {
+// with ic's key once it has one. fast guards the keys (nil: no keys), and
+// live counts the keys in existence.
+func (l *leafCert) checkSignatureFromChain(ic *issuerChain, fast *p256key.Guard, live *atomic.Int64) error {
 	if k := ic.key.Load(); k != nil && l.std != nil && l.std.SignatureAlgorithm == stdx509.ECDSAWithSHA256 {
 		digest := sha256.Sum256(l.std.RawTBSCertificate)
-		// Check, not VerifyASN1: a refusal falls back to crypto/x509 below.
+		// Check, not VerifyASN1: a refusal (and every signature, once the
+		// Guard has turned the keys off) falls back to crypto/x509 below.
 		if k.Check(digest[:], l.std.Signature) {
 			return nil
 		}
 	}
 	if l.std != nil && ic.std0 != nil && l.std.CheckSignatureFrom(ic.std0) == nil {
-		if n := ic.uses.Add(1); n%leafKeyAfter == 0 && ic.key.Load() == nil {
-			ic.buildKey(live)
+		if n := ic.uses.Add(1); fast != nil && !fast.Disabled() && n%leafKeyAfter == 0 && ic.key.Load() == nil {
+			ic.buildKey(fast, live)
 		}
 		return nil
 	}
 	return l.checkSignatureFrom(ic.certs[0], nil)
 }
 
-// buildKey gives ic a key for std0's public key if it is a P-256 key and
-// fewer than maxLeafKeys exist.
-func (ic *issuerChain) buildKey(live *atomic.Int64) {
+// buildKey gives ic a key for std0's public key, guarded by fast, if it is
+// a P-256 key and fewer than maxLeafKeys exist.
+func (ic *issuerChain) buildKey(fast *p256key.Guard, live *atomic.Int64) {
 	pub, ok := ic.std0.PublicKey.(*ecdsa.PublicKey)
 	if !ok || pub.Curve != elliptic.P256() {
 		return
@@ -165,7 +171,7 @@ func (ic *issuerChain) buildKey(live *atomic.Int64) {
 		live.Add(-1)
 		return
 	}
-	k, err := p256key.New(pub)
+	k, err := p256key.New(pub, fast)
 	if err != nil || !ic.key.CompareAndSwap(nil, k) {
 		live.Add(-1)
 		return

@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
+
+// withFastVerify gives the policy a Guard, so that frequent issuers get
+// keys.
+func withFastVerify(p *Policy) { p.FastVerify = p256key.NewGuard(nil) }
 
 // TestLeafKeyCannotBeFooled: once an issuer has a precomputed key, leaves
 // it did not sign are still refused, and the ones it did sign take the
 // key's path.
 func TestLeafKeyCannotBeFooled(t *testing.T) {
 	p := newPKI(t)
-	v := p.validator(t, nil)
+	v := p.validator(t, withFastVerify)
 	issuers := [][]byte{p.inter.DER, p.root.DER}
 	for range leafKeyAfter {
 		if _, err := v.Validate(chainOf(leaf(t, p.inter, testca.LeafOptions{}), p.inter.DER, p.root.DER), false); err != nil {
@@ -66,7 +71,7 @@ func TestLeafKeyCannotBeFooled(t *testing.T) {
 // maxLeafKeys keys exist.
 func TestLeafKeysBounded(t *testing.T) {
 	p := newPKI(t)
-	v := p.validator(t, nil)
+	v := p.validator(t, withFastVerify)
 	for i := range maxLeafKeys + 2 {
 		inter, err := p.root.NewIntermediate(fmt.Sprintf("Busy Intermediate %d", i), testca.ECDSAP256)
 		if err != nil {
@@ -86,5 +91,31 @@ func TestLeafKeysBounded(t *testing.T) {
 	}
 	if keys != maxLeafKeys || v.leafKeys.Load() != maxLeafKeys {
 		t.Errorf("%d keys (%d counted), want %d", keys, v.leafKeys.Load(), maxLeafKeys)
+	}
+}
+
+// TestNoLeafKeysWithoutFastVerify: with the fast verifier off (no Guard in
+// the policy, limits.fast_p256: false), no issuer gets a key, however
+// often it is used, and its leaves are still verified.
+func TestNoLeafKeysWithoutFastVerify(t *testing.T) {
+	p := newPKI(t)
+	v := p.validator(t, nil)
+	for range 2 * leafKeyAfter {
+		if _, err := v.Validate(chainOf(leaf(t, p.inter, testca.LeafOptions{}), p.inter.DER, p.root.DER), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ic := v.set.Load().cache.get(issuerCacheKey([][]byte{p.inter.DER, p.root.DER}))
+	if ic == nil {
+		t.Fatal("the issuer chain is not cached")
+	}
+	if ic.key.Load() != nil || v.leafKeys.Load() != 0 {
+		t.Fatalf("an issuer got a key with the fast verifier off")
+	}
+	if got := ic.uses.Load(); got != 2*leafKeyAfter {
+		t.Errorf("%d leaves went through crypto/x509, want all %d", got, 2*leafKeyAfter)
+	}
+	if _, err := v.Validate(chainOf(leaf(t, p.twin, testca.LeafOptions{}), p.inter.DER, p.root.DER), false); err == nil {
+		t.Error("a leaf signed by a twin issuer was accepted")
 	}
 }

@@ -88,7 +88,15 @@ type Limits struct {
 	// buffers for waiting connections; this is the way back, should a
 	// client ever disagree with it.
 	NetHTTPOnly bool `yaml:"net_http_only,omitempty"`
+	// FastP256 lets frequent issuers' P-256 keys get a precomputed table
+	// that verifies their leaves' signatures about 2.5 times faster than
+	// crypto/ecdsa (package p256key), its accepts sampled by crypto/ecdsa.
+	// Default true; false verifies every leaf with crypto/x509 alone.
+	FastP256 *bool `yaml:"fast_p256,omitempty"`
 }
+
+// UseFastP256 reports whether limits.fast_p256 is on (the default).
+func (l *Limits) UseFastP256() bool { return l.FastP256 == nil || *l.FastP256 }
 
 // Standby configures hot standby.
 type Standby struct {

@@ -1,5 +1,5 @@
 // Package p256key verifies ECDSA P-256 signatures made by one fixed public
-// key about 4 times faster than crypto/ecdsa, for a client that checks
+// key about 2.5 times faster than crypto/ecdsa, for a client that checks
 // many signatures by the same key: the hammer verifies one SCT per
 // submission, all signed by the log under test, and the server the leaves
 // of frequent issuers.
@@ -16,29 +16,22 @@
 //	u2·Q = Σᵢ sign(dᵢ)·T[i][|dᵢ|]
 //
 // is 29 point additions, no doublings, and a negation for each negative
-// digit. Wider windows save little more for their size, as the table stops
-// fitting the caches: in a server's profile c = 10 was no faster, and
-// c = 8 (half the size) slower.
-//
-// On amd64 (affine_amd64.go) the tables are affine, G has one of the same
-// shape (built once per process), and R is summed with the mixed additions
-// of nistec's assembly, copied into this package: at most 58 additions,
-// about half the cost of a complete one each, and R.x is compared with r
-// without an inversion. A table is 7,453 points, 477 KB, built in about
-// 4 ms. Elsewhere (generic.go) the table holds 715 KB of nistec's
-// projective points, added with its complete addition (which also
-// computes a doubling each time), and u1·G is nistec's ScalarBaseMult.
+// digit. u1·G is nistec's ScalarBaseMult. Everything is computed with the
+// exported API of filippo.io/nistec (its complete projective additions, on
+// amd64 its assembly); this package carries no code of its own below that
+// API (table.go). A table is 7,453 points, 715 KB.
 //
 // Why this is safe: only public values are involved (the key, the digest
 // and the signature), so nothing needs to be constant-time; the checks on
 // r and s, the digest's conversion and the final comparison follow
-// crypto/ecdsa (FIPS 186-5 §6.4.2), and every addition is complete or
-// falls back to a complete one where the mixed formula does not apply
-// (affine_amd64.go says how). A Key never refuses what crypto/ecdsa
-// accepts: VerifyASN1 asks crypto/ecdsa again before it answers false
-// (Check leaves that to its caller), so a bug here could at worst accept a
-// bad signature, and FuzzVerify compares the two verdicts on valid,
-// altered and arbitrary signatures, TestSum the sums with nistec's.
+// crypto/ecdsa (FIPS 186-5 §6.4.2), and every addition is nistec's
+// complete one. A Key never refuses what crypto/ecdsa accepts: VerifyASN1
+// asks crypto/ecdsa again before it answers false (Check leaves that to
+// its caller). A bug here could at worst accept a bad signature, so the
+// Key's Guard checks a sample of its accepts with crypto/ecdsa too
+// (guard.go), and turns every Key it guards off at the first disagreement.
+// FuzzVerify compares the two verdicts on valid, altered and arbitrary
+// signatures, TestSum the sums with nistec's ScalarMult.
 package p256key
 
 import (
@@ -47,6 +40,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/big"
+	"sync/atomic"
 
 	"filippo.io/nistec"
 	"golang.org/x/crypto/cryptobyte"
@@ -58,6 +52,13 @@ import (
 type Key struct {
 	pub   *ecdsa.PublicKey
 	table *table
+	guard *Guard
+	// accepts counts the fast path's accepts, for the Guard's sampling.
+	accepts atomic.Uint64
+	// fast is the fast path, k.verify. It is a field only so that a test
+	// can put a lying fast path in its place and see the Guard catch it
+	// (TestGuardCatchesALyingFastPath); nothing else sets it.
+	fast func(hash, sig []byte) bool
 }
 
 // The signed digits: window bits each, enough of them for a 257-bit value
@@ -74,8 +75,9 @@ var (
 	n      = params.N
 )
 
-// New precomputes pub's table. pub must be a valid P-256 key.
-func New(pub *ecdsa.PublicKey) (*Key, error) {
+// New precomputes pub's table. pub must be a valid P-256 key. g checks a
+// sample of the Key's accepts; nil gives the Key a Guard of its own.
+func New(pub *ecdsa.PublicKey, g *Guard) (*Key, error) {
 	if pub == nil || pub.Curve != elliptic.P256() {
 		return nil, errors.New("not a P-256 public key")
 	}
@@ -91,7 +93,12 @@ func New(pub *ecdsa.PublicKey) (*Key, error) {
 	if err != nil {
 		return nil, errors.New("not a valid P-256 public key")
 	}
-	return &Key{pub: pub, table: t}, nil
+	if g == nil {
+		g = NewGuard(nil)
+	}
+	k := &Key{pub: pub, table: t, guard: g}
+	k.fast = k.verify
+	return k, nil
 }
 
 // PublicKey returns the key k verifies for.
@@ -101,8 +108,11 @@ func (k *Key) PublicKey() *ecdsa.PublicKey { return k.pub }
 // signature of hash, exactly as ecdsa.VerifyASN1(k.PublicKey(), hash, sig)
 // would.
 func (k *Key) VerifyASN1(hash, sig []byte) bool {
-	if k.verify(hash, sig) {
-		return true
+	if k.guard.Disabled() {
+		return ecdsa.VerifyASN1(k.pub, hash, sig)
+	}
+	if k.fast(hash, sig) {
+		return k.guard.confirm(k, hash, sig)
 	}
 	// Rejections are rare and must never be this package's mistake.
 	return ecdsa.VerifyASN1(k.pub, hash, sig)
@@ -110,8 +120,18 @@ func (k *Key) VerifyASN1(hash, sig []byte) bool {
 
 // Check is VerifyASN1 without asking crypto/ecdsa again before refusing,
 // for a caller that falls back to crypto/ecdsa or crypto/x509 by itself
-// (so that a bad signature is not checked twice on the same path).
-func (k *Key) Check(hash, sig []byte) bool { return k.verify(hash, sig) }
+// (so that a bad signature is not checked twice on the same path). Once
+// the Key's Guard is off, Check refuses everything at once, sending every
+// signature down its caller's own path.
+func (k *Key) Check(hash, sig []byte) bool {
+	if k.guard.Disabled() {
+		return false
+	}
+	return k.fast(hash, sig) && k.guard.confirm(k, hash, sig)
+}
+
+// Disabled reports whether k's Guard has turned the fast path off.
+func (k *Key) Disabled() bool { return k.guard.Disabled() }
 
 func (k *Key) verify(hash, sig []byte) bool {
 	r, s := new(big.Int), new(big.Int)

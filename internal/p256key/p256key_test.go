@@ -24,7 +24,7 @@ func testKey(t testing.TB) (*ecdsa.PrivateKey, *Key) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := New(&priv.PublicKey)
+	k, err := New(&priv.PublicKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +54,19 @@ func decode(t testing.TB, sig []byte) (r, s *big.Int) {
 func check(t testing.TB, k *Key, hash, sig []byte) bool {
 	t.Helper()
 	want := ecdsa.VerifyASN1(k.PublicKey(), hash, sig)
-	if got := k.Check(hash, sig); got != want {
+	// The fast path itself, not through the Guard, which would hide its
+	// mistakes among its sampled accepts.
+	if got := k.verify(hash, sig); got != want {
 		t.Fatalf("fast path says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
+	}
+	if got := k.Check(hash, sig); got != want {
+		t.Fatalf("Check says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
 	}
 	if got := k.VerifyASN1(hash, sig); got != want {
 		t.Fatalf("VerifyASN1 says %v, crypto/ecdsa %v, for hash %x signature %x", got, want, hash, sig)
+	}
+	if k.Disabled() {
+		t.Fatalf("the Guard turned the fast path off")
 	}
 	return want
 }
@@ -123,7 +131,7 @@ func TestNewRefusesOtherKeys(t *testing.T) {
 		"off-curve":  {Curve: elliptic.P256(), X: big.NewInt(1), Y: big.NewInt(1)},
 		"zero point": {Curve: elliptic.P256(), X: new(big.Int), Y: new(big.Int)},
 	} {
-		if _, err := New(pub); err == nil {
+		if _, err := New(pub, nil); err == nil {
 			t.Errorf("New(%s) succeeded", name)
 		}
 	}
@@ -158,7 +166,7 @@ func BenchmarkVerify(b *testing.B) {
 	})
 	b.Run("New", func(b *testing.B) {
 		for b.Loop() {
-			New(&priv.PublicKey)
+			New(&priv.PublicKey, nil)
 		}
 	})
 }
@@ -234,7 +242,7 @@ func TestSumEqualAndOpposite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := New(&priv.PublicKey)
+	k, err := New(&priv.PublicKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +318,7 @@ func TestMatchesXAboveN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := New(pub)
+	k, err := New(pub, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

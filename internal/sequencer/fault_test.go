@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,8 +428,12 @@ func s3Backends(t *testing.T) faultBackends {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := testenv.MinIO(t)
+	// Each S3 request gives up after 5 attempts of at most 10 s (instead
+	// of 30 s) and their backoff, about 52 s in all, so that a MinIO that
+	// stops answering fails the case within the harness's waits (see
+	// waitLimit) rather than holding it for minutes.
 	cfg := s3.Config{Endpoint: m.Endpoint, Region: m.Region, Bucket: m.Bucket, Prefix: "logs/fault", PathStyle: true,
-		AccessKeyID: m.AccessKey, SecretAccessKey: m.SecretKey}
+		AccessKeyID: m.AccessKey, SecretAccessKey: m.SecretKey, AttemptTimeout: 10 * time.Second}
 	store, err := s3.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +511,9 @@ func (r *faultRun) config(f *faults) Config {
 func (r *faultRun) start() *process {
 	r.t.Helper()
 	f := &faults{}
-	s, err := Load(context.Background(), r.config(f))
+	lctx, lcancel := context.WithTimeout(context.Background(), verifyLimit)
+	defer lcancel()
+	s, err := Load(lctx, r.config(f))
 	if err != nil {
 		r.t.Fatalf("loading the log in a new process: %v", err)
 	}
@@ -536,6 +543,41 @@ func (r *faultRun) stopExpected(err error) bool {
 	return r.expectStop != nil && r.expectStop(err)
 }
 
+// Every wait of the harness is bounded, so that a case that hangs fails
+// saying what it waited for instead of running until the test binary's
+// timeout (a flake once held two S3+PostgreSQL cases 408 s each): an Add
+// that has no answer after waitLimit fails the case, verify's reads and
+// loads share verifyLimit, and a case still running after dumpAfter logs
+// every goroutine's stack (watch).
+const (
+	waitLimit   = 60 * time.Second
+	verifyLimit = 3 * time.Minute
+	dumpAfter   = 2 * time.Minute
+)
+
+// watch logs the stacks of every goroutine of the test binary if t is
+// still running after limit: what a hung case, and whatever it waits on,
+// is doing.
+func watch(t *testing.T, limit time.Duration) {
+	var mu sync.Mutex
+	finished := false
+	t.Cleanup(func() {
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+	})
+	timer := time.AfterFunc(limit, func() {
+		var b bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished { // t.Logf after the test ended would panic
+			t.Logf("this case has run for %v; the stacks of every goroutine of the test binary:\n%s", limit, b.String())
+		}
+	})
+	t.Cleanup(func() { timer.Stop() })
+}
+
 // submit adds entries [from, from+n) to p with workers concurrent
 // submitters. A submitter retries an entry refused as unavailable (as a CA
 // would) until it is logged, or until p has died. The log must take every
@@ -552,7 +594,15 @@ func (r *faultRun) submit(p *process, from, n, workers int) {
 			defer wg.Done()
 			for i := range next {
 				for !gaveUp.Load() {
-					res, _, err := p.s.Add(context.Background(), faultPending(i))
+					ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+					res, _, err := p.s.Add(ctx, faultPending(i))
+					cancel()
+					if errors.Is(err, context.DeadlineExceeded) {
+						if !gaveUp.Swap(true) {
+							r.t.Errorf("entry %d: Add had no answer after %v (no round took or answered it)", i, waitLimit)
+						}
+						break
+					}
 					if err == nil {
 						r.mu.Lock()
 						r.acks = append(r.acks, ack{i, res})
@@ -618,7 +668,13 @@ func (r *faultRun) resubmitAll(p *process) {
 			r.rec.mu.Lock()
 			rec, recorded := r.rec.dedup[key]
 			r.rec.mu.Unlock()
-			res, dup, err := p.s.Add(context.Background(), pe)
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			res, dup, err := p.s.Add(ctx, pe)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				r.t.Errorf("resubmission of entry %d: Add had no answer after %v (no round took or answered it)", a.i, waitLimit)
+				return
+			}
 			if err != nil {
 				r.t.Errorf("resubmission of entry %d (acknowledged at %d): %v", a.i, a.res.Index, err)
 				return
@@ -676,7 +732,8 @@ func (c *cachedTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 func (r *faultRun) verify() (size int64, checkpoints int) {
 	t := r.t
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), verifyLimit)
+	defer cancel()
 	r.held.releaseAll() // late writes land in the end, whatever happens
 	s, err := Load(ctx, r.config(&faults{}))
 	if err != nil {
@@ -806,7 +863,9 @@ func testLogger(t *testing.T) *slog.Logger {
 // runFaultCase runs one row of the table: fault kind k in mode m, then the
 // process continues (crash false) or dies at once (crash true).
 func runFaultCase(t *testing.T, be faultBackends, k writeKind, m faultMode, crash bool) {
-	ctx := context.Background()
+	watch(t, dumpAfter)
+	ctx, cancel := context.WithTimeout(context.Background(), verifyLimit)
+	defer cancel()
 	e := newEnv(t) // for the key and verifier only; its backends are unused
 	base := e.config(t)
 	base.Period = 10 * time.Millisecond

@@ -31,6 +31,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/procs"
 	"github.com/mosaic-ct/mosaic/internal/roots"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
@@ -391,6 +392,10 @@ type Server struct {
 	b      *backends
 	api    *httpapi.Server
 	reg    prometheus.Registerer
+	// fast samples the issuer key tables' accepts for every log, so that a
+	// disagreement with crypto/ecdsa turns them off process-wide; nil with
+	// limits.fast_p256: false (no tables).
+	fast *p256key.Guard
 	// The connection caps (see connLimits).
 	maxConns, maxConnsPerClient int
 	// tls are the listeners' certificate sources (nil for plain HTTP),
@@ -517,6 +522,14 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
+	if c.Limits.UseFastP256() {
+		s.fast = p256key.NewGuard(logger)
+		for _, m := range s.fast.Collectors() {
+			if err := reg.Register(m); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i := range c.Listen {
 		lt, err := newListenerTLS(i, &c.Listen[i])
 		if err != nil {
@@ -527,6 +540,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
 		if err == nil {
+			p.policy.FastVerify = s.fast
 			err = p.loadRoots(ctx)
 		}
 		if err != nil {

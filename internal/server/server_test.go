@@ -430,3 +430,91 @@ func TestCreateRefusesMissingRootsFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFastP256Switch: by default a frequent issuer's leaves go through its
+// key table, whose accepts the process's Guard samples (the checks counted
+// in /metrics); limits.fast_p256: false builds no table (the Guard's
+// metrics are absent) and still logs every valid submission.
+func TestFastP256Switch(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast_p256=%v", on), func(t *testing.T) {
+			extra := ""
+			if !on {
+				extra = "limits:\n  fast_p256: false\n"
+			}
+			s := start(t, extra)
+			// More leaves than an issuer needs to get its table (256),
+			// from 16 submitters at once so that rounds are full.
+			const n, workers = 320, 16
+			errs := make(chan error, n)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := httpClient("127.0.0.2", true)
+					for range n / workers {
+						errs <- s.submitWith(c, fmt.Sprintf("fast%d.example", w))
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !on {
+				resp, err := httpClient("127.0.0.3", false).Get("http://" + s.addr + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if bytes.Contains(body, []byte("mosaic_fast_verifier")) {
+					t.Fatal("the fast verifier's metrics are present with limits.fast_p256: false")
+				}
+				return
+			}
+			if got := s.metric(t, "mosaic_fast_verifier_enabled"); got != 1 {
+				t.Errorf("mosaic_fast_verifier_enabled = %v, want 1", got)
+			}
+			if got := s.metric(t, "mosaic_fast_verifier_disagreements_total"); got != 0 {
+				t.Errorf("mosaic_fast_verifier_disagreements_total = %v, want 0", got)
+			}
+			// The table is built at the 256th leaf; every one of its
+			// first 64 accepts is checked.
+			if got := s.metric(t, "mosaic_fast_verifier_checks_total"); got < 1 {
+				t.Errorf("mosaic_fast_verifier_checks_total = %v after %d leaves of one issuer: no key table was used", got, n)
+			}
+		})
+	}
+}
+
+// submitWith is submit through client c, returning an error instead of
+// failing the test (for use from other goroutines).
+func (s *testServer) submitWith(c *http.Client, name string) error {
+	leaf, err := s.ca.IssueLeaf(testca.LeafOptions{DNSNames: []string{name}})
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string][][]byte{"chain": {leaf, s.ca.Cert.Raw}})
+	resp, err := c.Post("http://"+s.addr+"/ct/v1/add-chain", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("add-chain: %v", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("add-chain: %s %s", resp.Status, out)
+	}
+	var r sct.Response
+	if err := json.Unmarshal(out, &r); err != nil {
+		return err
+	}
+	if _, err := sct.Verify(&s.log.Keys.ECDSA.PublicKey, s.log.LogID, &r, tile.Entry{Certificate: leaf}); err != nil {
+		return fmt.Errorf("SCT: %v", err)
+	}
+	return nil
+}
