@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -565,6 +566,20 @@ func acceptsGzip(r *http.Request) bool {
 	return starQ > 0
 }
 
+// absPath is an absolute file path in an error message: a slash at the
+// start or after a space, quote, parenthesis or equals sign, up to the next
+// space, colon, quote or parenthesis. A URL's path follows its host, not
+// one of these, so URLs are left alone.
+var absPath = regexp.MustCompile(`(^|[\s("'=])/[^\s:"'()]+`)
+
+// withoutPaths replaces absolute file paths in msg with "…". /health is
+// public, and the server's paths are none of a client's business (the
+// storage errors name objects by key already: package localfs); this is
+// the net for any other error that names a file.
+func withoutPaths(msg string) string {
+	return absPath.ReplaceAllString(msg, "$1…")
+}
+
 // health answers 200 only while every log has a fresh checkpoint and a
 // running sequencer.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -572,7 +587,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ok := true
 	for _, l := range s.logs {
 		if err := l.Health(s.HealthMaxAge); err != nil {
-			status[l.Name] = err.Error()
+			status[l.Name] = withoutPaths(err.Error())
 			ok = false
 		} else {
 			status[l.Name] = "ok"
