@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -279,6 +280,14 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		if refuseReadOnly(w, l.CheckWritable(time.Now())) {
 			return
 		}
+		// The client's rate limit, before any work is spent on the
+		// submission; a standby applies it too, since the leader sees
+		// only the standby's address.
+		if err := l.AdmitClient(clientAddr(r), precert); err != nil {
+			s.putBody(buf, body)
+			s.writeAddChainError(w, r, l, err)
+			return
+		}
 		forwarded := false
 		if l.Sequencer() == nil {
 			if s.forward(w, r, l, body) {
@@ -368,6 +377,17 @@ func (c *boundedChain) UnmarshalJSON(b []byte) error {
 		c.certs = append(c.certs, s)
 	}
 	return nil
+}
+
+// clientAddr is the address of the client that sent r (the connection's
+// peer; invalid if r.RemoteAddr is not an address, as for a handler
+// called without a network).
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
 }
 
 // decodeAddChain decodes an add-chain request body with encoding/json (the
