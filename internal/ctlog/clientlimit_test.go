@@ -160,3 +160,21 @@ func TestClientLimitBoundedMemory(t *testing.T) {
 		t.Errorf("%d clients tracked after the sweep, want 1", n)
 	}
 }
+
+// BenchmarkClientLimiterAllow measures the limiter's cost per submission,
+// over 10,000 clients (go test -bench ClientLimiter -benchmem).
+func BenchmarkClientLimiterAllow(b *testing.B) {
+	c := NewClientLimiter(ClientLimitConfig{Rate: 1e9, Burst: 1e9, Pressure: 1})
+	addrs := make([]netip.Addr, 10000)
+	for i := range addrs {
+		addrs[i] = netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := c.allow(addrs[i%len(addrs)], i%2 == 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
