@@ -178,3 +178,41 @@ func BenchmarkClientLimiterAllow(b *testing.B) {
 		i++
 	}
 }
+
+// TestAdmitClientUnderPressure: Log.AdmitClient takes the log's pressure
+// from its real count of submissions in flight (the one AddChain keeps):
+// with Pressure of them in flight, a client's add-chain beyond its share
+// is refused while its add-pre-chain is admitted; once they are answered,
+// add-chain is admitted again.
+func TestAdmitClientUnderPressure(t *testing.T) {
+	clk := newFakeClock()
+	l := &Log{ClientLimits: NewClientLimiter(ClientLimitConfig{Rate: 100, Burst: 100, AddChainShare: 0.02, Pressure: 3, Now: clk.now})}
+	a := addr("192.0.2.1")
+	var done []func()
+	for range 3 {
+		d, err := l.admit(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, d)
+	}
+	for i := range 2 { // the add-chain share's burst: 2% of 100
+		if err := l.AdmitClient(a, false); err != nil {
+			t.Fatalf("add-chain %d within its share: %v", i, err)
+		}
+	}
+	if te, ok := throttled(l.AdmitClient(a, false)); !ok || te.Reason != ReasonClientAddChain {
+		t.Fatalf("add-chain beyond its share under pressure: %v, want a client_add_chain refusal", te)
+	}
+	for i := range 10 {
+		if err := l.AdmitClient(a, true); err != nil {
+			t.Fatalf("add-pre-chain %d under pressure: %v", i, err)
+		}
+	}
+	for _, d := range done {
+		d()
+	}
+	if err := l.AdmitClient(a, false); err != nil {
+		t.Fatalf("add-chain once the pressure is gone: %v", err)
+	}
+}
