@@ -337,6 +337,10 @@ func (v *Validator) CacheStats() CacheStats {
 	return CacheStats{Hits: v.hits.Load(), Misses: v.misses.Load(), Entries: v.set.Load().cache.len()}
 }
 
+// MaxChainLength returns the most certificates a submitted chain may
+// have, leaf included, so that a parser can stop at one more.
+func (v *Validator) MaxChainLength() int { return v.maxChainLength }
+
 // Validate checks a submitted chain: DER certificates, leaf first, as in the
 // "chain" array of an add-chain (precert false) or add-pre-chain (precert
 // true) request. It returns the entry to log, or a *RejectError saying why

@@ -208,6 +208,19 @@ type Admission struct {
 	// counted separately for normal and low-priority submissions (default
 	// 0.5; 0 disables the limit).
 	PerIssuerShare *float64 `yaml:"per_issuer_share,omitempty"`
+	// PerClientRate bounds, in submissions per second, what one client
+	// (an IPv4 address or an IPv6 /64) may submit to the log, add-chain
+	// and add-pre-chain together (default 200; 0 disables the limit).
+	// Addresses in limits.per_client_exempt are not limited.
+	PerClientRate *float64 `yaml:"per_client_rate,omitempty"`
+	// PerClientBurst is how many submissions a client may make at once
+	// above the rate (default: one second's worth, at least 1).
+	PerClientBurst int `yaml:"per_client_burst,omitempty"`
+	// PerClientAddChainShare is the share of PerClientRate a client's
+	// add-chain submissions may use while the log is under pressure
+	// (pool_size submissions in flight), so that precertificates, which
+	// issuance waits on, go first (default 0.25).
+	PerClientAddChainShare float64 `yaml:"per_client_add_chain_share,omitempty"`
 }
 
 // LowPriority says which submissions are low priority: they fill at most
@@ -253,6 +266,16 @@ func (l *Log) setAdmissionDefaults() {
 		s := 0.5
 		a.PerIssuerShare = &s
 	}
+	if a.PerClientRate == nil {
+		r := 200.0
+		a.PerClientRate = &r
+	}
+	if a.PerClientBurst == 0 && *a.PerClientRate > 0 {
+		a.PerClientBurst = max(1, int(*a.PerClientRate))
+	}
+	if a.PerClientAddChainShare == 0 {
+		a.PerClientAddChainShare = 0.25
+	}
 }
 
 // validateAdmission checks roots, policy and admission of log l (f names
@@ -297,6 +320,18 @@ func validateAdmission(f string, l *Log, bad func(field, format string, args ...
 	}
 	if s := *a.PerIssuerShare; s < 0 || s > 1 {
 		bad(f+".admission.per_issuer_share", "%v is out of range (0, no limit, to 1)", s)
+	}
+	if r := *a.PerClientRate; r < 0 || r > 1e6 {
+		bad(f+".admission.per_client_rate", "%v is out of range (0, no limit, to 1000000 submissions per second)", r)
+	}
+	if a.PerClientBurst < 0 || a.PerClientBurst > 1e6 {
+		bad(f+".admission.per_client_burst", "%d is out of range (0, the default, to 1000000)", a.PerClientBurst)
+	}
+	if a.PerClientBurst > 0 && *a.PerClientRate == 0 {
+		bad(f+".admission.per_client_burst", "set while per_client_rate is 0 (no limit)")
+	}
+	if s := a.PerClientAddChainShare; s <= 0 || s > 1 {
+		bad(f+".admission.per_client_add_chain_share", "%v is out of range (above 0, at most 1)", s)
 	}
 }
 

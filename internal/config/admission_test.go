@@ -46,7 +46,8 @@ func TestAdmissionDefaults(t *testing.T) {
 	l := c.Logs[0]
 	a := l.Admission
 	if *a.LowPriority.NotBeforeAge != 48*time.Hour || !*a.LowPriority.EmbeddedSCTs || a.LowPriority.PoolShare != 0.5 ||
-		a.OldRateLimit != 0 || a.OldRateBurst != 0 || *a.PerIssuerShare != 0.5 {
+		a.OldRateLimit != 0 || a.OldRateBurst != 0 || *a.PerIssuerShare != 0.5 ||
+		*a.PerClientRate != 200 || a.PerClientBurst != 200 || a.PerClientAddChainShare != 0.25 {
 		t.Errorf("admission defaults: %+v %+v", a, a.LowPriority)
 	}
 	if l.Policy.MaxChainLength != 10 || l.Policy.RejectExpired || len(l.Policy.RequireEKU) != 0 {
@@ -64,6 +65,8 @@ func TestAdmissionDefaults(t *testing.T) {
         pool_share: 0.25
       old_rate_limit: 2.5
       per_issuer_share: 0
+      per_client_rate: 0
+      per_client_add_chain_share: 1
     storage:`)
 	if c, err = Parse([]byte(full)); err != nil {
 		t.Fatal(err)
@@ -71,7 +74,8 @@ func TestAdmissionDefaults(t *testing.T) {
 	l = c.Logs[0]
 	a = l.Admission
 	if *a.LowPriority.NotBeforeAge != 0 || *a.LowPriority.EmbeddedSCTs || a.LowPriority.PoolShare != 0.25 ||
-		a.OldRateLimit != 2.5 || a.OldRateBurst != 2 || *a.PerIssuerShare != 0 {
+		a.OldRateLimit != 2.5 || a.OldRateBurst != 2 || *a.PerIssuerShare != 0 ||
+		*a.PerClientRate != 0 || a.PerClientBurst != 0 || a.PerClientAddChainShare != 1 {
 		t.Errorf("admission: %+v %+v", a, a.LowPriority)
 	}
 	ekus, err := l.Policy.EKUs()
@@ -110,6 +114,9 @@ func TestAdmissionErrors(t *testing.T) {
 		{"negative rate", edit("    admission:\n      old_rate_limit: -1"), "logs[0] (a).admission.old_rate_limit"},
 		{"burst without rate", edit("    admission:\n      old_rate_burst: 5"), "logs[0] (a).admission.old_rate_burst"},
 		{"issuer share above 1", edit("    admission:\n      per_issuer_share: 2"), "logs[0] (a).admission.per_issuer_share"},
+		{"negative client rate", edit("    admission:\n      per_client_rate: -5"), "logs[0] (a).admission.per_client_rate"},
+		{"client burst without rate", edit("    admission:\n      per_client_rate: 0\n      per_client_burst: 5"), "logs[0] (a).admission.per_client_burst"},
+		{"add-chain share above 1", edit("    admission:\n      per_client_add_chain_share: 1.5"), "logs[0] (a).admission.per_client_add_chain_share"},
 		{"typo in admission", edit("    admission:\n      old_rate_limt: 5"), "old_rate_limt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

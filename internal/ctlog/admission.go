@@ -94,10 +94,14 @@ const (
 // ThrottleError is a submission refused for now to share the log's
 // capacity: the client should retry later (HTTP 429).
 type ThrottleError struct {
-	// Reason is ReasonOldRateLimit or ReasonIssuerShare.
+	// Reason is ReasonOldRateLimit, ReasonIssuerShare, ReasonClientRate
+	// or ReasonClientAddChain.
 	Reason string
 	// Message is a one-sentence explanation for the client.
 	Message string
+	// RetryAfter is when the client may succeed, in seconds (0: the
+	// caller picks a jittered few).
+	RetryAfter int
 }
 
 func (e *ThrottleError) Error() string { return e.Message }

@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,9 @@ type Log struct {
 	// Admission shares the log's capacity under load (nil: every valid
 	// submission is normal priority and unlimited).
 	Admission *Admission
+	// ClientLimits is the log's submission rate limit per client address
+	// (nil: none); see AdmitClient.
+	ClientLimits *ClientLimiter
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle
@@ -286,6 +290,14 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 	var resp *sct.Response
 	l.Workers.Finish(func() { resp, err = sct.Sign(l.Keys.ECDSA, l.LogID, &e) })
 	return resp, err
+}
+
+// AdmitClient takes a token from the rate limit of the client at addr for
+// a submission (add-pre-chain if precert), before any work is spent on it,
+// or returns a *ThrottleError. While the log is under pressure (see
+// ClientLimitConfig.Pressure) add-chain gets only a share of the rate.
+func (l *Log) AdmitClient(addr netip.Addr, precert bool) error {
+	return l.ClientLimits.allow(addr, precert, l.inflight.Load())
 }
 
 // PublicKey returns the log's ECDSA public key.

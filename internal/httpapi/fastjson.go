@@ -11,13 +11,18 @@ import (
 // other value types, invalid base64), and the caller decodes the body with
 // encoding/json as before, which then answers exactly as it always did.
 //
+// It keeps at most limit+1 certificates: the rest of a longer chain is
+// checked for the form but not kept, so a body of hundreds of thousands of
+// empty strings costs no slice entry each (TestLongChainBoundedAllocation);
+// the caller refuses any chain of more than limit certificates.
+//
 // Why the result equals encoding/json's whenever ok is true: the accepted
 // form is a JSON object whose only member is "chain" (spelled exactly so)
 // holding an array of strings made only of base64 alphabet characters, so
 // they contain no escapes and decode to themselves; encoding/json would
 // fill addChainRequest.Chain with exactly those strings, and the handler
 // would base64-decode each with StdEncoding, as this does.
-func parseAddChainFast(body []byte) (chain [][]byte, ok bool) {
+func parseAddChainFast(body []byte, limit int) (chain [][]byte, ok bool) {
 	p := body
 	ws := func() {
 		for len(p) > 0 && (p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r') {
@@ -53,8 +58,10 @@ func parseAddChainFast(body []byte) (chain [][]byte, ok bool) {
 			if n == len(p) || p[n] != '"' {
 				return nil, false
 			}
-			spans = append(spans, p[:n])
-			total += base64.StdEncoding.DecodedLen(n)
+			if len(spans) <= limit {
+				spans = append(spans, p[:n])
+				total += base64.StdEncoding.DecodedLen(n)
+			}
 			p = p[n+1:]
 			ws()
 			if len(p) > 0 && p[0] == ',' {

@@ -29,7 +29,7 @@ func slowChain(body []byte) ([][]byte, bool) {
 
 func checkFastAgrees(t *testing.T, body []byte) bool {
 	t.Helper()
-	fast, ok := parseAddChainFast(body)
+	fast, ok := parseAddChainFast(body, 1<<30)
 	if !ok {
 		return false
 	}
@@ -62,6 +62,37 @@ func TestParseAddChainFast(t *testing.T) {
 	} {
 		if got := checkFastAgrees(t, []byte(body)); got != fast {
 			t.Errorf("%q: fast path taken = %v, want %v", body, got, fast)
+		}
+	}
+}
+
+// TestParsersStopAtLimit: both parsers keep the first limit+1
+// certificates of a longer chain, and the fast parser still takes only its
+// own form (a longer chain with another key goes to encoding/json).
+func TestParsersStopAtLimit(t *testing.T) {
+	for _, body := range []string{
+		`{"chain":["AAEC","AwQF","BgcI","CQoL"]}`,
+		`{"chain":["AAEC","AwQF","BgcI",1]}`, // the rest is not looked at
+	} {
+		chain, ok := parseAddChainFast([]byte(body), 1)
+		if !ok {
+			chain, ok = decodeAddChain(httptest.NewRecorder(), []byte(body), 1)
+		}
+		if !ok || len(chain) != 2 || !bytes.Equal(chain[1], []byte{3, 4, 5}) {
+			t.Errorf("%s with limit 1: %x, %v; want the first 2 certificates", body, chain, ok)
+		}
+	}
+	if _, ok := parseAddChainFast([]byte(`{"chain":["AAEC","AwQF","BgcI"],"x":1}`), 1); ok {
+		t.Error("the fast parser took a body with another key because the chain was long")
+	}
+	chain, ok := decodeAddChain(httptest.NewRecorder(), []byte(`{"chain":["AAEC","AwQF","BgcI"],"x":1}`), 1)
+	if !ok || len(chain) != 2 {
+		t.Errorf("encoding/json path with limit 1: %x, %v; want 2 certificates", chain, ok)
+	}
+	for _, body := range []string{`{"chain":null}`, `{"chain":"AAEC"}`, `{"chain":[{}]}`} {
+		chain, ok := decodeAddChain(httptest.NewRecorder(), []byte(body), 1)
+		if ok && len(chain) != 0 {
+			t.Errorf("%s: decoded %x", body, chain)
 		}
 	}
 }
@@ -144,9 +175,9 @@ func TestParsedChainOwnsItsMemory(t *testing.T) {
 		`{"chain":["\u0041AEC","AwQF"]}`,            // encoding/json, an escape
 	} {
 		b := []byte(body)
-		chain, ok := parseAddChainFast(b)
+		chain, ok := parseAddChainFast(b, 10)
 		if !ok {
-			if chain, ok = decodeAddChain(httptest.NewRecorder(), b); !ok {
+			if chain, ok = decodeAddChain(httptest.NewRecorder(), b, 10); !ok {
 				t.Fatalf("%s: not parsed", body)
 			}
 		}

@@ -40,8 +40,9 @@ import (
 //   - The handler agrees with an independent decoding of the body: a body
 //     that is not {"chain": [base64...]} is a 400; otherwise the chain
 //     validator's verdict decides: its rejection reason is the 400 body
-//     word for word, and an accepted chain gets a 200 whose SCT verifies
-//     with the log's key for exactly that entry.
+//     word for word (a chain longer than the log accepts gets the
+//     handler's own refusal, tooLongMessage), and an accepted chain gets
+//     a 200 whose SCT verifies with the log's key for exactly that entry.
 func FuzzAddChain(f *testing.F) {
 	fx := newSubmitFixture(f)
 	h := fx.ca
@@ -105,6 +106,14 @@ func FuzzAddChain(f *testing.F) {
 		if !decoded {
 			if code != 400 {
 				t.Fatalf("status %d for a body that is not a chain of base64 strings", code)
+			}
+			return
+		}
+		if max := fx.log.Validator.MaxChainLength(); len(ders) > max {
+			// The parsers stop at max+1 certificates, so the handler
+			// does not count them all as the validator does.
+			if code != 400 || string(resp) != tooLongMessage(max)+"\n" {
+				t.Fatalf("a chain of %d certificates (at most %d accepted) was answered %d %q", len(ders), max, code, resp)
 			}
 			return
 		}

@@ -8,6 +8,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -18,6 +19,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,6 +286,14 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		if refuseReadOnly(w, l.CheckWritable(time.Now())) {
 			return
 		}
+		// The client's rate limit, before any work is spent on the
+		// submission; a standby applies it too, since the leader sees
+		// only the standby's address.
+		if err := l.AdmitClient(clientAddr(r), precert); err != nil {
+			s.putBody(buf, body)
+			s.writeAddChainError(w, r, l, err)
+			return
+		}
 		forwarded := false
 		if l.Sequencer() == nil {
 			if s.forward(w, r, l, body) {
@@ -294,9 +305,13 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			// returns), so its buffer must not be reused.
 			forwarded = true
 		}
-		chainDER, ok := parseAddChainFast(body)
+		// Parsing keeps at most one certificate more than the log
+		// accepts, so a body of many tiny strings costs no more than a
+		// short chain (TestLongChainBoundedAllocation).
+		maxChain := l.Validator.MaxChainLength()
+		chainDER, ok := parseAddChainFast(body, maxChain)
 		if !ok {
-			chainDER, ok = decodeAddChain(w, body)
+			chainDER, ok = decodeAddChain(w, body, maxChain)
 		}
 		// Both parsers decode the chain into memory of its own (checked by
 		// TestParsedChainOwnsItsMemory), so the body can be reused now
@@ -313,6 +328,11 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 			http.Error(w, "The request has no certificates: \"chain\" is missing or empty.", http.StatusBadRequest)
 			return
 		}
+		if len(chainDER) > maxChain {
+			setReason(w, ReasonPolicy)
+			http.Error(w, tooLongMessage(maxChain), http.StatusBadRequest)
+			return
+		}
 		resp, err := l.AddChain(r.Context(), chainDER, precert)
 		if refuseReadOnly(w, err) {
 			return
@@ -326,11 +346,62 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 	})
 }
 
+// tooLongMessage is the refusal of a chain longer than maxChain, whose
+// length the parsers do not count to the end.
+func tooLongMessage(maxChain int) string {
+	return fmt.Sprintf("The chain has more certificates than the log accepts (at most %d).", maxChain)
+}
+
+// boundedRequest is addChainRequest keeping at most limit+1 certificates.
+type boundedRequest struct {
+	Chain boundedChain `json:"chain"`
+}
+
+// boundedChain is a JSON array of strings of which UnmarshalJSON keeps the
+// first limit+1: encoding/json has checked the whole body's syntax before
+// it calls UnmarshalJSON, which then reads elements one at a time and stops
+// there, so a body of many tiny strings costs no slice entry each.
+type boundedChain struct {
+	limit int
+	certs []string
+}
+
+func (c *boundedChain) UnmarshalJSON(b []byte) error {
+	c.certs = nil
+	if string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return errors.New("chain is not an array")
+	}
+	for dec.More() && len(c.certs) <= c.limit {
+		var s string
+		if err := dec.Decode(&s); err != nil {
+			return err
+		}
+		c.certs = append(c.certs, s)
+	}
+	return nil
+}
+
+// clientAddr is the address of the client that sent r (the connection's
+// peer; invalid if r.RemoteAddr is not an address, as for a handler
+// called without a network).
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
+}
+
 // decodeAddChain decodes an add-chain request body with encoding/json (the
-// form parseAddChainFast does not take), answering a malformed one with a
-// 400 and one plain sentence.
-func decodeAddChain(w http.ResponseWriter, body []byte) ([][]byte, bool) {
-	var req addChainRequest
+// form parseAddChainFast does not take), keeping at most limit+1
+// certificates, and answers a malformed one with a 400 and one plain
+// sentence.
+func decodeAddChain(w http.ResponseWriter, body []byte, limit int) ([][]byte, bool) {
+	req := boundedRequest{Chain: boundedChain{limit: limit}}
 	if err := json.Unmarshal(body, &req); err != nil {
 		setReason(w, ReasonMalformed)
 		// Not err.Error(): encoding/json's messages name Go types
@@ -343,8 +414,8 @@ func decodeAddChain(w http.ResponseWriter, body []byte) ([][]byte, bool) {
 		http.Error(w, "The request body must be a JSON object whose \"chain\" is an array of base64-encoded certificates.", http.StatusBadRequest)
 		return nil, false
 	}
-	chainDER := make([][]byte, len(req.Chain))
-	for i, c := range req.Chain {
+	chainDER := make([][]byte, len(req.Chain.certs))
+	for i, c := range req.Chain.certs {
 		var err error
 		if chainDER[i], err = base64.StdEncoding.DecodeString(c); err != nil {
 			setReason(w, ReasonMalformed)
@@ -560,6 +631,20 @@ func acceptsGzip(r *http.Request) bool {
 	return starQ > 0
 }
 
+// absPath is an absolute file path in an error message: a slash at the
+// start or after a space, quote, parenthesis or equals sign, up to the next
+// space, colon, quote or parenthesis. A URL's path follows its host, not
+// one of these, so URLs are left alone.
+var absPath = regexp.MustCompile(`(^|[\s("'=])/[^\s:"'()]+`)
+
+// withoutPaths replaces absolute file paths in msg with "…". /health is
+// public, and the server's paths are none of a client's business (the
+// storage errors name objects by key already: package localfs); this is
+// the net for any other error that names a file.
+func withoutPaths(msg string) string {
+	return absPath.ReplaceAllString(msg, "$1…")
+}
+
 // health answers 200 only while every log has a fresh checkpoint and a
 // running sequencer.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -567,7 +652,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	ok := true
 	for _, l := range s.logs {
 		if err := l.Health(s.HealthMaxAge); err != nil {
-			status[l.Name] = err.Error()
+			status[l.Name] = withoutPaths(err.Error())
 			ok = false
 		} else {
 			status[l.Name] = "ok"

@@ -19,21 +19,23 @@ import (
 // and the "reason" of the sampled "add-chain refused" log lines. The set is
 // fixed so the label's cardinality is.
 const (
-	ReasonMalformed    = "malformed"      // 400/413: not a valid add-chain request body
-	ReasonChain        = "chain"          // 400: the chain is invalid or does not lead to an accepted root
-	ReasonPolicy       = "policy"         // 400: a valid chain the log's policy refuses
-	ReasonOldRateLimit = "old_rate_limit" // 429: admission.old_rate_limit exceeded
-	ReasonIssuerShare  = "issuer_share"   // 429: the issuer holds its admission.per_issuer_share of the pool
-	ReasonDeferred     = "deferred"       // 503: low priority and the pool is past its low-priority share
-	ReasonPoolFull     = "pool_full"      // 503: the pool is full
-	ReasonUnavailable  = "unavailable"    // 503: a backend (storage, lock, database) is failing
-	ReasonClock        = "clock"          // 503: the log will not sign with this clock now (clock.SkewError)
-	ReasonNotLeader    = "not_leader"     // 503: this process just stopped sequencing the log
-	ReasonNoLeader     = "no_leader"      // 503: a standby cannot reach a leader
-	ReasonForwardBusy  = "forward_busy"   // 503: a standby has MaxForwards submissions waiting for the leader
-	ReasonShuttingDown = "shutting_down"  // 503: the process is stopping
-	ReasonCancelled    = "cancelled"      // 503: the client went away before the entry was sequenced
-	ReasonInternal     = "internal"       // 500: a bug
+	ReasonMalformed    = "malformed"        // 400/413: not a valid add-chain request body
+	ReasonChain        = "chain"            // 400: the chain is invalid or does not lead to an accepted root
+	ReasonPolicy       = "policy"           // 400: a valid chain the log's policy refuses
+	ReasonOldRateLimit = "old_rate_limit"   // 429: admission.old_rate_limit exceeded
+	ReasonIssuerShare  = "issuer_share"     // 429: the issuer holds its admission.per_issuer_share of the pool
+	ReasonClientRate   = "client_rate"      // 429: the client address is over admission.per_client_rate
+	ReasonClientChain  = "client_add_chain" // 429: under pressure, the client is over its add-chain share of it
+	ReasonDeferred     = "deferred"         // 503: low priority and the pool is past its low-priority share
+	ReasonPoolFull     = "pool_full"        // 503: the pool is full
+	ReasonUnavailable  = "unavailable"      // 503: a backend (storage, lock, database) is failing
+	ReasonClock        = "clock"            // 503: the log will not sign with this clock now (clock.SkewError)
+	ReasonNotLeader    = "not_leader"       // 503: this process just stopped sequencing the log
+	ReasonNoLeader     = "no_leader"        // 503: a standby cannot reach a leader
+	ReasonForwardBusy  = "forward_busy"     // 503: a standby has MaxForwards submissions waiting for the leader
+	ReasonShuttingDown = "shutting_down"    // 503: the process is stopping
+	ReasonCancelled    = "cancelled"        // 503: the client went away before the entry was sequenced
+	ReasonInternal     = "internal"         // 500: a bug
 )
 
 // setReason records why a request was refused, for metrics.
@@ -67,6 +69,9 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 	case errors.As(err, &te):
 		// A rate limit: back off a few seconds, spread out.
 		code, reason, retryAfter, msg = http.StatusTooManyRequests, te.Reason, jitter(1, 5), te.Message
+		if te.RetryAfter > 0 {
+			retryAfter = strconv.Itoa(te.RetryAfter)
+		}
 	case errors.Is(err, ctlog.ErrNotLeader):
 		reason, retryAfter, msg = ReasonNotLeader, "1", "this process has just stopped sequencing the log (failover); retry"
 	case errors.Is(err, sequencer.ErrDeferred):

@@ -221,13 +221,16 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 	}
 	// The buffer goes with the body's first bytes, back to the pool as
 	// soon as the handler has read them.
-	body := &body{c: c, buffered: got, bp: c.bp, remaining: h.contentLength - int64(len(got))}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	body := &body{c: c, buffered: got, bp: c.bp, remaining: h.contentLength - int64(len(got)), gone: cancel}
 	c.bp = nil
 	if len(got) == 0 {
 		body.releaseLocked()
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	if body.remaining == 0 {
+		body.watchLocked()
+	}
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           &url.URL{Path: h.target},
@@ -248,6 +251,13 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 	// first bytes is dropped (they were received; the rest is read past
 	// below), and a late Read gets an error instead of the next request.
 	clean := body.close(c)
+	if clean && body.stopWatch != nil {
+		// The watch for a departed client (see watchClose) ends before
+		// the connection reads or writes again; it moved the read
+		// deadline, which is set back here.
+		body.stopWatch()
+		setReadDeadline(c.nc, start, s.HTTP.ReadTimeout)
+	}
 	closeAfter := !clean || h.close || w.wantsClose() || body.err != nil ||
 		body.remaining > maxDrain || s.closing.Load()
 	out := w.appendTo(c.borrow()[:0], closeAfter)
@@ -300,6 +310,20 @@ type body struct {
 	bp        *[bufSize]byte // buffered's buffer, until it is read
 	remaining int64          // still to read from the socket
 	err       error          // a read from the socket failed; the connection closes
+	// gone cancels the request's context; once the body is read to its
+	// end, a watch (watchClose) calls it if the client goes away, so
+	// that work queued for a departed client is dropped, as net/http
+	// does. stopWatch ends that watch.
+	gone      func()
+	stopWatch func()
+}
+
+// watchLocked starts watching for the client going away, once the body
+// has come off the socket to its end.
+func (b *body) watchLocked() {
+	if b.stopWatch == nil && !b.closed {
+		b.stopWatch = watchClose(b.c.nc, b.gone)
+	}
 }
 
 // Read reads the body. A socket error before the body's end is returned
@@ -340,6 +364,9 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		b.err = err
 		return n, err
+	}
+	if b.remaining == 0 {
+		b.watchLocked()
 	}
 	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
@@ -97,4 +98,51 @@ func rawConn(nc net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
+}
+
+// watchClose watches nc, while a handler runs, for its client going away:
+// EOF or an error (a reset) on the socket calls gone. It only peeks
+// (MSG_PEEK), so bytes that arrive meanwhile, a pipelined next request,
+// stay in the socket for the next read: data means the client is there,
+// and the watch ends without calling gone, as net/http's background read
+// does. The caller must not read nc until stop has returned; stop ends the
+// watch (by moving the read deadline to the past: the caller sets it
+// again) and waits for it. It is only started once the body is read to
+// its end, so it never races the handler's reads.
+func watchClose(nc net.Conn, gone func()) (stop func()) {
+	rc := rawConn(nc)
+	if rc == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var b [1]byte
+		closed := false
+		err := rc.Read(func(fd uintptr) bool {
+			for {
+				n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // nothing yet: wait for the poller
+				case err != nil || n == 0:
+					closed = true // a reset, or EOF
+				}
+				return true
+			}
+		})
+		// err is the deadline stop set, or the connection closed under
+		// the watch (Shutdown, the limiter): either way the request is
+		// over for the client only if the socket said so.
+		_ = err
+		if closed {
+			gone()
+		}
+	}()
+	return func() {
+		nc.SetReadDeadline(time.Unix(1, 0))
+		<-done
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
@@ -46,6 +47,20 @@ func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
 		OldRateBurst:            a.OldRateBurst,
 		PerIssuerShare:          *a.PerIssuerShare,
 		PoolSize:                lc.PoolSize,
+	}
+}
+
+// clientLimitConfig turns a log's per-client admission fields into what
+// ctlog needs: the log is under pressure when a pool's worth of
+// submissions is in flight, the threshold per_issuer_share uses too.
+func clientLimitConfig(lc *config.Log, exempt []netip.Prefix) ctlog.ClientLimitConfig {
+	a := lc.Admission
+	return ctlog.ClientLimitConfig{
+		Rate:          *a.PerClientRate,
+		Burst:         a.PerClientBurst,
+		AddChainShare: a.PerClientAddChainShare,
+		Pressure:      lc.PoolSize,
+		Exempt:        exempt,
 	}
 }
 

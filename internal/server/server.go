@@ -139,6 +139,10 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if err != nil {
 		return nil, field("policy", err)
 	}
+	exempt, err := c.PerClientExempt()
+	if err != nil {
+		return nil, fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
 	var logReg prometheus.Registerer
 	if reg != nil {
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
@@ -255,6 +259,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
+		ClientLimits:     ctlog.NewClientLimiter(clientLimitConfig(lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 	}

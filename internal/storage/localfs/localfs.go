@@ -68,43 +68,64 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte, _ storage.PutOpt
 	dir := filepath.Dir(p)
 	created, err := mkdirAll(dir)
 	if err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return keyError("writing", key, "creating its directory", err)
 	}
 	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return keyError("writing", key, "creating a temporary file", err)
 	}
 	tmp := f.Name()
-	cleanup := func(err error) error {
+	cleanup := func(step string, err error) error {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("put %s: %w", key, err)
+		return keyError("writing", key, step, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		return cleanup(err)
+		return cleanup("writing a temporary file", err)
 	}
 	if err := f.Chmod(0o644); err != nil {
-		return cleanup(err)
+		return cleanup("setting its permissions", err)
 	}
 	if err := f.Sync(); err != nil {
-		return cleanup(err)
+		return cleanup("syncing a temporary file", err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("put %s: %w", key, err)
+		return keyError("writing", key, "closing a temporary file", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("put %s: %w", key, err)
+		return keyError("writing", key, "renaming a temporary file over it", err)
 	}
 	// Sync the directory holding the new name, and the parents of any
 	// directory created above, so that every new directory entry is durable.
 	for _, dd := range append([]string{dir}, created...) {
 		if err := SyncDir(dd); err != nil {
-			return fmt.Errorf("put %s: %w", key, err)
+			return keyError("writing", key, "syncing its directory", err)
 		}
 	}
 	return nil
+}
+
+// keyError is the error of an operation on the object key: it names the
+// key and the step, and keeps the cause without the file's path (an
+// *fs.PathError or *os.LinkError names the storage directory, which errors
+// reach clients through /health must not show; an operator knows it). The
+// cause is still wrapped, so errors.Is(err, fs.ErrNotExist) and the like
+// hold.
+func keyError(verb, key, step string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	if step == "" {
+		return fmt.Errorf("%s %s: %w", verb, key, err)
+	}
+	return fmt.Errorf("%s %s: %s: %w", verb, key, step, err)
 }
 
 // mkdirAll creates dir and any missing parents, returning the parents of the
@@ -156,7 +177,7 @@ func (d *Dir) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, err)
+		return nil, keyError("reading", key, "", err)
 	}
 	return data, nil
 }
@@ -170,7 +191,7 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete %s: %w", key, err)
+		return keyError("deleting", key, "", err)
 	}
 	return nil
 }

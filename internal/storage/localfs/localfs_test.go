@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/mosaic-ct/mosaic/internal/lock"
@@ -424,5 +425,38 @@ func TestDeleteBatch(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Root(), "tile", "0", "000.p")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the emptied directory tile/0/000.p is still there: %v", err)
+	}
+}
+
+// TestErrorsHideTheDirectory: an object that cannot be written, read or
+// deleted gives an error naming its key and the cause, not the storage
+// directory's path (such errors reach /health's body), and the cause is
+// still there for errors.Is.
+func TestErrorsHideTheDirectory(t *testing.T) {
+	d := newDir(t)
+	ctx := context.Background()
+	// A file where a directory must be: tile/1 is a file, so writing
+	// tile/1/000.p cannot create its directory.
+	put(t, d, "tile/1", []byte("x"))
+	put(t, d, "tile/2/000", []byte("x"))
+	errs := map[string]error{
+		"put":    d.Put(ctx, "tile/1/000.p/5", []byte("data"), storage.PutOptions{}),
+		"get":    func() error { _, err := d.Get(ctx, "tile/2"); return err }(), // a directory
+		"delete": d.Delete(ctx, "tile/1/000"),
+	}
+	for op, err := range errs {
+		if err == nil {
+			t.Errorf("%s succeeded", op)
+			continue
+		}
+		if strings.Contains(err.Error(), d.Root()) || strings.Contains(err.Error(), ".tmp-") {
+			t.Errorf("%s: %q shows the storage directory", op, err)
+		}
+		if !strings.Contains(err.Error(), "tile/") {
+			t.Errorf("%s: %q does not name the key", op, err)
+		}
+	}
+	if err := errs["put"]; !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("put: %v does not wrap ENOTDIR", err)
 	}
 }

@@ -1,0 +1,204 @@
+package ctlog
+
+import (
+	"math"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// ClientLimitConfig is a log's submission rate limit per client.
+type ClientLimitConfig struct {
+	// Rate is how many submissions (add-chain and add-pre-chain together)
+	// one client may make per second (0: no limit), with bursts of Burst.
+	Rate  float64
+	Burst int
+	// AddChainShare is the share of Rate a client's add-chain submissions
+	// may use while the log is under pressure (Pressure submissions in
+	// flight or more): final certificates wait on nobody's issuance, so
+	// add-pre-chain is favoured then, as Chrome's log policy asks.
+	AddChainShare float64
+	// Pressure is how many submissions in flight in the log (being
+	// validated, in the pool or in the round) make it "under pressure"
+	// (0: never).
+	Pressure int
+	// Exempt are client address ranges no limit applies to (a reverse
+	// proxy in front of the log carries many clients).
+	Exempt []netip.Prefix
+	// IPv6Bits is the prefix length IPv6 clients are grouped by (default
+	// 64: one client is a /64, what one host or home is usually given).
+	IPv6Bits int
+	// MaxClients bounds the clients tracked at once (default
+	// DefaultMaxClients).
+	MaxClients int
+	// Now returns the current time (time.Now if nil).
+	Now func() time.Time
+}
+
+// DefaultMaxClients is how many clients a ClientLimiter tracks at once by
+// default: with about 100 bytes an entry, a few MiB per log at most.
+const DefaultMaxClients = 1 << 15
+
+// Reasons for refusing a client's submission, as in ThrottleError.Reason.
+const (
+	ReasonClientRate     = "client_rate"
+	ReasonClientAddChain = "client_add_chain"
+)
+
+// ClientLimiter is a token bucket per client: an IPv4 address, or an IPv6
+// prefix of IPv6Bits (IPv4-mapped IPv6 addresses count as IPv4). It is
+// safe for concurrent use; every decision takes one short mutex.
+//
+// Memory is bounded against a client with many addresses: at most
+// MaxClients buckets exist. A bucket that has refilled to its burst says
+// nothing a new bucket would not, so buckets idle that long are dropped
+// (in a sweep at most once a second when the table is full); while the
+// table is still full of clients seen within a refill time, every further
+// client shares one overflow bucket, so even an attacker with more
+// addresses than MaxClients gets at most one client's rate more, and
+// cannot grow the table.
+type ClientLimiter struct {
+	cfg ClientLimitConfig
+
+	mu        sync.Mutex
+	buckets   map[netip.Prefix]*clientBucket
+	overflow  clientBucket
+	lastSweep time.Time
+}
+
+// clientBucket is one client's tokens, for all its submissions and for
+// its add-chain ones under pressure, as of last.
+type clientBucket struct {
+	tokens, chainTokens float64
+	last                time.Time
+}
+
+// NewClientLimiter returns a ClientLimiter enforcing cfg, or nil if cfg.Rate
+// is 0 (no limit; a nil ClientLimiter allows everything).
+func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
+	if cfg.Rate <= 0 {
+		return nil
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Burst < 1 {
+		cfg.Burst = max(1, int(cfg.Rate))
+	}
+	if cfg.IPv6Bits <= 0 || cfg.IPv6Bits > 128 {
+		cfg.IPv6Bits = 64
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
+	if cfg.AddChainShare <= 0 || cfg.AddChainShare > 1 {
+		cfg.AddChainShare = 1
+	}
+	return &ClientLimiter{cfg: cfg, buckets: map[netip.Prefix]*clientBucket{}}
+}
+
+// clientKey is the client addr belongs to, and whether it is exempt.
+func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Prefix, bool) {
+	addr = addr.Unmap()
+	for _, p := range c.cfg.Exempt {
+		if p.Contains(addr) {
+			return netip.Prefix{}, false
+		}
+	}
+	bits := 32
+	if addr.Is6() {
+		bits = c.cfg.IPv6Bits
+	}
+	p, err := addr.Prefix(bits)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return p, true
+}
+
+// allow takes a token for a submission from addr (add-pre-chain if
+// precert) while inflight submissions are in the log, or says why not.
+// An address that is not valid (no address known) is not limited: a
+// request always has one, from the connection, so this is only a
+// handler called without a network.
+func (c *ClientLimiter) allow(addr netip.Addr, precert bool, inflight int64) error {
+	if c == nil || !addr.IsValid() {
+		return nil
+	}
+	key, limited := c.clientKey(addr)
+	if !limited {
+		return nil
+	}
+	now := c.cfg.Now()
+	pressured := c.cfg.Pressure > 0 && inflight >= int64(c.cfg.Pressure)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.bucket(key, now)
+	burst := float64(c.cfg.Burst)
+	chainRate := c.cfg.Rate * c.cfg.AddChainShare
+	chainBurst := max(1, burst*c.cfg.AddChainShare)
+	if el := now.Sub(b.last).Seconds(); el > 0 {
+		b.tokens = min(burst, b.tokens+el*c.cfg.Rate)
+		b.chainTokens = min(chainBurst, b.chainTokens+el*chainRate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return &ThrottleError{Reason: ReasonClientRate, RetryAfter: retryAfter(1-b.tokens, c.cfg.Rate),
+			Message: "this client address is over the log's submission rate limit; retry later"}
+	}
+	if pressured && !precert {
+		if b.chainTokens < 1 {
+			return &ThrottleError{Reason: ReasonClientAddChain, RetryAfter: retryAfter(1-b.chainTokens, chainRate),
+				Message: "the log is busy and favours precertificates, and this client address is over its add-chain rate limit; retry later"}
+		}
+		b.chainTokens--
+	}
+	b.tokens--
+	return nil
+}
+
+// retryAfter is how many whole seconds (at least 1) it takes to earn
+// missing tokens at rate.
+func retryAfter(missing, rate float64) int {
+	return max(1, int(math.Ceil(missing/rate)))
+}
+
+// bucket returns key's bucket, creating a full one if there is room, or
+// the shared overflow bucket if the table is full (see ClientLimiter).
+// c.mu is held.
+func (c *ClientLimiter) bucket(key netip.Prefix, now time.Time) *clientBucket {
+	if b, ok := c.buckets[key]; ok {
+		return b
+	}
+	if len(c.buckets) >= c.cfg.MaxClients && now.Sub(c.lastSweep) >= time.Second {
+		c.lastSweep = now
+		// A bucket idle for a refill time is full: dropping it changes
+		// no decision.
+		refill := time.Duration(float64(c.cfg.Burst) / c.cfg.Rate * float64(time.Second))
+		for k, b := range c.buckets {
+			if now.Sub(b.last) >= refill {
+				delete(c.buckets, k)
+			}
+		}
+	}
+	if len(c.buckets) >= c.cfg.MaxClients {
+		if c.overflow.last.IsZero() {
+			c.overflow = c.newBucket(now)
+		}
+		return &c.overflow
+	}
+	b := c.newBucket(now)
+	c.buckets[key] = &b
+	return &b
+}
+
+func (c *ClientLimiter) newBucket(now time.Time) clientBucket {
+	return clientBucket{tokens: float64(c.cfg.Burst), chainTokens: max(1, float64(c.cfg.Burst)*c.cfg.AddChainShare), last: now}
+}
+
+// clients returns how many clients have a bucket, for tests.
+func (c *ClientLimiter) clients() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.buckets)
+}
