@@ -1,15 +1,36 @@
 // Package netlimit bounds the connections a Mosaic process holds open, so
 // that one client (or a crowd of them) cannot use up the file descriptors
-// that storage, the databases and other clients need. A Limiter wraps every
-// listener of the process (package server) and keeps:
+// that storage, the databases and other clients need, and so that a few
+// client addresses cannot lock every other client out. A Limiter wraps
+// every listener of the process (package server) and keeps:
 //
-//   - a global cap on open connections, shared by all listeners;
-//   - a cap per client address (an IPv4 address, or an IPv6 /64, since one
-//     IPv6 host usually controls a whole /64);
-//   - a list of idle keep-alive connections (fed by http.Server's ConnState
-//     hook), from which the oldest are closed when the process nears its
-//     global cap, so clients with work to do are served before clients that
-//     merely hold connections open.
+//   - a global cap on open connections (Max), shared by all listeners;
+//
+//   - a cap per client group: an IPv4 address, or an IPv6 prefix (/64 by
+//     default, since one IPv6 host usually controls a whole /64; /48 if
+//     configured). It is PerClient until the process nears its global cap
+//     (seven eighths of Max); from there on it shrinks as more groups hold
+//     connections:
+//
+//     cap = min(PerClient, max(min(PerClient, MinPerClient), Max / (G + 1)))
+//
+//     where G is the number of groups holding connections, the newcomer's
+//     included. The caps of all groups together leave Max/(G+1) free, so G
+//     groups (an attacker's addresses) cannot fill the process by
+//     themselves, while a lone client may hold up to half of it (and
+//     PerClient). Only where the floor binds (more than Max/MinPerClient
+//     groups) can the groups together reach Max; shedding then keeps the
+//     sharing fair;
+//
+//   - the state of every connection (fed by http.Server's ConnState hook):
+//     silent (accepted, no whole request head yet), idle (a keep-alive
+//     connection between requests) or active (a head is in: it is being
+//     served). From seven eighths of Max on, each new connection first
+//     sheds (closes) one silent or idle connection, chosen so that it never
+//     makes the sharing less fair (see victimLocked): a silent connection
+//     at least SilentGrace old, else an idle one, else a younger silent
+//     one, each only from a group that holds more connections than the
+//     newcomer's. An active connection is never shed.
 //
 // A connection over a cap is refused: on a plain-HTTP listener with a
 // minimal "503 Service Unavailable" with Retry-After and Connection: close,
@@ -68,13 +89,46 @@ const (
 // answering it (see answer503).
 const maxDrain = 1 << 20
 
+// SilentGrace is how long a new connection may take to send its first
+// whole request head before it is shed ahead of any idle keep-alive
+// connection. A real client sends its head within a round trip of
+// connecting (a TLS client after its handshake, a few round trips), so two
+// seconds leaves slow networks room; a connection that has sent nothing
+// (or part of a head) for that long is more likely held than used.
+// Younger silent connections are still shed, last (see victimLocked).
+const SilentGrace = 2 * time.Second
+
+// MinPerClient is the floor of the shrinking per-client cap: however many
+// groups compete, each may open this many connections (at most PerClient),
+// enough for a submitter's few requests in flight. Beyond the global cap's
+// share the floor is enforced by shedding, not promised.
+const MinPerClient = 8
+
+// maxScan bounds how many entries of each list one admission looks at when
+// it chooses a connection to shed, so that the work an accept does under
+// the lock stays bounded whatever clients hold.
+const maxScan = 1024
+
+// Default and allowed IPv6 grouping: the prefix length a client's IPv6
+// address is counted by.
+const (
+	DefaultIPv6Prefix = 64
+	MinIPv6Prefix     = 48
+	MaxIPv6Prefix     = 64
+)
+
 // Config sets a Limiter's caps.
 type Config struct {
 	// Max is the most connections open at once over all listeners.
 	Max int
 	// PerClient is the most connections open at once from one client
-	// address (IPv4 address or IPv6 /64). It is clamped to Max.
+	// group (IPv4 address or IPv6 prefix), however few groups compete. It
+	// is clamped to Max. The cap in force shrinks as more groups hold
+	// connections (see the package documentation).
 	PerClient int
+	// IPv6Prefix is the prefix length IPv6 clients are grouped by
+	// (MinIPv6Prefix to MaxIPv6Prefix); zero means DefaultIPv6Prefix.
+	IPv6Prefix int
 	// Exempt are the client addresses the per-client cap does not apply
 	// to (a reverse proxy in front of the log carries many clients on its
 	// connections); they still count towards Max.
@@ -87,19 +141,24 @@ type Config struct {
 // use; one Limiter is shared by all of a process's listeners.
 type Limiter struct {
 	max, perClient int
+	floor          int // min(MinPerClient, perClient)
+	ipv6Bits       int
 	exempt         []netip.Prefix
+	now            func() time.Time // tests set it to age connections
 	// shedAt is the number of open connections from which an accepted
 	// connection makes room by closing the oldest idle one.
 	shedAt   int
 	refusing chan struct{} // semaphore of refusals in progress
 
-	open    prometheus.Gauge
-	refused *prometheus.CounterVec
-	shed    prometheus.Counter
+	open       prometheus.Gauge
+	refused    *prometheus.CounterVec
+	shed       prometheus.Counter // idle connections shed
+	shedSilent prometheus.Counter // silent connections shed
 
 	mu      sync.Mutex
 	count   int                // open connections
 	clients map[netip.Addr]int // open connections per client key
+	silent  list.List          // *Conn without a whole first head, oldest first
 	idle    list.List          // *Conn that are idle, oldest first
 }
 
@@ -111,9 +170,19 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.PerClient < 1 {
 		return nil, fmt.Errorf("the per-client connection cap must be at least 1, not %d", cfg.PerClient)
 	}
+	if cfg.IPv6Prefix == 0 {
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if cfg.IPv6Prefix < MinIPv6Prefix || cfg.IPv6Prefix > MaxIPv6Prefix {
+		return nil, fmt.Errorf("the IPv6 client prefix must be /%d to /%d, not /%d", MinIPv6Prefix, MaxIPv6Prefix, cfg.IPv6Prefix)
+	}
+	perClient := min(cfg.PerClient, cfg.Max)
 	lim := &Limiter{
 		max:       cfg.Max,
-		perClient: min(cfg.PerClient, cfg.Max),
+		perClient: perClient,
+		floor:     min(MinPerClient, perClient),
+		ipv6Bits:  cfg.IPv6Prefix,
+		now:       time.Now,
 		exempt:    cfg.Exempt,
 		// Shed from seven eighths of the cap: close to it, but early
 		// enough that a burst of new clients finds room before refusals.
@@ -132,11 +201,15 @@ func New(cfg Config) (*Limiter, error) {
 			Name: "mosaic_connections_idle_shed_total",
 			Help: "Idle keep-alive connections closed to make room for new ones near the global cap.",
 		}),
+		shedSilent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_connections_silent_shed_total",
+			Help: "Connections that had not sent a whole first request head, closed to make room for new ones near the global cap.",
+		}),
 	}
 	lim.refused.WithLabelValues(ReasonGlobal)
 	lim.refused.WithLabelValues(ReasonPerClient)
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{lim.open, lim.refused, lim.shed} {
+		for _, c := range []prometheus.Collector{lim.open, lim.refused, lim.shed, lim.shedSilent} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering connection metrics: %w", err)
 			}
@@ -148,8 +221,21 @@ func New(cfg Config) (*Limiter, error) {
 // Max returns the global cap.
 func (lim *Limiter) Max() int { return lim.max }
 
-// PerClient returns the per-client cap.
+// PerClient returns the per-client cap when few groups compete (the
+// largest the shrinking cap can be).
 func (lim *Limiter) PerClient() int { return lim.perClient }
+
+// capLocked returns the per-client cap in force for a connection of group
+// key: PerClient, shrunk as more groups hold connections so that all
+// groups' caps together leave a share free for one more group, but not
+// below the floor. lim.mu is held.
+func (lim *Limiter) capLocked(key netip.Addr) int {
+	groups := len(lim.clients)
+	if lim.clients[key] == 0 {
+		groups++ // the newcomer's
+	}
+	return min(lim.perClient, max(lim.floor, lim.max/(groups+1)))
+}
 
 // Open returns the number of connections open now.
 func (lim *Limiter) Open() int {
@@ -207,22 +293,34 @@ func (l *listener) Accept() (net.Conn, error) {
 }
 
 // admit counts nc in if the caps allow it. Near the global cap it first
-// closes (returns, for the caller to close outside the lock) the oldest idle
-// connection.
+// picks a silent or idle connection to shed (returned, for the caller to
+// close outside the lock).
 func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
-	key := clientKey(nc.RemoteAddr())
+	key := lim.clientKey(nc.RemoteAddr())
+	now := lim.now()
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
+	held := lim.clients[key]
+	exempt := lim.isExempt(key)
 	// The per-client cap comes first: a client at its cap must not make
-	// other clients' idle connections be shed.
-	if lim.clients[key] >= lim.perClient && !lim.isExempt(key) {
+	// other clients' connections be shed. Under pressure it shrinks with
+	// the number of groups competing.
+	pressed := lim.count >= lim.shedAt
+	limit := lim.perClient
+	if pressed {
+		limit = lim.capLocked(key)
+	}
+	if !exempt && held >= limit {
 		return nil, ReasonPerClient, nil
 	}
-	if lim.count >= lim.shedAt {
-		if e := lim.idle.Front(); e != nil {
-			shed = e.Value.(*Conn)
+	if pressed {
+		if shed = lim.victimLocked(key, held, exempt, now); shed != nil {
+			if shed.idleElem != nil {
+				lim.shed.Inc()
+			} else {
+				lim.shedSilent.Inc()
+			}
 			lim.releaseLocked(shed)
-			lim.shed.Inc()
 		}
 	}
 	if lim.count >= lim.max {
@@ -231,7 +329,71 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 	lim.count++
 	lim.clients[key]++
 	lim.open.Set(float64(lim.count))
-	return &Conn{Conn: nc, lim: lim, key: key}, "", shed
+	c = &Conn{Conn: nc, lim: lim, key: key, since: now}
+	c.silentElem = lim.silent.PushBack(c)
+	return c, "", shed
+}
+
+// victimLocked chooses the connection a newcomer whose group holds held
+// connections sheds, or nil. lim.mu is held.
+//
+// Safe against clients that hold connections to lock others out:
+//
+//   - An active connection (a whole head is in: a request is being served,
+//     a submission waits for its round) is on neither list, so it is never
+//     chosen: shedding cannot lose or cut short an answer. (A head that
+//     has just arrived, before the server reports the connection active,
+//     can be cut off as on any keep-alive connection a server closes; the
+//     client sees a closed connection before any answer, never a partial
+//     one, and HTTP clients retry.)
+//   - The victim's group must hold more connections than the newcomer's
+//     (at least one more for a silent connection older than SilentGrace
+//     or an idle one; two more for a younger silent one, which may be a
+//     client still in its handshake). So a newcomer is never shed in
+//     favour of a heavier group, a group holding few connections (a
+//     well-behaved client) is shed only by lighter ones, and a client with
+//     none can always take one from any group holding two or more.
+//   - Attackers cannot keep their connections young (out of reach of the
+//     first rule) by shedding one another: a young connection is taken
+//     only from a group two heavier, a move that lowers the sum of the
+//     squares of the groups' counts, so such moves stop unless connections
+//     are closed (which frees room for others). And when every silent
+//     connection is young, a lighter newcomer still takes one.
+//   - An exempt newcomer (a reverse proxy carrying many clients) competes
+//     as a group with no connections, so it may shed its own idle or old
+//     silent ones (not its young ones, which may be in their handshake).
+//
+// The scans are bounded by maxScan; beyond it a newcomer may be refused
+// although a victim existed, which costs it a Retry-After, not a loss.
+func (lim *Limiter) victimLocked(key netip.Addr, held int, exempt bool, now time.Time) *Conn {
+	need := held + 1 // the victim's group holds at least this many
+	if exempt {
+		need = 1
+	}
+	var young *Conn
+	n := 0
+	for e := lim.silent.Front(); e != nil && n < maxScan; e, n = e.Next(), n+1 {
+		c := e.Value.(*Conn)
+		h := lim.clients[c.key]
+		if now.Sub(c.since) >= SilentGrace {
+			if h >= need {
+				return c
+			}
+			continue
+		}
+		// Oldest first: every later one is younger too.
+		if h >= need+1 && c.key != key {
+			young = c
+			break
+		}
+	}
+	n = 0
+	for e := lim.idle.Front(); e != nil && n < maxScan; e, n = e.Next(), n+1 {
+		if c := e.Value.(*Conn); lim.clients[c.key] >= need {
+			return c
+		}
+	}
+	return young
 }
 
 func (lim *Limiter) isExempt(key netip.Addr) bool {
@@ -249,10 +411,7 @@ func (lim *Limiter) releaseLocked(c *Conn) {
 		return
 	}
 	c.released = true
-	if c.idleElem != nil {
-		lim.idle.Remove(c.idleElem)
-		c.idleElem = nil
-	}
+	lim.unlistLocked(c)
 	lim.count--
 	if n := lim.clients[c.key] - 1; n > 0 {
 		lim.clients[c.key] = n
@@ -352,14 +511,31 @@ func (lim *Limiter) ConnState(nc net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateIdle:
+		if c.silentElem != nil {
+			lim.silent.Remove(c.silentElem)
+			c.silentElem = nil
+		}
 		if c.idleElem == nil {
 			c.idleElem = lim.idle.PushBack(c)
 		}
 	case http.StateActive, http.StateHijacked, http.StateClosed:
-		if c.idleElem != nil {
-			lim.idle.Remove(c.idleElem)
-			c.idleElem = nil
-		}
+		lim.unlistLocked(c)
+	}
+	// StateNew changes nothing: a connection is silent from its accept,
+	// and a connection package leanhttp hands to net/http (which reports
+	// it new again) keeps the state it had: silent or idle until its head
+	// is in, when net/http reports it active.
+}
+
+// unlistLocked takes c off the silent and idle lists. lim.mu is held.
+func (lim *Limiter) unlistLocked(c *Conn) {
+	if c.silentElem != nil {
+		lim.silent.Remove(c.silentElem)
+		c.silentElem = nil
+	}
+	if c.idleElem != nil {
+		lim.idle.Remove(c.idleElem)
+		c.idleElem = nil
 	}
 }
 
@@ -391,12 +567,14 @@ func Find[T any](nc net.Conn) (T, bool) {
 // Conn is a connection the Limiter counts until it is closed.
 type Conn struct {
 	net.Conn
-	lim *Limiter
-	key netip.Addr
+	lim   *Limiter
+	key   netip.Addr
+	since time.Time // accepted
 
-	// Guarded by lim.mu.
-	released bool
-	idleElem *list.Element
+	// Guarded by lim.mu. A connection is on at most one of the lists.
+	released   bool
+	silentElem *list.Element
+	idleElem   *list.Element
 
 	closeOnce sync.Once
 	closeErr  error
@@ -428,10 +606,11 @@ func (c *Conn) CloseWrite() error {
 	return errors.ErrUnsupported
 }
 
-// clientKey is the address a connection counts against: the IPv4 address,
-// or the /64 of an IPv6 address (IPv4-mapped IPv6 addresses count as IPv4).
-// An address that cannot be parsed counts as the zero key, one client.
-func clientKey(a net.Addr) netip.Addr {
+// clientKey is the group a connection counts against: the IPv4 address,
+// or the IPv6 address's prefix of lim.ipv6Bits (IPv4-mapped IPv6 addresses
+// count as IPv4). An address that cannot be parsed counts as the zero key,
+// one client.
+func (lim *Limiter) clientKey(a net.Addr) netip.Addr {
 	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
 		ip = ta.AddrPort().Addr()
@@ -442,7 +621,7 @@ func clientKey(a net.Addr) netip.Addr {
 	}
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
-		ip = netip.PrefixFrom(ip, 64).Masked().Addr()
+		ip = netip.PrefixFrom(ip, lim.ipv6Bits).Masked().Addr()
 	}
 	return ip
 }
