@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -273,4 +274,46 @@ func TestAttackersCannotStarveAGoodClient(t *testing.T) {
 		c.Close()
 	}
 	t.Logf("%d attacker connections opened; %v silent shed", dials.Load(), testutil.ToFloat64(lim.shedSilent))
+}
+
+// TestServedConnectionsDoNotCount: near the cap, fair shares count the
+// connections that wait (silent or idle), not those being served, so a
+// submitter with many requests in progress still gets a connection while
+// attackers hold their share of silent ones, and its connections are not
+// taken by them.
+func TestServedConnectionsDoNotCount(t *testing.T) {
+	lim := newLimiter(t, 64, 64)
+	var good []*Conn
+	for range 12 {
+		c := admitFrom(lim, "198.51.100.1")
+		lim.ConnState(c, http.StateActive)
+		good = append(good, c)
+	}
+	for more := true; more; {
+		more = false
+		for i := range 16 {
+			if admitFrom(lim, fmt.Sprintf("192.0.2.%d", i+1)) != nil {
+				more = true
+			}
+		}
+	}
+	// The attackers keep trying; the good client's served connections
+	// stay, and it gets a new one (which the attackers cannot take while
+	// it is the lighter group).
+	c := admitFrom(lim, "198.51.100.1")
+	if c == nil {
+		t.Fatal("a client with 12 requests in progress was refused a 13th connection")
+	}
+	for range 5 {
+		for i := range 16 {
+			admitFrom(lim, fmt.Sprintf("192.0.2.%d", i+1))
+		}
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	for i, g := range append(good, c) {
+		if g.released {
+			t.Errorf("the good client's connection %d was shed", i)
+		}
+	}
 }

@@ -156,10 +156,10 @@ type Limiter struct {
 	shedSilent prometheus.Counter // silent connections shed
 
 	mu      sync.Mutex
-	count   int                // open connections
-	clients map[netip.Addr]int // open connections per client key
-	silent  list.List          // *Conn without a whole first head, oldest first
-	idle    list.List          // *Conn that are idle, oldest first
+	count   int                   // open connections
+	clients map[netip.Addr]*group // per client key, while it has connections
+	silent  list.List             // *Conn without a whole first head, oldest first
+	idle    list.List             // *Conn that are idle, oldest first
 }
 
 // New returns a Limiter with cfg's caps and registers its metrics.
@@ -188,7 +188,7 @@ func New(cfg Config) (*Limiter, error) {
 		// enough that a burst of new clients finds room before refusals.
 		shedAt:   cfg.Max - cfg.Max/8,
 		refusing: make(chan struct{}, MaxRefusing),
-		clients:  map[netip.Addr]int{},
+		clients:  map[netip.Addr]*group{},
 		open: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mosaic_connections_open",
 			Help: "Client connections open now, over all listeners.",
@@ -225,16 +225,29 @@ func (lim *Limiter) Max() int { return lim.max }
 // largest the shrinking cap can be).
 func (lim *Limiter) PerClient() int { return lim.perClient }
 
-// capLocked returns the per-client cap in force for a connection of group
-// key: PerClient, shrunk as more groups hold connections so that all
-// groups' caps together leave a share free for one more group, but not
-// below the floor. lim.mu is held.
-func (lim *Limiter) capLocked(key netip.Addr) int {
+// group counts one client key's connections.
+type group struct {
+	total int // open
+	// waiting are those on the silent or idle list: open but not being
+	// served. Fair shares are counted in these, so that a client's
+	// requests in progress (a submitter's add-chains waiting for their
+	// round) do not count against it, while connections that are merely
+	// held do.
+	waiting int
+	// silent are those on the silent list (no whole head yet).
+	silent int
+}
+
+// fairShareLocked returns the shrunk per-client cap near the global cap
+// for a connection of group key: max(floor, Max/(G+1)), G being the groups
+// holding connections with key's, so that all groups' shares together
+// leave one for one more group. lim.mu is held.
+func (lim *Limiter) fairShareLocked(key netip.Addr) int {
 	groups := len(lim.clients)
-	if lim.clients[key] == 0 {
+	if lim.clients[key] == nil {
 		groups++ // the newcomer's
 	}
-	return min(lim.perClient, max(lim.floor, lim.max/(groups+1)))
+	return max(lim.floor, lim.max/(groups+1))
 }
 
 // Open returns the number of connections open now.
@@ -300,21 +313,42 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 	now := lim.now()
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	held := lim.clients[key]
+	var held, waiting int
+	if g := lim.clients[key]; g != nil {
+		held, waiting = g.total, g.waiting
+	}
 	exempt := lim.isExempt(key)
 	// The per-client cap comes first: a client at its cap must not make
 	// other clients' connections be shed. Under pressure it shrinks with
-	// the number of groups competing.
+	// the number of groups competing: a client may then hold its fair
+	// share of connections that wait (silent or idle), and twice that in
+	// all (min PerClient).
 	pressed := lim.count >= lim.shedAt
-	limit := lim.perClient
-	if pressed {
-		limit = lim.capLocked(key)
+	if !exempt {
+		if held >= lim.perClient {
+			return nil, ReasonPerClient, nil
+		}
+		if pressed {
+			share := lim.fairShareLocked(key)
+			if held >= 2*share {
+				return nil, ReasonPerClient, nil
+			}
+			if waiting >= share {
+				// At its share of waiting connections, a client
+				// may trade its own oldest idle one for the new
+				// one (an HTTP client's pool grows idle ones
+				// while it is busy); one holding only silent
+				// ones is refused.
+				if shed = lim.ownIdleLocked(key); shed == nil {
+					return nil, ReasonPerClient, nil
+				}
+				lim.shed.Inc()
+				lim.releaseLocked(shed)
+			}
+		}
 	}
-	if !exempt && held >= limit {
-		return nil, ReasonPerClient, nil
-	}
-	if pressed {
-		if shed = lim.victimLocked(key, held, exempt, now); shed != nil {
+	if pressed && shed == nil {
+		if shed = lim.victimLocked(key, exempt, now); shed != nil {
 			if shed.idleElem != nil {
 				lim.shed.Inc()
 			} else {
@@ -327,15 +361,22 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 		return nil, ReasonGlobal, shed
 	}
 	lim.count++
-	lim.clients[key]++
+	g := lim.clients[key]
+	if g == nil {
+		g = &group{}
+		lim.clients[key] = g
+	}
+	g.total++
+	g.waiting++
+	g.silent++
 	lim.open.Set(float64(lim.count))
 	c = &Conn{Conn: nc, lim: lim, key: key, since: now}
 	c.silentElem = lim.silent.PushBack(c)
 	return c, "", shed
 }
 
-// victimLocked chooses the connection a newcomer whose group holds held
-// connections sheds, or nil. lim.mu is held.
+// victimLocked chooses the connection a newcomer of group key sheds, or
+// nil. lim.mu is held.
 //
 // Safe against clients that hold connections to lock others out:
 //
@@ -346,17 +387,24 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 //     can be cut off as on any keep-alive connection a server closes; the
 //     client sees a closed connection before any answer, never a partial
 //     one, and HTTP clients retry.)
-//   - The victim's group must hold more connections than the newcomer's
-//     (at least one more for a silent connection older than SilentGrace
-//     or an idle one; two more for a younger silent one, which may be a
-//     client still in its handshake). So a newcomer is never shed in
+//   - The victim's group must hold more connections of the victim's kind
+//     than the newcomer's: more silent ones for a silent victim (at least
+//     one more if it is older than SilentGrace, two more if younger: it may
+//     be a client still in its handshake), more waiting ones (silent or
+//     idle) for an idle victim. A well-behaved client sends its head at
+//     once, so it holds almost no silent connections and can take them
+//     from whoever holds several.
+//   - A newcomer whose group holds silent connections sheds no idle one:
+//     it has connections it does not use. So attackers holding silent
+//     connections cannot push out a client's kept-alive connections (and
+//     with them, requests its client was about to send on them). So a newcomer is never shed in
 //     favour of a heavier group, a group holding few connections (a
 //     well-behaved client) is shed only by lighter ones, and a client with
 //     none can always take one from any group holding two or more.
 //   - Attackers cannot keep their connections young (out of reach of the
 //     first rule) by shedding one another: a young connection is taken
 //     only from a group two heavier, a move that lowers the sum of the
-//     squares of the groups' counts, so such moves stop unless connections
+//     squares of the groups' silent counts, so such moves stop unless connections
 //     are closed (which frees room for others). And when every silent
 //     connection is young, a lighter newcomer still takes one.
 //   - An exempt newcomer (a reverse proxy carrying many clients) competes
@@ -365,16 +413,20 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 //
 // The scans are bounded by maxScan; beyond it a newcomer may be refused
 // although a victim existed, which costs it a Retry-After, not a loss.
-func (lim *Limiter) victimLocked(key netip.Addr, held int, exempt bool, now time.Time) *Conn {
-	need := held + 1 // the victim's group holds at least this many
-	if exempt {
-		need = 1
+func (lim *Limiter) victimLocked(key netip.Addr, exempt bool, now time.Time) *Conn {
+	// The victim's group holds at least need silent, or needIdle waiting,
+	// connections.
+	need, needIdle := 1, 1
+	mayShedIdle := true
+	if g := lim.clients[key]; g != nil && !exempt {
+		need, needIdle = g.silent+1, g.waiting+1
+		mayShedIdle = g.silent == 0
 	}
 	var young *Conn
 	n := 0
 	for e := lim.silent.Front(); e != nil && n < maxScan; e, n = e.Next(), n+1 {
 		c := e.Value.(*Conn)
-		h := lim.clients[c.key]
+		h := lim.clients[c.key].silent
 		if now.Sub(c.since) >= SilentGrace {
 			if h >= need {
 				return c
@@ -388,12 +440,24 @@ func (lim *Limiter) victimLocked(key netip.Addr, held int, exempt bool, now time
 		}
 	}
 	n = 0
-	for e := lim.idle.Front(); e != nil && n < maxScan; e, n = e.Next(), n+1 {
-		if c := e.Value.(*Conn); lim.clients[c.key] >= need {
+	for e := lim.idle.Front(); mayShedIdle && e != nil && n < maxScan; e, n = e.Next(), n+1 {
+		if c := e.Value.(*Conn); lim.clients[c.key].waiting >= needIdle {
 			return c
 		}
 	}
 	return young
+}
+
+// ownIdleLocked returns key's oldest idle connection, or nil. lim.mu is
+// held.
+func (lim *Limiter) ownIdleLocked(key netip.Addr) *Conn {
+	n := 0
+	for e := lim.idle.Front(); e != nil && n < maxScan; e, n = e.Next(), n+1 {
+		if c := e.Value.(*Conn); c.key == key {
+			return c
+		}
+	}
+	return nil
 }
 
 func (lim *Limiter) isExempt(key netip.Addr) bool {
@@ -413,8 +477,8 @@ func (lim *Limiter) releaseLocked(c *Conn) {
 	c.released = true
 	lim.unlistLocked(c)
 	lim.count--
-	if n := lim.clients[c.key] - 1; n > 0 {
-		lim.clients[c.key] = n
+	if g := lim.clients[c.key]; g.total > 1 {
+		g.total--
 	} else {
 		delete(lim.clients, c.key)
 	}
@@ -511,13 +575,17 @@ func (lim *Limiter) ConnState(nc net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateIdle:
-		if c.silentElem != nil {
+		if c.idleElem != nil {
+			break
+		}
+		if c.silentElem != nil { // still waiting: moves lists
 			lim.silent.Remove(c.silentElem)
 			c.silentElem = nil
+			lim.clients[c.key].silent--
+		} else {
+			lim.clients[c.key].waiting++
 		}
-		if c.idleElem == nil {
-			c.idleElem = lim.idle.PushBack(c)
-		}
+		c.idleElem = lim.idle.PushBack(c)
 	case http.StateActive, http.StateHijacked, http.StateClosed:
 		lim.unlistLocked(c)
 	}
@@ -527,16 +595,23 @@ func (lim *Limiter) ConnState(nc net.Conn, state http.ConnState) {
 	// is in, when net/http reports it active.
 }
 
-// unlistLocked takes c off the silent and idle lists. lim.mu is held.
+// unlistLocked takes c off the silent and idle lists, and out of its
+// group's waiting count. lim.mu is held.
 func (lim *Limiter) unlistLocked(c *Conn) {
+	if c.silentElem == nil && c.idleElem == nil {
+		return
+	}
+	g := lim.clients[c.key]
 	if c.silentElem != nil {
 		lim.silent.Remove(c.silentElem)
 		c.silentElem = nil
+		g.silent--
 	}
 	if c.idleElem != nil {
 		lim.idle.Remove(c.idleElem)
 		c.idleElem = nil
 	}
+	g.waiting--
 }
 
 // unwrap finds the Limiter's connection under nc (a *tls.Conn, for one,
