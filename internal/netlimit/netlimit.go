@@ -6,31 +6,37 @@
 //
 //   - a global cap on open connections (Max), shared by all listeners;
 //
-//   - a cap per client group: an IPv4 address, or an IPv6 prefix (/64 by
-//     default, since one IPv6 host usually controls a whole /64; /48 if
-//     configured). It is PerClient until the process nears its global cap
-//     (seven eighths of Max); from there on it shrinks as more groups hold
-//     connections:
+//   - the state of every connection (fed by http.Server's ConnState hook):
+//     silent (accepted, no whole request head yet: nothing, or part of a
+//     head), idle (a keep-alive connection between requests) or active (a
+//     head is in: it is being served). Silent and idle connections are
+//     waiting;
 //
-//     cap = min(PerClient, max(min(PerClient, MinPerClient), Max / (G + 1)))
+//   - caps per client group: an IPv4 address, or an IPv6 prefix (/64 by
+//     default, since one IPv6 host usually controls a whole /64; /48 if
+//     configured). A group may hold PerClient connections. From seven
+//     eighths of Max on (under pressure) its fair share is
+//
+//     share = max(min(PerClient, MinPerClient), Max / (G + 1))
 //
 //     where G is the number of groups holding connections, the newcomer's
-//     included. The caps of all groups together leave Max/(G+1) free, so G
-//     groups (an attacker's addresses) cannot fill the process by
-//     themselves, while a lone client may hold up to half of it (and
-//     PerClient). Only where the floor binds (more than Max/MinPerClient
-//     groups) can the groups together reach Max; shedding then keeps the
-//     sharing fair;
+//     included, and it may then hold at most share waiting connections and
+//     2·share in all. So the shares of all groups leave Max/(G+1) for one
+//     more group, and G groups (an attacker's addresses) holding silent
+//     connections cannot fill the process by themselves, while connections
+//     being served (a submitter's requests waiting for their round) do not
+//     count against the share. Only where the floor binds (more than
+//     Max/MinPerClient groups) can the groups together reach Max; shedding
+//     then keeps the sharing fair. A group at its share of waiting
+//     connections trades its own oldest idle one for the new one, or is
+//     refused if it has none;
 //
-//   - the state of every connection (fed by http.Server's ConnState hook):
-//     silent (accepted, no whole request head yet), idle (a keep-alive
-//     connection between requests) or active (a head is in: it is being
-//     served). From seven eighths of Max on, each new connection first
-//     sheds (closes) one silent or idle connection, chosen so that it never
-//     makes the sharing less fair (see victimLocked): a silent connection
-//     at least SilentGrace old, else an idle one, else a younger silent
-//     one, each only from a group that holds more connections than the
-//     newcomer's. An active connection is never shed.
+//   - shedding: under pressure each new connection first sheds (closes) one
+//     waiting connection, chosen so that it never makes the sharing less
+//     fair (see victimLocked): a silent connection at least SilentGrace
+//     old, else an idle one, else a younger silent one, each only from a
+//     group that holds more of them than the newcomer's. An active
+//     connection is never shed.
 //
 // A connection over a cap is refused: on a plain-HTTP listener with a
 // minimal "503 Service Unavailable" with Retry-After and Connection: close,
