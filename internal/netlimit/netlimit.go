@@ -397,22 +397,21 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 //     than the newcomer's: more silent ones for a silent victim (at least
 //     one more if it is older than SilentGrace, two more if younger: it may
 //     be a client still in its handshake), more waiting ones (silent or
-//     idle) for an idle victim. A well-behaved client sends its head at
-//     once, so it holds almost no silent connections and can take them
-//     from whoever holds several.
+//     idle) for an idle victim. So a newcomer never sheds a connection of
+//     a group lighter than its own, and a well-behaved client, which sends
+//     its head at once and so holds almost no silent connections, can take
+//     one from any group holding several.
 //   - A newcomer whose group holds silent connections sheds no idle one:
 //     it has connections it does not use. So attackers holding silent
 //     connections cannot push out a client's kept-alive connections (and
-//     with them, requests its client was about to send on them). So a newcomer is never shed in
-//     favour of a heavier group, a group holding few connections (a
-//     well-behaved client) is shed only by lighter ones, and a client with
-//     none can always take one from any group holding two or more.
+//     with them, requests its client was about to send on them).
 //   - Attackers cannot keep their connections young (out of reach of the
 //     first rule) by shedding one another: a young connection is taken
-//     only from a group two heavier, a move that lowers the sum of the
-//     squares of the groups' silent counts, so such moves stop unless connections
-//     are closed (which frees room for others). And when every silent
-//     connection is young, a lighter newcomer still takes one.
+//     only from a group with two more silent ones, a move that lowers the
+//     sum of the squares of the groups' silent counts, so such moves stop
+//     unless connections are closed (which frees room for others). And
+//     when every silent connection is young, a lighter newcomer still
+//     takes one.
 //   - An exempt newcomer (a reverse proxy carrying many clients) competes
 //     as a group with no connections, so it may shed its own idle or old
 //     silent ones (not its young ones, which may be in their handshake).
