@@ -391,15 +391,9 @@ func submit(ctx context.Context, hc *http.Client, prefix string, body, leaf []by
 		case errors.As(err, &ne) && ne.Timeout():
 			return "timeout"
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			if os.Getenv("FAIRTEST_DEBUG") != "" {
-				fmt.Fprintln(os.Stderr, "fairtest:", err)
-			}
 			return "connection closed"
 		case errors.Is(err, syscall.ECONNRESET):
 			return "connection reset"
-		}
-		if os.Getenv("FAIRTEST_DEBUG") != "" {
-			fmt.Fprintln(os.Stderr, "fairtest:", err)
 		}
 		return "connection"
 	}
