@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -420,6 +421,41 @@ func (c *Client) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
 		return nil, err
 	}
 	return c.VerifyCheckpoint(b)
+}
+
+// WaitCheckpoint is Checkpoint for a tool's first contact with a log,
+// which a busy log may push back: a retryable failure (429 or 503, with or
+// without Retry-After, another 5xx, a timeout, a refused or reset
+// connection) is tried again after the wait the log asked for, or an
+// exponential backoff, for as long as patience allows in all. A wait that
+// would end past patience is not begun: the last failure is returned at
+// once, saying how long the log was given.
+func (c *Client) WaitCheckpoint(ctx context.Context, patience time.Duration) (*SignedCheckpoint, error) {
+	deadline := time.Now().Add(patience)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	p := fetchRetry(math.MaxInt32)
+	p.MaxRetryAfter = patience
+	r := p.Start(wctx)
+	var err error
+	for r.Next() {
+		var b []byte
+		if b, err = c.fetchOnce(wctx, "checkpoint", maxCheckpointSize); err == nil {
+			return c.VerifyCheckpoint(b)
+		}
+		after, _ := RetryAfter(err)
+		if !Retryable(err) || ctx.Err() != nil {
+			return nil, &FetchError{Path: "checkpoint", Err: err}
+		}
+		if !r.Retry(after) || time.Now().Add(r.Wait()).After(deadline) {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, &FetchError{Path: "checkpoint", Err: err}
+	}
+	return nil, fmt.Errorf("the log did not serve its checkpoint within %v, trying %d times: %w",
+		patience, r.Attempt(), &FetchError{Path: "checkpoint", Err: err})
 }
 
 // FetchCheckpoint fetches the log's signed checkpoint without verifying it

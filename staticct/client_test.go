@@ -414,3 +414,60 @@ func TestFetchRetries(t *testing.T) {
 		t.Errorf("retried a 429 with Retry-After: 1 after %v", d)
 	}
 }
+
+// TestWaitCheckpoint: a log that answers 503 with Retry-After (as Mosaic's
+// connection caps do) or resets connections is asked again after the wait
+// it asked for until it serves its checkpoint; one that keeps refusing is
+// given up on once patience would be exceeded, with a message saying so.
+func TestWaitCheckpoint(t *testing.T) {
+	l := newLog(t, fakelog.Options{})
+	var mu sync.Mutex
+	refusals, requests := 2, 0
+	var times []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		times = append(times, time.Now())
+		refuse := refusals != 0
+		if refusals > 0 {
+			refusals--
+		}
+		mu.Unlock()
+		if refuse {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the log's server has too many connections open; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		l.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: srv.URL + "/", PublicKey: l.PublicKeyDER(), Origin: l.Origin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := c.WaitCheckpoint(context.Background(), time.Minute)
+	if err != nil || cp == nil {
+		t.Fatalf("after two 503s: %v", err)
+	}
+	mu.Lock()
+	if requests != 3 {
+		t.Errorf("%d requests, want 3", requests)
+	}
+	if d := times[1].Sub(times[0]); d < time.Second {
+		t.Errorf("came back %v after a 503 with Retry-After: 1", d)
+	}
+	// Now it refuses for good: given 2.5 s, the client tries three
+	// times (at 0, 1 and 2 s) and does not begin a wait past the end.
+	refusals, requests = -1, 0
+	mu.Unlock()
+	_, err = c.WaitCheckpoint(context.Background(), 2500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not serve its checkpoint within 2.5s") || !strings.Contains(err.Error(), "503") {
+		t.Errorf("a log that keeps refusing: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests != 3 {
+		t.Errorf("%d requests in 2.5 s with Retry-After: 1, want 3", requests)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -62,9 +63,14 @@ type Limits struct {
 	// of it, less a reserve for storage and databases, at most 65536.
 	MaxConnections int `yaml:"max_connections,omitempty"`
 	// MaxConnectionsPerClient is the most connections open at once from
-	// one client address (an IPv4 address or an IPv6 /64). The default is
-	// a quarter of MaxConnections, at most 1024.
+	// one client address (an IPv4 address or an IPv6 prefix of
+	// IPv6ClientPrefix bits). The default is a quarter of MaxConnections,
+	// at most 1024. Near the global cap the cap in force shrinks as more
+	// addresses compete (package netlimit).
 	MaxConnectionsPerClient int `yaml:"max_connections_per_client,omitempty"`
+	// IPv6ClientPrefix is the prefix length IPv6 client addresses are
+	// grouped by for the per-client cap: 64 (the default) to 48.
+	IPv6ClientPrefix int `yaml:"ipv6_client_prefix,omitempty"`
 	// PerClientExempt are client address ranges (CIDR) the per-client cap
 	// does not apply to: a reverse proxy or load balancer in front of the
 	// log, whose connections carry many clients. Unset means loopback
@@ -670,6 +676,9 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 	}
 	if lim.IdleTimeout < time.Second || lim.IdleTimeout > 10*time.Minute {
 		bad("limits.idle_timeout", "%v is out of range (1s to 10m)", lim.IdleTimeout)
+	}
+	if p := lim.IPv6ClientPrefix; p != 0 && (p < netlimit.MinIPv6Prefix || p > netlimit.MaxIPv6Prefix) {
+		bad("limits.ipv6_client_prefix", "/%d is out of range (/%d to /%d; the default is /%d)", p, netlimit.MinIPv6Prefix, netlimit.MaxIPv6Prefix, netlimit.DefaultIPv6Prefix)
 	}
 	if lim.MemoryMB != 0 && (lim.MemoryMB < 32 || lim.MemoryMB > 1<<20) {
 		bad("limits.memory_mb", "%d is out of range (32 to 1048576, in MiB)", lim.MemoryMB)

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -359,6 +360,12 @@ func TestValidationErrorsNameTheirField(t *testing.T) {
 		{"idle_timeout too short", func(t *testing.T) string {
 			return "limits: {idle_timeout: 500ms}\n" + base()
 		}, "limits.idle_timeout"},
+		{"IPv6 client prefix too short", func(t *testing.T) string {
+			return "limits: {ipv6_client_prefix: 32}\n" + base()
+		}, "limits.ipv6_client_prefix"},
+		{"IPv6 client prefix too long", func(t *testing.T) string {
+			return "limits: {ipv6_client_prefix: 128}\n" + base()
+		}, "limits.ipv6_client_prefix"},
 		{"unknown limits field", func(t *testing.T) string {
 			return "limits: {max_conns: 5}\n" + base()
 		}, "max_conns"},
@@ -674,5 +681,18 @@ func TestMemoryLimit(t *testing.T) {
 	}
 	if _, err := Parse([]byte("limits: {memory_mb: 4}\n" + base())); err == nil || !strings.Contains(err.Error(), "limits.memory_mb") {
 		t.Errorf("a 4 MiB limit: %v, want an error naming limits.memory_mb", err)
+	}
+}
+
+// TestIPv6ClientPrefix: limits.ipv6_client_prefix takes /48 to /64.
+func TestIPv6ClientPrefix(t *testing.T) {
+	for _, p := range []int{48, 56, 64} {
+		c, err := Parse([]byte("limits: {ipv6_client_prefix: " + strconv.Itoa(p) + "}\n" + base()))
+		if err != nil {
+			t.Fatalf("ipv6_client_prefix %d: %v", p, err)
+		}
+		if c.Limits.IPv6ClientPrefix != p {
+			t.Errorf("ipv6_client_prefix %d parsed as %d", p, c.Limits.IPv6ClientPrefix)
+		}
 	}
 }

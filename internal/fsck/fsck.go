@@ -89,6 +89,10 @@ type Problem struct {
 }
 
 // String formats the problem on one line.
+// firstCheckpointPatience bounds how long Check keeps asking a log that
+// pushes back for its checkpoint.
+const firstCheckpointPatience = time.Minute
+
 func (p Problem) String() string {
 	if p.Index >= 0 {
 		return fmt.Sprintf("%s: leaf %d: %s", p.Path, p.Index, p.Detail)
@@ -150,7 +154,9 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 	ck := &checker{opts: opts, maxLevel: maxLevel, c: opts.Client, res: &Result{}, issuers: make(map[[32]byte]*issuerState)}
 	size := opts.TreeSize
 	if size <= 0 {
-		cp, err := ck.c.Checkpoint(ctx)
+		// A busy log may push back (503 with Retry-After, or a
+		// reset): wait as it asks, for up to a minute.
+		cp, err := ck.c.WaitCheckpoint(ctx, firstCheckpointPatience)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

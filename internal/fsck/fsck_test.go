@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -371,5 +374,38 @@ func TestProgressAndCancel(t *testing.T) {
 	cancel()
 	if _, err := Check(ctx, Options{Client: fileClient(t, tl.dir, tl.pub)}); err == nil {
 		t.Error("Check with a canceled context succeeded")
+	}
+}
+
+// TestBusyLogAtStart: a log that refuses the first checkpoint fetches with
+// 503 and Retry-After (its connection caps, issue 25) more times than the
+// client's retries is waited for, and then checked.
+func TestBusyLogAtStart(t *testing.T) {
+	tl := buildLog(t, 300, false, false)
+	var refusals atomic.Int32
+	refusals.Store(4)
+	files := http.FileServer(http.Dir(tl.dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/checkpoint" && refusals.Add(-1) >= 0 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the log's server has too many connections open; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: srv.URL + "/", PublicKey: tl.pub, Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Check(context.Background(), Options{Client: c, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems {
+		t.Errorf("problem: %v", p)
+	}
+	if res.Checkpoint == nil || res.Entries != 300 {
+		t.Errorf("checked %d entries (checkpoint %v), want 300", res.Entries, res.Checkpoint != nil)
 	}
 }

@@ -35,6 +35,10 @@ import (
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
+// FirstCheckpointPatience bounds how long the hammer (and fsck) keep asking
+// a log that pushes back for the checkpoint they start from.
+const FirstCheckpointPatience = time.Minute
+
 // Config configures a run.
 type Config struct {
 	// Client talks to the log; it must have a submission prefix and the
@@ -180,7 +184,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	h.st = newStats(start)
 	h.ver = newVerifier(h.c, h.st, cfg.VerifyDelay)
-	cp0, err := h.c.Checkpoint(ctx)
+	// A busy log may refuse the first contact with 503 and Retry-After
+	// (its connection caps) or a reset: wait as it asks, for a while.
+	cp0, err := h.c.WaitCheckpoint(ctx, FirstCheckpointPatience)
 	if err != nil {
 		return nil, fmt.Errorf("hammer: fetching the log's checkpoint: %w", err)
 	}

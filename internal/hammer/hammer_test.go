@@ -3,8 +3,10 @@ package hammer
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,5 +183,43 @@ func TestVerifier(t *testing.T) {
 	v.poll(ctx, true) // counted once, not on every poll
 	if n := st.snapshot(time.Now()).FailureCount(); n != 4 {
 		t.Errorf("failures after a second poll: %d, want 4", n)
+	}
+}
+
+// TestBusyLogAtStart: the hammer's first checkpoint fetch is refused with
+// 503 and Retry-After (a log at its connection caps, issue 25) more times
+// than the client retries; the hammer waits as asked and runs.
+func TestBusyLogAtStart(t *testing.T) {
+	l, err := fakelog.New(fakelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusals atomic.Int32
+	refusals.Store(4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/checkpoint" && refusals.Add(-1) >= 0 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the log's server has too many connections open; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		l.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := staticct.New(staticct.Config{
+		SubmissionPrefix: srv.URL + "/", MonitoringPrefix: srv.URL + "/",
+		PublicKey: l.PublicKeyDER(), Origin: l.Origin(), Retries: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Config{
+		Client: c, Root: testRoot(t), Count: 20, Workers: 2, Premint: 20,
+		Poll: 10 * time.Millisecond, VerifyDelay: 20 * time.Millisecond, Drain: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("a log that pushed back at the start: %v", err)
+	}
+	if r.Accepted != 20 || r.InclusionsVerified != 20 {
+		t.Errorf("accepted %d, verified %d; want 20", r.Accepted, r.InclusionsVerified)
 	}
 }

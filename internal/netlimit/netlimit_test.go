@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,12 +23,17 @@ import (
 // address.
 func serve(t *testing.T, lim *Limiter) string {
 	t.Helper()
+	return serveHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+}
+
+func serveHandler(t *testing.T, lim *Limiter, h http.Handler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{
-		Handler:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
+		Handler:   h,
 		ConnState: lim.ConnState,
 	}
 	go srv.Serve(lim.Wrap(ln, Answer503))
@@ -190,19 +197,31 @@ func TestShedIdleNearGlobalCap(t *testing.T) {
 	}
 }
 
-// TestGlobalCapRefuses: connections that are not idle (here: opened but
-// with no request yet, as a slow or hostile client holds them) cannot be
-// shed, so a connection over the global cap gets 503.
+// TestGlobalCapRefuses: active connections (requests being served) are
+// never shed, so a connection over the global cap held by them gets 503.
 func TestGlobalCapRefuses(t *testing.T) {
 	lim := newLimiter(t, 16, 16)
-	addr := serve(t, lim)
-	for range 16 {
-		dial(t, "127.0.0.1", addr)
+	release := make(chan struct{})
+	defer close(release)
+	var inHandler sync.WaitGroup
+	inHandler.Add(16)
+	addr := serveHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inHandler.Done()
+		<-release
+	}))
+	for i := range 16 {
+		// Two clients of 8 (the shrinking cap's floor), which the cap
+		// allows them under pressure.
+		c := dial(t, fmt.Sprintf("127.0.0.%d", 3+i%2), addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: log.example\r\n\r\n")
 	}
-	waitFor(t, "16 open connections", func() bool { return lim.Open() == 16 })
+	inHandler.Wait()
 	want503(t, dial(t, "127.0.0.2", addr), "too many connections open")
 	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonGlobal)); got != 1 {
 		t.Errorf("refused{global} = %v, want 1", got)
+	}
+	if shed := testutil.ToFloat64(lim.shed) + testutil.ToFloat64(lim.shedSilent); shed != 0 {
+		t.Errorf("%v connections shed, but every one was being served", shed)
 	}
 }
 
@@ -270,6 +289,7 @@ func TestTLSListener(t *testing.T) {
 }
 
 func TestClientKey(t *testing.T) {
+	lim := newLimiter(t, 10, 10)
 	tests := []struct{ addr, want string }{
 		{"127.0.0.1:1234", "127.0.0.1"},
 		{"[::ffff:192.0.2.7]:443", "192.0.2.7"},
@@ -279,12 +299,19 @@ func TestClientKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ap := netip.MustParseAddrPort(tt.addr)
-		got := clientKey(net.TCPAddrFromAddrPort(ap))
+		got := lim.clientKey(net.TCPAddrFromAddrPort(ap))
 		if got.String() != tt.want {
 			t.Errorf("clientKey(%s) = %s, want %s", tt.addr, got, tt.want)
 		}
 	}
-	if a, b := clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1")}); a == b {
+	lim48, err := New(Config{Max: 10, PerClient: 10, IPv6Prefix: 48})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := lim48.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), lim48.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:ff::1")}); a != b || a.String() != "2001:db8:1::" {
+		t.Errorf("grouped by /48: keys %s and %s, want 2001:db8:1:: for both", a, b)
+	}
+	if a, b := lim.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), lim.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1")}); a == b {
 		t.Errorf("different /64s share a key: %s", a)
 	}
 }
@@ -346,3 +373,4 @@ type fakeConn struct {
 }
 
 func (f fakeConn) RemoteAddr() net.Addr { return f.remote }
+func (f fakeConn) Close() error         { return nil }

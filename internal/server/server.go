@@ -657,7 +657,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
 	}
-	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, Exempt: exempt, Registerer: s.reg})
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: exempt, Registerer: s.reg})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/httpapi"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/server"
 	"github.com/mosaic-ct/mosaic/internal/testca"
@@ -230,11 +231,12 @@ func TestOneClientCannotStarveTheLog(t *testing.T) {
 	}
 	s.submit(t, "127.0.0.2")
 
-	// A crowd of clients, each within its cap, holds more idle connections
-	// than the process allows in all.
-	for i := range 6 {
+	// A crowd of clients, each within the floor of the per-client cap
+	// (which shrinks near the global cap as more clients compete), holds
+	// more idle connections than the process allows in all.
+	for i := range 45 {
 		from := fmt.Sprintf("127.0.0.%d", 10+i)
-		for range perClient {
+		for range netlimit.MinPerClient {
 			if resp := dialFrom(t, from, s.addr).get(t, "/checkpoint"); resp.StatusCode != 200 {
 				t.Fatalf("client %s within its cap: %s", from, resp.Status)
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
@@ -106,12 +107,13 @@ func TestConnectionFlood(t *testing.T) {
 		t.Errorf("one client opening %d connections had %d served, want %d (%d refused)", 5*perClient, served, perClient, refused)
 	}
 
-	// A crowd, each client within its cap, opens more connections than
-	// the process has file descriptors.
+	// A crowd, each client within the floor of its cap (which shrinks
+	// near the global cap as more clients compete), opens more
+	// connections than the process has file descriptors.
 	crowd := 0
 	for i := 0; crowd <= fdLimit; i++ {
 		from := fmt.Sprintf("127.0.0.%d", 10+i)
-		for range perClient {
+		for range netlimit.MinPerClient {
 			if code, _ := getFrom(t, from, addr, "/checkpoint"); code != 200 {
 				t.Fatalf("client %s within its cap got %d: idle connections should have been shed", from, code)
 			}
