@@ -10,6 +10,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/roots"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
@@ -52,10 +53,17 @@ func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
 
 // clientLimitConfig turns a log's per-client admission fields into what
 // ctlog needs: the log is under pressure when a pool's worth of
-// submissions is in flight, the threshold per_issuer_share uses too.
-func clientLimitConfig(lc *config.Log, exempt []netip.Prefix) ctlog.ClientLimitConfig {
+// submissions is in flight, the threshold per_issuer_share uses too. IPv6
+// clients are grouped as the connection caps group them
+// (limits.ipv6_client_prefix), so one setting says what a client is.
+func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) ctlog.ClientLimitConfig {
 	a := lc.Admission
+	ipv6 := c.Limits.IPv6ClientPrefix
+	if ipv6 == 0 {
+		ipv6 = netlimit.DefaultIPv6Prefix
+	}
 	return ctlog.ClientLimitConfig{
+		IPv6Bits:      ipv6,
 		Rate:          *a.PerClientRate,
 		Burst:         a.PerClientBurst,
 		AddChainShare: a.PerClientAddChainShare,

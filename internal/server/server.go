@@ -259,7 +259,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Description:      lc.Description,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
-		ClientLimits:     ctlog.NewClientLimiter(clientLimitConfig(lc, exempt)),
+		ClientLimits:     ctlog.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 	}
