@@ -499,7 +499,7 @@ func (c *Client) VerifyLogSignature(signed []byte) (*SignedCheckpoint, error) {
 	v, err := checkpoint.VerifyAll(signed, origin, c.pub, c.logID, c.required)
 	if err != nil {
 		if first, _, _ := bytes.Cut(signed, []byte("\n")); string(first) != origin {
-			return nil, verifyErr(VerifyCheckpointOrigin, "checkpoint origin %q, want %q", first, origin)
+			return nil, &VerifyError{Kind: VerifyCheckpointOrigin, Err: &OriginError{Got: string(first), Want: origin}}
 		}
 		return nil, &VerifyError{Kind: VerifyCheckpointSignature, Err: err}
 	}

@@ -100,6 +100,15 @@ const (
 	VerifyIssuer                = "issuer"
 )
 
+// OriginError is the detail of a VerifyCheckpointOrigin failure: the log's
+// checkpoint names another origin than the client was configured with. On
+// first contact that is a configuration mistake rather than the log's.
+type OriginError struct {
+	Got, Want string
+}
+
+func (e *OriginError) Error() string { return fmt.Sprintf("checkpoint origin %q, want %q", e.Got, e.Want) }
+
 func verifyErr(kind string, format string, args ...any) error {
 	return &VerifyError{Kind: kind, Err: fmt.Errorf(format, args...)}
 }

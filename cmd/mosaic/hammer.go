@@ -167,6 +167,12 @@ func runHammer(ctx context.Context, args []string) error {
 		if hammer.FailureKind(err) == hammer.KindUnreachable {
 			return &exitError{hammer.ExitUnreachable, fmt.Sprintf("the log is unreachable: %v", err)}
 		}
+		if oe := (*staticct.OriginError)(nil); errors.As(err, &oe) {
+			// The first checkpoint names another origin: the flags name
+			// another log (or none of its forms), the user's mistake.
+			return &exitError{2, fmt.Sprintf("the log's checkpoint has origin %q, not %q: pass the log's origin with -origin "+
+				"(by default it is the submission prefix without its scheme and trailing slash)", oe.Got, oe.Want)}
+		}
 		if ve := (*staticct.VerifyError)(nil); errors.As(err, &ve) {
 			// The first checkpoint already fails verification (a bad
 			// signature, or missing witness cosignatures).
