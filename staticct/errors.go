@@ -107,7 +107,9 @@ type OriginError struct {
 	Got, Want string
 }
 
-func (e *OriginError) Error() string { return fmt.Sprintf("checkpoint origin %q, want %q", e.Got, e.Want) }
+func (e *OriginError) Error() string {
+	return fmt.Sprintf("checkpoint origin %q, want %q", e.Got, e.Want)
+}
 
 func verifyErr(kind string, format string, args ...any) error {
 	return &VerifyError{Kind: kind, Err: fmt.Errorf(format, args...)}
