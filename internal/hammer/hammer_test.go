@@ -223,3 +223,29 @@ func TestBusyLogAtStart(t *testing.T) {
 		t.Errorf("accepted %d, verified %d; want 20", r.Accepted, r.InclusionsVerified)
 	}
 }
+
+// pastDeadline is a context whose deadline has passed while its timer has
+// not yet marked it done: what a read sees when its connection's deadline
+// (set to the context's by the lean client) fires first.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestRunEnded: a read that fails after the run's deadline is the run's
+// end, not a read error, even before the context reports it.
+func TestRunEnded(t *testing.T) {
+	if runEnded(context.Background()) {
+		t.Error("a context without deadline counts as ended")
+	}
+	if !runEnded(pastDeadline{context.Background()}) {
+		t.Error("a context past its deadline whose timer has not fired counts as running")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	if runEnded(ctx) {
+		t.Error("a context an hour from its deadline counts as ended")
+	}
+	cancel()
+	if !runEnded(ctx) {
+		t.Error("a cancelled context counts as running")
+	}
+}

@@ -50,7 +50,7 @@ func (h *hammer) reader(ctx context.Context, lim *Limiter, startSize int64) {
 		}
 		if err != nil {
 			// A read cut short because the run ended is not a read error.
-			if ctx.Err() == nil && staticct.Classify(err) != staticct.KindCanceled {
+			if !runEnded(ctx) && staticct.Classify(err) != staticct.KindCanceled {
 				h.st.reads.Add(1)
 				h.st.readError(err, path)
 			}
@@ -60,6 +60,19 @@ func (h *hammer) reader(ctx context.Context, lim *Limiter, startSize int64) {
 		h.st.reads.Add(1)
 		h.st.readBytes.Add(int64(len(b)))
 	}
+}
+
+// runEnded reports whether ctx, the run's submission phase, is over. Its
+// deadline counts as well as its Err: the lean client sets a connection's
+// deadline to the context's, so a read can fail with a timeout from the
+// socket a moment before the context's own timer marks it done, and that
+// read was cut off by the run, not by the log.
+func runEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // randomTile picks a tile of a tree of the given size (> 0): the tile
