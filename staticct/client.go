@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -423,6 +424,9 @@ func (c *Client) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
 	return c.VerifyCheckpoint(b)
 }
 
+// refusedPatience is how long WaitCheckpoint retries refused connections.
+const refusedPatience = 5 * time.Second
+
 // WaitCheckpoint is Checkpoint for a tool's first contact with a log,
 // which a busy log may push back: a retryable failure (429 or 503, with or
 // without Retry-After, another 5xx, a timeout, a refused or reset
@@ -445,6 +449,12 @@ func (c *Client) WaitCheckpoint(ctx context.Context, patience time.Duration) (*S
 		}
 		after, _ := RetryAfter(err)
 		if !Retryable(err) || ctx.Err() != nil {
+			return nil, &FetchError{Path: "checkpoint", Err: err}
+		}
+		// A refused connection means nothing listens there: a busy
+		// log pushes back or resets instead. Give a restarting log a
+		// few seconds, not the whole patience.
+		if errors.Is(err, syscall.ECONNREFUSED) && time.Since(deadline.Add(-patience)) > refusedPatience {
 			return nil, &FetchError{Path: "checkpoint", Err: err}
 		}
 		if !r.Retry(after) || time.Now().Add(r.Wait()).After(deadline) {

@@ -118,18 +118,28 @@ func runFsck(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	printFsck(os.Stdout, c, res)
+	printFsck(os.Stdout, c, res, *consistencyOnly)
 	switch {
 	case res.Forked():
 		msg := fmt.Sprintf("FORK: %s signed with the log's key cannot both be true; the log has a split view", pairs(len(res.Forks)))
 		if res.ProblemCount > 0 {
-			msg += fmt.Sprintf(" (and %d other problems)", res.ProblemCount)
+			msg += fmt.Sprintf(" (and %s more)", problems(res.ProblemCount))
 		}
 		return &exitError{exitFork, msg}
+	case res.Unreachable != nil:
+		return fmt.Errorf("the log could not be reached, so nothing was checked: %w", res.Unreachable)
 	case !res.OK():
-		return fmt.Errorf("%d problems found", res.ProblemCount)
+		return fmt.Errorf("%s found", problems(res.ProblemCount))
 	}
 	return nil
+}
+
+// problems says "1 problem" or "n problems".
+func problems(n int64) string {
+	if n == 1 {
+		return "1 problem"
+	}
+	return fmt.Sprintf("%d problems", n)
 }
 
 // pairs says "1 pair of checkpoints" or "n pairs of checkpoints".
@@ -198,7 +208,7 @@ func progressBar(w io.Writer) func(done, total int64) {
 }
 
 // printFsck prints the summary of a check.
-func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result) {
+func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result, consistencyOnly bool) {
 	fmt.Fprintf(w, "log:          %s\n", c.MonitoringPrefix())
 	if cp := res.Checkpoint; cp != nil {
 		fmt.Fprintf(w, "checkpoint:   origin %s, size %d, signed %s\n", cp.Origin, cp.Size,
@@ -209,11 +219,18 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result) {
 	if res.Walked && (res.TreeSize > 0 || res.Entries > 0) {
 		fmt.Fprintf(w, "root hash:    %v (recomputed from the data tiles)\n", res.RootHash)
 	}
-	if res.Walked {
+	switch {
+	case res.Unreachable != nil:
+		fmt.Fprintln(w, "checked:      nothing (the log could not be reached)")
+		fmt.Fprintf(w, "result:       UNREACHABLE: %v\n", res.Unreachable)
+		return
+	case res.Walked:
 		fmt.Fprintf(w, "checked:      %d entries (%d precertificates), %d data tiles, %d hash tiles, %d issuers\n",
 			res.Entries, res.Precerts, res.DataTiles, res.HashTiles, res.Issuers)
-	} else {
+	case consistencyOnly:
 		fmt.Fprintln(w, "checked:      checkpoints only (-consistency-only), not every tile")
+	default:
+		fmt.Fprintln(w, "checked:      the checkpoint only (the walk of the tiles did not start)")
 	}
 	for i, t := range res.Compared {
 		label := "compared:"
@@ -237,10 +254,10 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result) {
 	if len(res.Forks) > 0 {
 		fmt.Fprintf(w, "result:       FORK (%d)", len(res.Forks))
 		if res.ProblemCount > 0 {
-			fmt.Fprintf(w, ", and %d PROBLEMS", res.ProblemCount)
+			fmt.Fprintf(w, ", and %s", strings.ToUpper(problems(res.ProblemCount)))
 		}
 	} else {
-		fmt.Fprintf(w, "result:       %d PROBLEMS", res.ProblemCount)
+		fmt.Fprintf(w, "result:       %s", strings.ToUpper(problems(res.ProblemCount)))
 	}
 	if int64(len(res.Problems)) < res.ProblemCount {
 		fmt.Fprintf(w, " (the first %d in log order)", len(res.Problems))

@@ -123,10 +123,15 @@ type Result struct {
 	Forks []Fork
 	// Walked is whether every tile was checked (not ConsistencyOnly).
 	Walked bool
+	// Unreachable is why the log's checkpoint could not be fetched
+	// (refused or reset connections, timeouts, pushback, 5xx), in which
+	// case nothing was checked.
+	Unreachable error
 }
 
-// OK reports whether no problem and no fork was found.
-func (r *Result) OK() bool { return r.ProblemCount == 0 && len(r.Forks) == 0 }
+// OK reports whether the log was checked and no problem and no fork was
+// found.
+func (r *Result) OK() bool { return r.Unreachable == nil && r.ProblemCount == 0 && len(r.Forks) == 0 }
 
 // Forked reports whether a fork was found.
 func (r *Result) Forked() bool { return len(r.Forks) > 0 }
@@ -160,6 +165,13 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			// A log that cannot be reached has shown nothing wrong:
+			// the check did not run. A checkpoint it served that
+			// fails verification is a problem with the log.
+			if k := staticct.Classify(err); k != staticct.KindVerify && k != staticct.KindClient && k != staticct.KindOther {
+				ck.res.Unreachable = err
+				return ck.finish(), nil
 			}
 			ck.problem(Problem{Path: "checkpoint", Index: -1, Detail: err.Error()})
 			return ck.finish(), nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -407,5 +408,31 @@ func TestBusyLogAtStart(t *testing.T) {
 	}
 	if res.Checkpoint == nil || res.Entries != 300 {
 		t.Errorf("checked %d entries (checkpoint %v), want 300", res.Entries, res.Checkpoint != nil)
+	}
+}
+
+// TestUnreachableLog: a log nothing listens for is not a log with problems:
+// the check says it could not run (Unreachable), counts no problem, and
+// does not wait out the busy-log patience on refused connections.
+func TestUnreachableLog(t *testing.T) {
+	tl := buildLog(t, 1, false, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: "http://" + addr + "/", PublicKey: tl.pub, Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), firstCheckpointPatience/2)
+	defer cancel()
+	res, err := Check(ctx, Options{Client: c})
+	if err != nil {
+		t.Fatalf("Check of an unreachable log: %v (it took longer than half the busy-log patience?)", err)
+	}
+	if res.Unreachable == nil || res.ProblemCount != 0 || res.OK() {
+		t.Errorf("unreachable log: Unreachable %v, %d problems, OK %v; want Unreachable, no problem, not OK", res.Unreachable, res.ProblemCount, res.OK())
 	}
 }
