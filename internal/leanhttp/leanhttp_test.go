@@ -318,8 +318,10 @@ func TestTimeouts(t *testing.T) {
 	})
 
 	t.Run("trickled head", func(t *testing.T) {
-		c, br := dialTest(t, ts.addr)
+		// t0 before the dial: the server's deadline counts from its
+		// accept, which may come before the client's dial returns.
 		t0 := time.Now()
+		c, br := dialTest(t, ts.addr)
 		closed := make(chan time.Duration, 1)
 		go func() {
 			closedByServer(br)
