@@ -1,7 +1,6 @@
 package sequencer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"syscall"
@@ -40,21 +39,8 @@ func BenchmarkRoundCheckpointSigners(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cert := bytes.Repeat([]byte{0x42}, 2048)
-				n := 0
 				cpu := cpuNow(b)
-				for b.Loop() {
-					batch := make([]*waiter, perRound)
-					for i := range batch {
-						p := pending(n)
-						p.Entry.Certificate = append(fmt.Appendf(nil, "%d", n), cert...)
-						batch[i] = &waiter{p: p, done: make(chan struct{})}
-						n++
-					}
-					if err := s.sequence(ctx, batch); err != nil {
-						b.Fatal(err)
-					}
-				}
+				sequenceRounds(ctx, b, s, perRound)
 				b.ReportMetric(float64((cpuNow(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/round")
 			})
 		}

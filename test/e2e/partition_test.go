@@ -243,6 +243,25 @@ func watchLeaders(a, b *partitionProcess) (stop func() (both, changes int)) {
 	}
 }
 
+// startPartitionPair starts a leader (a) and a standby (b) of one log on
+// MinIO and PostgreSQL behind their own proxies, a ledger watching the log,
+// and n submitters, and returns once SCTs flow. cancel stops the watch,
+// whose end watched says.
+func startPartitionPair(t *testing.T, n int) (l *partitionLog, a, b *partitionProcess, ld *ledger, stop func() []submitOutcome, cancel context.CancelFunc, watched <-chan struct{}) {
+	t.Helper()
+	l = newPartitionLog(t)
+	a = l.start(t, "a", 0, "")
+	a.waitLeading(t, 2*l.lease)
+	b = l.start(t, "b", 0, "")
+	ld = newLedger(t, l.dir, 30*time.Second)
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	watched = ld.watch(ctx, 200*time.Millisecond)
+	stop = submitters(t, ld, n)
+	waitFor(t, 30*time.Second, "SCTs flow", func() bool { return ld.count() >= 20 })
+	return l, a, b, ld, stop, cancel, watched
+}
+
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -275,16 +294,8 @@ func checkLedger(t *testing.T, ld *ledger) {
 // reaches MinIO again, which then leads. Nothing is lost or forked. The
 // FAILOVER line gives the failover time.
 func TestPartitionLeaderLosesStorage(t *testing.T) {
-	l := newPartitionLog(t)
-	a := l.start(t, "a", 0, "")
-	a.waitLeading(t, 2*l.lease)
-	b := l.start(t, "b", 0, "")
-	ld := newLedger(t, l.dir, 30*time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
+	l, a, b, ld, stop, cancel, watched := startPartitionPair(t, 4)
 	defer cancel()
-	watched := ld.watch(ctx, 200*time.Millisecond)
-	stop := submitters(t, ld, 4)
-	waitFor(t, 30*time.Second, "SCTs flow", func() bool { return ld.count() >= 20 })
 
 	cut := time.Now()
 	a.s3.Freeze()
@@ -356,16 +367,8 @@ func TestPartitionLeaderLosesStorage(t *testing.T) {
 // commit it did not make, so it keeps the lease: one handover), and
 // nothing is lost or forked.
 func TestPartitionOldLeaderCannotCommitLate(t *testing.T) {
-	l := newPartitionLog(t)
-	a := l.start(t, "a", 0, "")
-	a.waitLeading(t, 2*l.lease)
-	b := l.start(t, "b", 0, "")
-	ld := newLedger(t, l.dir, 30*time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
+	l, a, b, ld, stop, cancel, watched := startPartitionPair(t, 8)
 	defer cancel()
-	watched := ld.watch(ctx, 200*time.Millisecond)
-	stop := submitters(t, ld, 8)
-	waitFor(t, 30*time.Second, "SCTs flow", func() bool { return ld.count() >= 20 })
 	leaders := watchLeaders(a, b)
 
 	cut := time.Now()
