@@ -33,10 +33,13 @@ type configuredLog struct {
 	addr    string // plain HTTP listener
 	prefix  string // submission prefix
 	s       *devServer
+	created bool
 }
 
 // newConfiguredLog writes key and config (logExtra is added to the log's
-// section, listenExtra to the listen list) and creates the log.
+// section, listenExtra to the listen list); the first start creates the
+// log, once the test has written the files the config names (create reads
+// the roots files, as serve does).
 func newConfiguredLog(t *testing.T, logExtra, listenExtra string) *configuredLog {
 	t.Helper()
 	dir := t.TempDir()
@@ -60,16 +63,20 @@ logs:
 	if err := os.WriteFile(l.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(mosaicBinary(t), "create", "-config", l.cfgPath).CombinedOutput(); err != nil {
-		t.Fatalf("mosaic create: %v\n%s", err, out)
-	}
 	return l
 }
 
-// start runs 'mosaic serve' and waits until /health answers 200.
+// start runs 'mosaic serve' (after 'mosaic create' the first time) and
+// waits until /health answers 200.
 func (l *configuredLog) start() {
 	t := l.t
 	t.Helper()
+	if !l.created {
+		if out, err := exec.Command(mosaicBinary(t), "create", "-config", l.cfgPath).CombinedOutput(); err != nil {
+			t.Fatalf("mosaic create: %v\n%s", err, out)
+		}
+		l.created = true
+	}
 	l.s = launch(t, []string{"serve", "-config", l.cfgPath}, nil)
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		if resp, err := http.Get("http://" + l.addr + "/health"); err == nil {
