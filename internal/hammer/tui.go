@@ -293,14 +293,14 @@ func (m *tui) render() string {
 		} else {
 			if kind == layoutWide {
 				writes, reads := m.writesPanel(half-4), m.readsPanel(w-half-4)
-				latency, tree := m.latencyPanel(), m.treePanel(w-half-4)
+				latency, tree := m.latencyPanel(half-4), m.treePanel(w-half-4)
 				hh := ratePanelLines + 2
 				parts = append(parts,
 					lipgloss.JoinHorizontal(lipgloss.Top, m.box("Writes", writes, half, hh, m.st.border), m.box("Reads", reads, w-half, hh, m.st.border)),
 					lipgloss.JoinHorizontal(lipgloss.Top, m.box("Latency (whole run)", latency, half, hh, m.st.border), m.box("Tree", tree, w-half, hh, m.st.border)))
 			} else {
 				writes, reads := m.writesPanel(w-4), m.readsPanel(w-4)
-				latency, tree := m.latencyPanel(), m.treePanel(w-4)
+				latency, tree := m.latencyPanel(w-4), m.treePanel(w-4)
 				parts = append(parts,
 					m.box("Writes", writes, w, ratePanelLines+2, m.st.border),
 					m.box("Reads", reads, w, ratePanelLines+2, m.st.border),
@@ -449,7 +449,10 @@ func (m *tui) spark(get func(sample) float64, unit string, w int) string {
 		vals[i] = get(s)
 		top = max(top, vals[i])
 	}
-	label := fmt.Sprintf("  max %.1f%s", top, unit)
+	label := "  max " + perSec(top)
+	if unit != "/s" {
+		label = fmt.Sprintf("  max %.1f%s", top, unit)
+	}
 	width := max(w-ansi.StringWidth(label), 1)
 	return sparkline(vals, width) + m.st.dim.Render(label)
 }
@@ -492,11 +495,39 @@ func (m *tui) writesPanel(w int) []string {
 	offered, accepted, _, _ := m.rates()
 	avg := float64(s.Accepted) / max(s.Elapsed.Seconds(), 1e-9)
 	return []string{
-		fmt.Sprintf("offered %s · accepted %s · avg %.1f/s", m.st.value.Render(fmt.Sprintf("%.1f/s", offered)), m.st.value.Render(fmt.Sprintf("%.1f/s", accepted)), avg),
+		fitFirst(w,
+			fmt.Sprintf("offered %s · accepted %s · avg %.1f/s", m.st.value.Render(perSec(offered)), m.st.value.Render(perSec(accepted)), avg),
+			fmt.Sprintf("off %s · acc %s · avg %.0f", m.st.value.Render(perSec(offered)), m.st.value.Render(perSec(accepted)), avg)),
 		m.spark(func(x sample) float64 { return x.accepted }, "/s", w),
-		fmt.Sprintf("accepted %d of %d offered · %d duplicates", s.Accepted, s.Offered, s.Duplicates),
-		fmt.Sprintf("awaiting verification %d · verified %d", s.Pending, s.Verified),
+		fitFirst(w,
+			fmt.Sprintf("accepted %d of %d offered · %d duplicates", s.Accepted, s.Offered, s.Duplicates),
+			fmt.Sprintf("accepted %d of %d · dup %d", s.Accepted, s.Offered, s.Duplicates),
+			fmt.Sprintf("acc %d/%d · dup %d", s.Accepted, s.Offered, s.Duplicates)),
+		fitFirst(w,
+			fmt.Sprintf("awaiting verification %d · verified %d", s.Pending, s.Verified),
+			fmt.Sprintf("unverified %d · verified %d", s.Pending, s.Verified)),
 	}
+}
+
+// perSec formats a rate, without decimals from 1,000/s on, so that figures
+// keep their width in narrow panels.
+func perSec(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.0f/s", v)
+	}
+	return fmt.Sprintf("%.1f/s", v)
+}
+
+// fitFirst returns the first of variants (the same figures, worded from the
+// fullest to the tersest) that fits in w columns, or the last: at 80
+// columns a panel is 36 wide, and a figure cut off behind "…" is lost.
+func fitFirst(w int, variants ...string) string {
+	for _, v := range variants {
+		if ansi.StringWidth(v) <= w {
+			return v
+		}
+	}
+	return variants[len(variants)-1]
 }
 
 func (m *tui) readsPanel(w int) []string {
@@ -517,13 +548,32 @@ func (m *tui) readsPanel(w int) []string {
 	}
 }
 
-func (m *tui) latencyPanel() []string {
+func (m *tui) latencyPanel(w int) []string {
+	// Where the five columns do not fit (41 wide), p90 goes: p50, p99
+	// and max say more about a run's tail.
+	cols := []string{"p50", "p90", "p99", "max"}
+	pick := func(x Summary) []float64 { return []float64{x.P50, x.P90, x.P99, x.Max} }
+	if w < 9+4*8 {
+		cols = []string{"p50", "p99", "max"}
+		pick = func(x Summary) []float64 { return []float64{x.P50, x.P99, x.Max} }
+	}
+	line := func(name string, vals []string) string {
+		l := fmt.Sprintf("%-9s", name)
+		for _, v := range vals {
+			l += fmt.Sprintf(" %7s", v)
+		}
+		return l
+	}
 	row := func(name string, x Summary) string {
-		return fmt.Sprintf("%-9s %7s %7s %7s %7s", name, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max))
+		var vals []string
+		for _, v := range pick(x) {
+			vals = append(vals, ms(v))
+		}
+		return line(name, vals)
 	}
 	s := m.cur
 	lines := []string{
-		m.st.dim.Render(fmt.Sprintf("%-9s %7s %7s %7s %7s", "", "p50", "p90", "p99", "max")),
+		m.st.dim.Render(line("", cols)),
 		row("add-chain", s.AddChain),
 		row("integrate", s.Integrate),
 	}
@@ -540,10 +590,16 @@ func (m *tui) treePanel(w int) []string {
 	if s.Offered > 0 {
 		cpu = fmt.Sprintf("%.0f µs/submission", float64(s.CPU.Microseconds())/float64(s.Offered))
 	}
+	size, grow := m.st.value.Render(fmt.Sprint(s.TreeSize)), m.st.value.Render(perSec(growth))
 	return []string{
-		fmt.Sprintf("size %s  growth %s  checkpoints %d", m.st.value.Render(fmt.Sprint(s.TreeSize)), m.st.value.Render(fmt.Sprintf("%.1f/s", growth)), s.Checkpoints),
+		fitFirst(w,
+			fmt.Sprintf("size %s  growth %s  checkpoints %d", size, grow, s.Checkpoints),
+			fmt.Sprintf("size %s · %s · %d checkpoints", size, grow, s.Checkpoints),
+			fmt.Sprintf("size %s · %s · %d cps", size, grow, s.Checkpoints)),
 		m.spark(func(x sample) float64 { return x.growth }, "/s", w),
-		fmt.Sprintf("started at %d · +%d this run", s.TreeSizeStart, s.TreeSize-s.TreeSizeStart),
+		fitFirst(w,
+			fmt.Sprintf("started at %d · +%d this run", s.TreeSizeStart, s.TreeSize-s.TreeSizeStart),
+			fmt.Sprintf("from %d · +%d", s.TreeSizeStart, s.TreeSize-s.TreeSizeStart)),
 		"hammer CPU " + cpu,
 	}
 }

@@ -508,3 +508,32 @@ func BenchmarkTUIFrame(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+// TestTUIFitsAt80x24: on the classic terminal, with the figures of a long
+// fast run (rates of thousands a second, counts in the millions), every
+// panel's figures are shown whole: none is cut off behind "…".
+func TestTUIFitsAt80x24(t *testing.T) {
+	l := newLiveTUI(t, 0, 20, 3000)
+	l.snap.Elapsed = 110 * time.Second
+	for i := range 10 {
+		s := l.snap
+		s.Offered, s.Accepted, s.Duplicates = int64(1_200_000+i*10_500), int64(1_080_000+i*9_871), 120_345
+		s.Pending, s.Verified = 2_981, int64(1_070_000+i*9_800)
+		s.TreeSizeStart, s.TreeSize, s.Checkpoints = 12_000_000, int64(13_080_000+i*9_871), int64(5_400+i*5)
+		s.Readers, s.Reads = 2, int64(2_000+i*20)
+		s.AddChain = Summary{P50: 297, P90: 410, P99: 473, Max: 1_234}
+		s.Integrate = Summary{P50: 30.1, P90: 67.1, P99: 80.4, Max: 250}
+		s.ReadLatency = Summary{P50: 3.2, P90: 34, P99: 142, Max: 980}
+		s.CPU = 55 * time.Second
+		l.tick()
+	}
+	screen := l.screen(80, 24)
+	if strings.Contains(screen, "…") {
+		t.Errorf("a figure is cut off at 80x24:\n%s", screen)
+	}
+	for _, want := range []string{"╭─ Writes", "╭─ Tree", "13168839", "dup 120345", "p99", "473ms", "verified 1158200", "9871/s"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("80x24: screen lacks %q:\n%s", want, screen)
+		}
+	}
+}
