@@ -439,9 +439,9 @@ func (m *tui) rates() (offered, accepted, reads, growth float64) {
 		rate(s.Reads, p.Reads, s, p), rate(s.TreeSize, p.TreeSize, s, p)
 }
 
-// spark draws the history of one figure in w columns: a sparkline of the
+// spark draws the history of one rate in w columns: a sparkline of the
 // latest samples that fit, and their maximum.
-func (m *tui) spark(get func(sample) float64, unit string, w int) string {
+func (m *tui) spark(get func(sample) float64, w int) string {
 	n := min(len(m.history), max(w-sparkLabel, 1))
 	top := 0.0
 	vals := make([]float64, n)
@@ -450,9 +450,6 @@ func (m *tui) spark(get func(sample) float64, unit string, w int) string {
 		top = max(top, vals[i])
 	}
 	label := "  max " + perSec(top)
-	if unit != "/s" {
-		label = fmt.Sprintf("  max %.1f%s", top, unit)
-	}
 	width := max(w-ansi.StringWidth(label), 1)
 	return sparkline(vals, width) + m.st.dim.Render(label)
 }
@@ -498,7 +495,7 @@ func (m *tui) writesPanel(w int) []string {
 		fitFirst(w,
 			fmt.Sprintf("offered %s · accepted %s · avg %.1f/s", m.st.value.Render(perSec(offered)), m.st.value.Render(perSec(accepted)), avg),
 			fmt.Sprintf("off %s · acc %s · avg %.0f", m.st.value.Render(perSec(offered)), m.st.value.Render(perSec(accepted)), avg)),
-		m.spark(func(x sample) float64 { return x.accepted }, "/s", w),
+		m.spark(func(x sample) float64 { return x.accepted }, w),
 		fitFirst(w,
 			fmt.Sprintf("accepted %d of %d offered · %d duplicates", s.Accepted, s.Offered, s.Duplicates),
 			fmt.Sprintf("accepted %d of %d · dup %d", s.Accepted, s.Offered, s.Duplicates),
@@ -542,7 +539,7 @@ func (m *tui) readsPanel(w int) []string {
 	}
 	return []string{
 		fmt.Sprintf("%d readers  rate %s  %s", s.Readers, m.st.value.Render(fmt.Sprintf("%.1f/s", reads)), errs),
-		m.spark(func(x sample) float64 { return x.reads }, "/s", w),
+		m.spark(func(x sample) float64 { return x.reads }, w),
 		fmt.Sprintf("reads %d", s.Reads),
 		fmt.Sprintf("latency p50 %s  p99 %s", ms(s.ReadLatency.P50), ms(s.ReadLatency.P99)),
 	}
@@ -596,7 +593,7 @@ func (m *tui) treePanel(w int) []string {
 			fmt.Sprintf("size %s  growth %s  checkpoints %d", size, grow, s.Checkpoints),
 			fmt.Sprintf("size %s · %s · %d checkpoints", size, grow, s.Checkpoints),
 			fmt.Sprintf("size %s · %s · %d cps", size, grow, s.Checkpoints)),
-		m.spark(func(x sample) float64 { return x.growth }, "/s", w),
+		m.spark(func(x sample) float64 { return x.growth }, w),
 		fitFirst(w,
 			fmt.Sprintf("started at %d · +%d this run", s.TreeSizeStart, s.TreeSize-s.TreeSizeStart),
 			fmt.Sprintf("from %d · +%d", s.TreeSizeStart, s.TreeSize-s.TreeSizeStart)),
