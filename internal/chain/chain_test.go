@@ -20,8 +20,8 @@ import (
 
 	"github.com/google/certificate-transparency-go/x509"
 
-	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 )
 
 // pki is a small test hierarchy:

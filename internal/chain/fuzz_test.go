@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/certificate-transparency-go/x509"
 
-	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testca/fixedca"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 )
 
 // fuzzWindow is the NotAfter window of the fuzzed log: wide enough for the

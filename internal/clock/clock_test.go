@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mosaic-ct/mosaic/internal/sentence"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 )
 
 func TestFromEnv(t *testing.T) {

@@ -23,11 +23,11 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/sct"
-	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testca/fixedca"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 

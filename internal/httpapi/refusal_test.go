@@ -19,8 +19,8 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
-	"github.com/mosaic-ct/mosaic/internal/sentence"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
