@@ -415,7 +415,7 @@ func TestDashboardIndexInBrowser(t *testing.T) {
 	if out, code := runMosaic(t, "create", "-config", cfg); code != 0 {
 		t.Fatalf("mosaic create exited with %d:\n%s", code, out)
 	}
-	l := &configuredLog{t: t, dir: dir, cfgPath: cfg, addr: addr}
+	l := &configuredLog{t: t, dir: dir, cfgPath: cfg, addr: addr, created: true}
 	l.start()
 
 	b.do(chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+addr+"/"))
