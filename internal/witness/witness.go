@@ -50,7 +50,8 @@ type Witness struct {
 	// URL is the witness's submission prefix: requests go to
 	// URL + "add-checkpoint".
 	URL string
-	// Key is the witness's cosignature verifier key (vkey).
+	// Key is the witness's cosignature verifier key (vkey): Ed25519
+	// cosignature/v1 (type 0x04) or ML-DSA-44 (type 0x06).
 	Key string
 }
 
@@ -71,7 +72,7 @@ type Status struct {
 // client talks to one witness.
 type client struct {
 	name, url string
-	verifier  *checkpoint.CosignatureVerifier
+	verifier  note.Verifier // Ed25519 or ML-DSA-44 (checkpoint.ParseCosignerKey)
 	hc        *http.Client
 	metrics   *metrics
 
