@@ -201,6 +201,12 @@ func (c *client) verify(signed, resp []byte) ([]byte, error) {
 			return nil, errors.New("response is not a list of note signature lines")
 		}
 	}
+	// Only lines with this witness's name and key ID reach c.verifier,
+	// which checks its own algorithm's exact signature length, so an
+	// Ed25519 line never counts for an ML-DSA-44 key nor the reverse.
+	// note.Open verifies one key at most once however many lines repeat
+	// it, so a hostile witness costs at most one ML-DSA-44 verification
+	// per response (which maxResponse also bounds).
 	n, err := note.Open(append(bytes.Clone(signed), resp...), note.VerifierList(c.verifier))
 	if err != nil {
 		return nil, fmt.Errorf("no valid cosignature by %s in the response: %w", c.verifier.Name(), err)
