@@ -73,8 +73,8 @@ type Config struct {
 	// else an exponential backoff with full jitter (at most 5s).
 	// Submissions are never retried by the client: the caller decides.
 	Retries int
-	// WitnessKeys are the Ed25519 cosignature verifier keys
-	// (c2sp.org/tlog-cosignature) of witnesses whose cosignatures every
+	// WitnessKeys are the cosignature verifier keys
+	// (c2sp.org/tlog-cosignature: Ed25519 type 0x04 or ML-DSA-44 type 0x06) of witnesses whose cosignatures every
 	// checkpoint must carry, WitnessQuorum of them (default 1 when keys
 	// are given). Cosignature lines by other keys are ignored.
 	WitnessKeys   []string
@@ -100,7 +100,7 @@ type Client struct {
 	timeout    time.Duration
 	retries    int
 	cache      *tileCache
-	witnesses  []*checkpoint.CosignatureVerifier
+	witnesses  []note.Verifier // checkpoint.ParseCosignerKey: Ed25519 or ML-DSA-44
 	quorum     int
 	// required verify the log's own signatures named by
 	// Config.CheckpointKeys; each checks only its algorithm's signatures.
@@ -129,7 +129,7 @@ func New(cfg Config) (*Client, error) {
 		timeout: cfg.Timeout, retries: cfg.Retries, cache: newTileCache(4096),
 	}
 	for _, k := range cfg.WitnessKeys {
-		v, err := checkpoint.NewCosignatureVerifier(k)
+		v, err := checkpoint.ParseCosignerKey(k)
 		if err != nil {
 			return nil, fmt.Errorf("witness key %q: %w", k, err)
 		}

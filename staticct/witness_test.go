@@ -11,8 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -89,5 +92,79 @@ func TestWitnessCosignatures(t *testing.T) {
 	}
 	if _, err := staticct.New(staticct.Config{MonitoringPrefix: "http://x/", WitnessKeys: []string{"nope"}}); err == nil {
 		t.Error("New accepts a malformed witness key")
+	}
+}
+
+// TestWitnessCosignaturesMLDSA44 checks that WitnessKeys takes ML-DSA-44
+// witness keys (type 0x06) next to Ed25519 ones. The witness is made here
+// from checkpoint.NewMLDSA44Signer: no independent ML-DSA-44 witness runs
+// in CI yet (Sunlight v0.9.0's is the interop step for a later session).
+func TestWitnessCosignaturesMLDSA44(t *testing.T) {
+	l := newLog(t, fakelog.Options{})
+	signed, ok := l.Object("checkpoint")
+	if !ok {
+		t.Fatal("no checkpoint")
+	}
+	text, _, _ := strings.Cut(string(signed), "\n\n")
+	text += "\n"
+	c, err := checkpoint.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "witness.example/pq"
+	seed := sha256.Sum256([]byte("staticct pq witness"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq := checkpoint.NewMLDSA44Signer(name, k.MLDSA44)
+	pqLine := func(tsMillis uint64) string {
+		ns, err := pq.NoteSigner(c, tsMillis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := note.Sign(&note.Note{Text: text}, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, line, _ := strings.Cut(string(out), "\n\n")
+		return line
+	}
+	edPriv := ed25519.NewKeyFromSeed(make([]byte, 32))
+	edKey := checkpoint.CosignatureVerifierKey(name, edPriv.Public().(ed25519.PublicKey)) // same name, Ed25519
+	good, zero := pqLine(1767225600000), pqLine(0)
+	edLine := cosignLine(name, edPriv, text, 1767225600)
+	for _, tc := range []struct {
+		name   string
+		lines  string
+		keys   []string
+		quorum int
+		ok     bool
+	}{
+		{"ml-dsa", good, []string{pq.VerifierKey()}, 1, true},
+		{"ml-dsa and ed25519 under one name", edLine + good, []string{edKey, pq.VerifierKey()}, 1, true},
+		// One witness name with both algorithms is one witness: it
+		// counts once toward the quorum.
+		{"one name counts once", edLine + good, []string{edKey, pq.VerifierKey()}, 2, false},
+		{"ml-dsa line, only the ed25519 key", good, []string{edKey}, 1, false},
+		{"ed25519 line, only the ml-dsa key", edLine, []string{pq.VerifierKey()}, 1, false},
+		{"ml-dsa without a timestamp", zero, []string{pq.VerifierKey()}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l.SetObject("checkpoint", []byte(string(signed)+tc.lines))
+			cl, err := staticct.New(staticct.Config{MonitoringPrefix: serve(t, l).MonitoringPrefix(), PublicKey: l.PublicKeyDER(),
+				Origin: l.Origin(), WitnessKeys: tc.keys, WitnessQuorum: tc.quorum})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cl.Checkpoint(context.Background())
+			if tc.ok && err != nil {
+				t.Fatalf("Checkpoint: %v", err)
+			}
+			var ve *staticct.VerifyError
+			if !tc.ok && (err == nil || !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointCosignature) {
+				t.Fatalf("Checkpoint: %v, want a %s VerifyError", err, staticct.VerifyCheckpointCosignature)
+			}
+		})
 	}
 }

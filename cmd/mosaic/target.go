@@ -45,7 +45,7 @@ func (t *target) register(fs *flag.FlagSet, tool string, withSubmission bool, de
 	// Logs throttle anonymous clients (Sunlight's read path treats a bare
 	// tool name as one), so the default says who we are and where to
 	// reach us.
-	fs.Var(&t.witnessKeys, "witness-key", "a witness's Ed25519 cosignature verifier key (repeatable): checkpoints must carry -witness-quorum valid cosignatures by these witnesses")
+	fs.Var(&t.witnessKeys, "witness-key", "a witness's cosignature verifier key, Ed25519 (type 0x04) or ML-DSA-44 (type 0x06) (repeatable): checkpoints must carry -witness-quorum valid cosignatures by these witnesses")
 	fs.Var(&t.vkeys, "vkey", "a vkey of the log's own checkpoint signature (repeatable): its Ed25519 (type 0x01) or ML-DSA-44 (type 0x06) key, as keygen prints them; every checkpoint must carry a valid signature by each (default with -dev: dev.json's checkpoint_vkeys)")
 	fs.IntVar(&t.witnessQuorum, "witness-quorum", 0, "how many of the -witness-key witnesses must have cosigned each checkpoint (default 1 when -witness-key is given)")
 	fs.StringVar(&t.userAgent, "user-agent", staticct.UserAgent(tool),

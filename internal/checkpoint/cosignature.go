@@ -15,7 +15,7 @@ import (
 // Cosignature key types (c2sp.org/tlog-cosignature).
 const (
 	sigTypeCosignatureV1 = 0x04 // Ed25519 cosignature/v1
-	sigTypeMLDSA44       = 0x06 // ML-DSA-44 subtree/v1 (not supported)
+	sigTypeMLDSA44       = 0x06 // ML-DSA-44 subtree/v1
 )
 
 // CosignatureVerifier verifies c2sp.org/tlog-cosignature Ed25519
@@ -43,11 +43,7 @@ func NewCosignatureVerifier(vkey string) (*CosignatureVerifier, error) {
 	if err != nil || len(key) == 0 {
 		return nil, errors.New("verifier key has a malformed base64 key")
 	}
-	switch key[0] {
-	case sigTypeCosignatureV1:
-	case sigTypeMLDSA44:
-		return nil, errors.New("ML-DSA-44 cosignature keys (type 0x06) are not supported yet; use the witness's Ed25519 cosignature/v1 key (type 0x04)")
-	default:
+	if key[0] != sigTypeCosignatureV1 {
 		return nil, fmt.Errorf("verifier key has type 0x%02x, want an Ed25519 cosignature/v1 key (type 0x04)", key[0])
 	}
 	if len(key) != 1+ed25519.PublicKeySize {
@@ -94,16 +90,58 @@ func CosignedMessage(ts uint64, msg []byte) []byte {
 	return append(fmt.Appendf(nil, "cosignature/v1\ntime %d\n", ts), msg...)
 }
 
-// VerifyCosignatures opens a signed checkpoint note with the cosigners'
-// verifiers and returns the names of those whose cosignature verifies. A
-// signature line that names a known cosigner's key but does not verify
-// makes the note invalid (signed-note), which is an error.
-func VerifyCosignatures(signed []byte, cosigners []*CosignatureVerifier) ([]string, error) {
-	vs := make([]note.Verifier, len(cosigners))
-	for i, c := range cosigners {
-		vs[i] = c
+// ParseCosignerKey parses a witness's (cosigner's) vkey: an Ed25519
+// cosignature/v1 key (type 0x04) or an ML-DSA-44 cosignature key (type
+// 0x06). The verifier checks only its own algorithm's signatures, each
+// with a non-zero timestamp, as c2sp.org/tlog-witness requires of
+// add-checkpoint cosignatures.
+func ParseCosignerKey(vkey string) (note.Verifier, error) {
+	_, _, key, err := splitVerifierKey(vkey)
+	if err != nil {
+		return nil, err
 	}
-	n, err := note.Open(signed, note.VerifierList(vs...))
+	switch key[0] {
+	case sigTypeCosignatureV1:
+		return NewCosignatureVerifier(vkey)
+	case sigTypeMLDSA44:
+		v, err := NewMLDSA44Verifier(vkey)
+		if err != nil {
+			return nil, err
+		}
+		return mldsaCosigner{v}, nil
+	default:
+		return nil, fmt.Errorf("verifier key has type 0x%02x, want an Ed25519 cosignature/v1 key (type 0x04) or an ML-DSA-44 cosignature key (type 0x06)", key[0])
+	}
+}
+
+// mldsaCosigner is a witness's ML-DSA-44 verifier: a cosignature of a
+// checkpoint that omits the timestamp (zero) is refused, as Ed25519 ones
+// are. Such a signature is valid subtree/v1, but it states nothing about
+// the tree being the newest the witness saw, and tlog-witness forbids it
+// in add-checkpoint responses; a witness that sends one gets no credit.
+type mldsaCosigner struct{ *MLDSA44Verifier }
+
+func (v mldsaCosigner) Verify(msg, sig []byte) bool {
+	if len(sig) < 8 || binary.BigEndian.Uint64(sig) == 0 {
+		return false
+	}
+	return v.MLDSA44Verifier.Verify(msg, sig)
+}
+
+// VerifyCosignatures opens a signed checkpoint note with the cosigners'
+// verifiers (as ParseCosignerKey returns them) and returns the names of
+// those whose cosignature verifies, each name once. A signature line that
+// names a known cosigner's key but does not verify makes the note invalid
+// (signed-note), which is an error.
+//
+// A line counts only for the verifier note.Open picked by its name AND key
+// ID, which hashes the key's type byte, and each verifier accepts only its
+// algorithm's exact signature length (72 bytes Ed25519, 2428 ML-DSA-44):
+// an Ed25519 line can never count for an ML-DSA-44 key nor the other way
+// round, even under the same name. The cost is bounded by note.Open: at
+// most 100 lines, each known key verified at most once.
+func VerifyCosignatures(signed []byte, cosigners []note.Verifier) ([]string, error) {
+	n, err := note.Open(signed, note.VerifierList(cosigners...))
 	var unverified *note.UnverifiedNoteError
 	if errors.As(err, &unverified) {
 		return nil, nil

@@ -135,6 +135,43 @@ func FuzzParseVerifierKey(f *testing.F) {
 	})
 }
 
+// FuzzParseCosignerKey feeds fuzzed witness vkeys to ParseCosignerKey: it
+// must never panic, its errors are one plain sentence, and a vkey it
+// accepts (Ed25519 cosignature/v1 or ML-DSA-44) re-encodes to itself, so a
+// witness key cannot be named two ways.
+func FuzzParseCosignerKey(f *testing.F) {
+	seed := sha256.Sum256([]byte("cosigner fuzz key"))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(MLDSA44VerifierKey("witness.example/pq", k.MLDSA44.PublicKey()))
+	f.Add(CosignatureVerifierKey("witness.example/ed", k.Ed25519Public()))
+	f.Add(NewEd25519Signer("ct.example.org/fuzz", k.Ed25519).VerifierKey())
+	f.Add("a+00000000+Bg==")
+	f.Fuzz(func(t *testing.T, vkey string) {
+		v, err := ParseCosignerKey(vkey)
+		if err != nil {
+			if msg := err.Error(); msg == "" || strings.Contains(msg, "\n") || strings.Contains(msg, "*checkpoint.") {
+				t.Fatalf("error %q is not one plain sentence", msg)
+			}
+			return
+		}
+		var got string
+		switch v := v.(type) {
+		case mldsaCosigner:
+			got = MLDSA44VerifierKey(v.name, v.key)
+		case *CosignatureVerifier:
+			got = CosignatureVerifierKey(v.name, v.key)
+		default:
+			t.Fatalf("ParseCosignerKey returned a %T", v)
+		}
+		if !strings.EqualFold(got, vkey) {
+			t.Fatalf("witness vkey %q re-encodes to %q", vkey, got)
+		}
+	})
+}
+
 // FuzzMLDSA44Verify feeds fuzzed notes and signatures to the ML-DSA-44
 // verifier of a key that cosigned a few checkpoints (the seeds). Whatever it
 // accepts must be one of those checkpoints: the tree head and origin are

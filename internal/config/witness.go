@@ -29,7 +29,8 @@ type Witness struct {
 	Name string `yaml:"name,omitempty"`
 	// URL is the witness's submission prefix (add-checkpoint is under it).
 	URL string `yaml:"url"`
-	// Key is the witness's Ed25519 cosignature verifier key (vkey).
+	// Key is the witness's cosignature verifier key (vkey): Ed25519
+	// cosignature/v1 (type 0x04) or ML-DSA-44 (type 0x06).
 	Key string `yaml:"key"`
 }
 
@@ -66,7 +67,7 @@ func (w *Witnesses) validate(f string, bad func(field, format string, args ...an
 		if u, err := url.Parse(wi.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(wf+".url", "%q is not an http:// or https:// URL", wi.URL)
 		}
-		v, err := checkpoint.NewCosignatureVerifier(wi.Key)
+		v, err := checkpoint.ParseCosignerKey(wi.Key)
 		if err != nil {
 			bad(wf+".key", "%v", err)
 			continue

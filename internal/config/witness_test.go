@@ -2,17 +2,65 @@ package config
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/keys"
 )
 
 func witnessKey(name string, seed byte) string {
 	s := make([]byte, 32)
 	s[0] = seed
 	return checkpoint.CosignatureVerifierKey(name, ed25519.NewKeyFromSeed(s).Public().(ed25519.PublicKey))
+}
+
+// mldsaWitnessKey returns an ML-DSA-44 cosigner vkey (type 0x06).
+func mldsaWitnessKey(t *testing.T, name string) string {
+	t.Helper()
+	seed := sha256.Sum256([]byte(name))
+	k, err := keys.FromSeed(seed[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.MLDSA44VerifierKey(name, k.MLDSA44.PublicKey())
+}
+
+// TestWitnessesMLDSA44 checks that witnesses.list[].key takes an ML-DSA-44
+// vkey next to an Ed25519 one, and that a malformed one is a startup error
+// naming the field, in one sentence.
+func TestWitnessesMLDSA44(t *testing.T) {
+	ed, ml := witnessKey("w.example/ed", 1), mldsaWitnessKey(t, "w.example/pq")
+	section := func(keys ...string) string {
+		s := base() + "    witnesses:\n      quorum: 1\n      list:\n"
+		for _, k := range keys {
+			s += "        - url: https://w.example/\n          key: " + k + "\n"
+		}
+		return s
+	}
+	c, err := Parse([]byte(section(ed, ml)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Logs[0].Witnesses.List; len(l) != 2 || l[1].Key != ml {
+		t.Fatalf("witnesses: %+v", l)
+	}
+	name, rest, _ := strings.Cut(ml, "+")
+	id, b64, _ := strings.Cut(rest, "+")
+	raw, _ := base64.StdEncoding.DecodeString(b64)
+	for _, tc := range []struct{ key, want string }{
+		{name + "+" + id + "+" + base64.StdEncoding.EncodeToString(raw[:600]), "1312-byte ML-DSA-44"},
+		{name + "+00000000+" + b64, "does not match"},
+		{name + "+" + id + "+" + base64.StdEncoding.EncodeToString(append([]byte{0x07}, raw[1:]...)), "type 0x07"},
+	} {
+		_, err := Parse([]byte(section(ed, tc.key)))
+		if err == nil || !strings.Contains(err.Error(), "witnesses.list[1].key: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("key %.50q: error %v, want one naming witnesses.list[1].key (%s)", tc.key, err, tc.want)
+		}
+	}
 }
 
 func TestWitnesses(t *testing.T) {

@@ -126,7 +126,7 @@ func New(cfg Config) (*Publisher, error) {
 	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, wake: make(chan struct{}, 1)}
 	seen := map[string]bool{}
 	for i, w := range cfg.Witnesses {
-		v, err := checkpoint.NewCosignatureVerifier(w.Key)
+		v, err := checkpoint.ParseCosignerKey(w.Key)
 		if err != nil {
 			return nil, fmt.Errorf("witness %d key: %w", i+1, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
@@ -125,9 +126,9 @@ func (e *logEnv) published(t *testing.T, ws ...*witnesstest.Witness) (*checkpoin
 	if err != nil {
 		t.Fatalf("published checkpoint: %v\n%s", err, b)
 	}
-	var vs []*checkpoint.CosignatureVerifier
+	var vs []note.Verifier
 	for _, w := range ws {
-		v, err := checkpoint.NewCosignatureVerifier(w.VerifierKey)
+		v, err := checkpoint.ParseCosignerKey(w.VerifierKey)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,8 @@ type Witness struct {
 	// URL is the witness's submission prefix: requests go to
 	// URL + "add-checkpoint".
 	URL string
-	// Key is the witness's cosignature verifier key (vkey).
+	// Key is the witness's cosignature verifier key (vkey): Ed25519
+	// cosignature/v1 (type 0x04) or ML-DSA-44 (type 0x06).
 	Key string
 }
 
@@ -71,7 +72,7 @@ type Status struct {
 // client talks to one witness.
 type client struct {
 	name, url string
-	verifier  *checkpoint.CosignatureVerifier
+	verifier  note.Verifier // Ed25519 or ML-DSA-44 (checkpoint.ParseCosignerKey)
 	hc        *http.Client
 	metrics   *metrics
 
@@ -200,6 +201,12 @@ func (c *client) verify(signed, resp []byte) ([]byte, error) {
 			return nil, errors.New("response is not a list of note signature lines")
 		}
 	}
+	// Only lines with this witness's name and key ID reach c.verifier,
+	// which checks its own algorithm's exact signature length, so an
+	// Ed25519 line never counts for an ML-DSA-44 key nor the reverse.
+	// note.Open verifies one key at most once however many lines repeat
+	// it, so a hostile witness costs at most one ML-DSA-44 verification
+	// per response (which maxResponse also bounds).
 	n, err := note.Open(append(bytes.Clone(signed), resp...), note.VerifierList(c.verifier))
 	if err != nil {
 		return nil, fmt.Errorf("no valid cosignature by %s in the response: %w", c.verifier.Name(), err)

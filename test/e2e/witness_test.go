@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -26,9 +28,9 @@ import (
 // (among those of ws), and returns it.
 func (s *devServer) cosignedBy(t *testing.T, size int64, want []string, ws ...*witnesstest.Witness) []byte {
 	t.Helper()
-	var vs []*checkpoint.CosignatureVerifier
+	var vs []note.Verifier
 	for _, w := range ws {
-		v, err := checkpoint.NewCosignatureVerifier(w.VerifierKey)
+		v, err := checkpoint.ParseCosignerKey(w.VerifierKey)
 		if err != nil {
 			t.Fatal(err)
 		}

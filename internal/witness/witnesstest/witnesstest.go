@@ -7,6 +7,10 @@
 // memory (golang.org/x/crypto/ssh/agent) on a Unix socket. Logs are
 // registered in its SQLite database by addlog (what torchwood's witnessctl
 // does: witnessctl itself does not build here).
+//
+// Fake (fake.go) is a small add-checkpoint server whose cosignatures the
+// test chooses: an ML-DSA-44 witness, or one that answers with lines that
+// must not count.
 package witnesstest
 
 import (
