@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
@@ -46,12 +48,92 @@ type reading struct {
 	rounds      uint64
 	roundSum    float64
 	pool        float64
+	// Refused submissions (add-chain and add-pre-chain) so far, from
+	// mosaic_http_requests_total (valid when haveRequests): by class
+	// (refused429, refused503, refused4xx) and by reason.
+	haveRequests bool
+	refused      [refusalClasses]uint64
+	reasons      map[string]uint64
+	// roots is the number of roots the log accepts (-1: no validator).
+	roots int
+}
+
+// The classes of refused submissions the dashboard shows a rate of.
+const (
+	refused429     = iota // 429: a rate limit
+	refused503            // 503: the log is busy or a backend is failing
+	refused4xx            // every other 4xx: the submission is bad
+	refusalClasses = iota
+)
+
+// refusalClass returns the class of an HTTP status code, or -1 for one
+// that is not a refusal the dashboard counts (2xx, 500).
+func refusalClass(code int) int {
+	switch {
+	case code == 429:
+		return refused429
+	case code == 503:
+		return refused503
+	case code >= 400 && code < 500:
+		return refused4xx
+	}
+	return -1
+}
+
+// submissionEndpoints are the endpoint labels of submissions.
+var submissionEndpoints = map[string]bool{"add-chain": true, "add-pre-chain": true}
+
+// refusals sums the refused submissions of the log named name recorded in
+// requests (mosaic_http_requests_total). The reasons map is bounded by
+// the fixed set of reasons (refusal.go): the label values come from those
+// constants only, never from a request's bytes.
+func refusals(requests *prometheus.CounterVec, name string) (classes [refusalClasses]uint64, reasons map[string]uint64) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		requests.Collect(ch)
+		close(ch)
+	}()
+	reasons = map[string]uint64{}
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil || d.Counter == nil {
+			continue
+		}
+		var log, endpoint, reason string
+		code := 0
+		for _, lp := range d.Label {
+			switch lp.GetName() {
+			case "log":
+				log = lp.GetValue()
+			case "endpoint":
+				endpoint = lp.GetValue()
+			case "code":
+				code, _ = strconv.Atoi(lp.GetValue())
+			case "reason":
+				reason = lp.GetValue()
+			}
+		}
+		if log != name || !submissionEndpoints[endpoint] || code < 400 {
+			continue
+		}
+		n := uint64(d.Counter.GetValue())
+		if c := refusalClass(code); c >= 0 {
+			classes[c] += n
+		}
+		if reason != "" {
+			reasons[reason] += n
+		}
+	}
+	return classes, reasons
 }
 
 // logDash is one log's dashboard state: its history and the cached
 // dashboard.json.
 type logDash struct {
 	log *ctlog.Log
+	// requests is the process's mosaic_http_requests_total, where the
+	// log's refusals are counted (nil: none shown).
+	requests *prometheus.CounterVec
 
 	mu      sync.Mutex
 	stats   LogStats
@@ -72,10 +154,10 @@ type dashboard struct {
 	byLg map[*ctlog.Log]*logDash
 }
 
-func newDashboard(logs []*ctlog.Log) *dashboard {
+func newDashboard(logs []*ctlog.Log, requests *prometheus.CounterVec) *dashboard {
 	d := &dashboard{byLg: map[*ctlog.Log]*logDash{}}
 	for _, l := range logs {
-		ld := &logDash{log: l}
+		ld := &logDash{log: l, requests: requests}
 		d.logs = append(d.logs, ld)
 		d.byLg[l] = ld
 	}
@@ -123,6 +205,14 @@ func (ld *logDash) read(now time.Time) (r reading, ok bool) {
 		size:       cp.Size,
 		cpTime:     time.UnixMilli(int64(cp.Timestamp)),
 		sequencing: ld.log.Sequencer() != nil,
+		roots:      -1,
+	}
+	if v := ld.log.Validator; v != nil {
+		r.roots = len(v.Roots())
+	}
+	if ld.requests != nil {
+		r.haveRequests = true
+		r.refused, r.reasons = refusals(ld.requests, ld.log.Name)
 	}
 	ld.mu.Lock()
 	m := ld.stats.Metrics
@@ -168,6 +258,16 @@ type point struct {
 	EntriesPerSecond     *float64 `json:"entries_per_second"`
 	RoundDurationSeconds *float64 `json:"round_duration_seconds"`
 	PoolFill             *float64 `json:"pool_fill"`
+	// Refused submissions per second since the previous reading, by
+	// class: 429 (rate limits), 503 (busy or failing), other 4xx (bad
+	// submissions).
+	Refused429PerSecond *float64 `json:"refused_429_per_second"`
+	Refused503PerSecond *float64 `json:"refused_503_per_second"`
+	Refused4xxPerSecond *float64 `json:"refused_4xx_per_second"`
+	// RefusedByReason is refused submissions per second by reason (see
+	// refusal.go), the reasons with a non-zero rate only; in the live
+	// point only.
+	RefusedByReason map[string]float64 `json:"refused_by_reason,omitempty"`
 }
 
 // makePoint derives r's figures, its rates over the span since prev (nil:
@@ -181,6 +281,14 @@ func makePoint(r reading, prev *reading, poolCap int) point {
 	if prev != nil {
 		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 && r.size >= prev.size {
 			p.EntriesPerSecond = ptr(round3(float64(r.size-prev.size) / dt))
+		}
+		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 && r.haveRequests && prev.haveRequests {
+			rates := [refusalClasses]**float64{refused429: &p.Refused429PerSecond, refused503: &p.Refused503PerSecond, refused4xx: &p.Refused4xxPerSecond}
+			for c, dst := range rates {
+				if r.refused[c] >= prev.refused[c] {
+					*dst = ptr(round3(float64(r.refused[c]-prev.refused[c]) / dt))
+				}
+			}
 		}
 		if r.sequencing && prev.sequencing && r.haveMetrics && prev.haveMetrics && r.rounds > prev.rounds {
 			if d := (r.roundSum - prev.roundSum) / float64(r.rounds-prev.rounds); d >= 0 {
@@ -227,7 +335,32 @@ func (ld *logDash) live(now time.Time) (cur point, history []point, r reading, p
 			}
 		}
 	}
-	return makePoint(r, ref, poolCap), history, r, poolCap, true
+	cur = makePoint(r, ref, poolCap)
+	cur.RefusedByReason = reasonRates(r, ref)
+	return cur, history, r, poolCap, true
+}
+
+// reasonRates returns refused submissions per second by reason over the
+// span since prev, the reasons with a non-zero rate only (nil if none or
+// unknown).
+func reasonRates(r reading, prev *reading) map[string]float64 {
+	if prev == nil || !r.haveRequests || !prev.haveRequests {
+		return nil
+	}
+	dt := r.at.Sub(prev.at).Seconds()
+	if dt <= 0 {
+		return nil
+	}
+	var out map[string]float64
+	for reason, n := range r.reasons {
+		if was := prev.reasons[reason]; n > was {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[reason] = round3(float64(n-was) / dt)
+		}
+	}
+	return out
 }
 
 func ptr(f float64) *float64 { return &f }

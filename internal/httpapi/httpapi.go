@@ -86,7 +86,6 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		HealthMaxAge:   30 * time.Second,
 		ForwardTimeout: DefaultForwardTimeout,
 		warnings:       logagg.New(logger, warnInterval),
-		dash:           newDashboard(logs),
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -98,6 +97,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		}},
 		forwards: make(chan struct{}, MaxForwards),
 	}
+	s.dash = newDashboard(logs, s.requests)
 	reg.MustRegister(s.requests, s.latency)
 	return s
 }
