@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/html"
 
 	"github.com/mosaic-ct/mosaic/internal/buildinfo"
@@ -752,6 +753,17 @@ func TestDashboardRefusals(t *testing.T) {
 		t.Fatalf("get-roots: %d", w.Code)
 	}
 
+	// The dashboard's counters agree with mosaic_http_requests_total.
+	classes, _ := ld.refusals.load()
+	for _, c := range []struct {
+		endpoint, code, reason string
+		class                  int
+	}{{"add-chain", "429", ReasonClientRate, refused429}, {"add-pre-chain", "503", ReasonPoolFull, refused503}, {"add-chain", "400", ReasonMalformed, refused4xx}} {
+		if m := testutil.ToFloat64(f.server.requests.WithLabelValues(f.log.Name, c.endpoint, c.code, c.reason)); m != float64(classes[c.class]) {
+			t.Errorf("%s refusals: the metric says %v, the dashboard counted %d", c.code, m, classes[c.class])
+		}
+	}
+
 	// The live figures 20 s after the baseline: exact rates.
 	cur, _, _, _, ok := ld.live(base.Add(20 * time.Second))
 	if !ok {
@@ -822,6 +834,34 @@ func TestDashboardRefusals(t *testing.T) {
 	}
 }
 
+// TestRefusalCounters: 429, 503 and other 4xx are counted in their
+// class, 2xx and 500 in none; a reason outside the fixed set (which no
+// handler sets, but nothing a request carries may grow the state) is
+// counted in its class only.
+func TestRefusalCounters(t *testing.T) {
+	var c refusalCounters
+	c.count(200, "")
+	c.count(429, ReasonClientRate)
+	c.count(503, ReasonPoolFull)
+	c.count(413, ReasonMalformed)
+	c.count(400, "made-up")
+	c.count(500, ReasonInternal)
+	classes, reasons := c.load()
+	if classes != [refusalClasses]uint64{refused429: 1, refused503: 1, refused4xx: 2} {
+		t.Errorf("classes %v", classes)
+	}
+	r := reasonRates(reading{at: time.Unix(1, 0), reasons: reasons}, &reading{at: time.Unix(0, 0)})
+	want := map[string]float64{ReasonClientRate: 1, ReasonPoolFull: 1, ReasonMalformed: 1, ReasonInternal: 1}
+	if len(r) != len(want) {
+		t.Errorf("by reason %v, want %v", r, want)
+	}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("by reason %v, want %v", r, want)
+		}
+	}
+}
+
 // TestFormatReasons: the reasons with the highest rates first (ties by
 // name), at most maxReasonsShown, "none" for none.
 func TestFormatReasons(t *testing.T) {
@@ -835,6 +875,25 @@ func TestFormatReasons(t *testing.T) {
 	} {
 		if got := formatReasons(tc.in); got != tc.want {
 			t.Errorf("formatReasons(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkDashboardRead measures what a dashboard reading costs (every
+// sample, and every page or dashboard.json build), with every refusal
+// reason counted.
+func BenchmarkDashboardRead(b *testing.B) {
+	a, _ := dashLogs(&testing.T{})
+	s := newDashServer(a)
+	ld := s.dash.byLg[a]
+	for i, r := range refusalReasons {
+		ld.refusals.count(400+i, r)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := ld.read(now); !ok {
+			b.Fatal("no reading")
 		}
 	}
 }

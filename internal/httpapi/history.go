@@ -3,11 +3,10 @@ package httpapi
 import (
 	"context"
 	"math"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
@@ -48,12 +47,11 @@ type reading struct {
 	rounds      uint64
 	roundSum    float64
 	pool        float64
-	// Refused submissions (add-chain and add-pre-chain) so far, from
-	// mosaic_http_requests_total (valid when haveRequests): by class
-	// (refused429, refused503, refused4xx) and by reason.
-	haveRequests bool
-	refused      [refusalClasses]uint64
-	reasons      map[string]uint64
+	// Refused submissions (add-chain and add-pre-chain) so far (see
+	// refusalCounters): by class (refused429, refused503, refused4xx),
+	// and by reason (indexed as refusalReasons).
+	refused [refusalClasses]uint64
+	reasons [len(refusalReasons)]uint64
 	// roots is the number of roots the log accepts (-1: no validator).
 	roots int
 }
@@ -80,49 +78,47 @@ func refusalClass(code int) int {
 	return -1
 }
 
-// submissionEndpoints are the endpoint labels of submissions.
-var submissionEndpoints = map[string]bool{"add-chain": true, "add-pre-chain": true}
+// refusalReasons are the reasons a refused submission is counted under
+// (refusal.go): a fixed set, so the dashboard's counters are fixed-size.
+var refusalReasons = [...]string{ReasonMalformed, ReasonChain, ReasonPolicy, ReasonOldRateLimit, ReasonIssuerShare,
+	ReasonClientRate, ReasonClientChain, ReasonDeferred, ReasonPoolFull, ReasonUnavailable, ReasonClock,
+	ReasonNotLeader, ReasonNoLeader, ReasonForwardBusy, ReasonShuttingDown, ReasonCancelled, ReasonInternal}
 
-// refusals sums the refused submissions of the log named name recorded in
-// requests (mosaic_http_requests_total). The reasons map is bounded by
-// the fixed set of reasons (refusal.go): the label values come from those
-// constants only, never from a request's bytes.
-func refusals(requests *prometheus.CounterVec, name string) (classes [refusalClasses]uint64, reasons map[string]uint64) {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		requests.Collect(ch)
-		close(ch)
-	}()
-	reasons = map[string]uint64{}
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
+// refusalCounters counts a log's refused submissions since the process
+// started, as mosaic_http_requests_total does (instrument increments both
+// at the same line): by class, and by reason. Reading them is a few
+// atomic loads, so a page request cannot make the dashboard walk every
+// metric series.
+type refusalCounters struct {
+	classes [refusalClasses]atomic.Uint64
+	reasons [len(refusalReasons)]atomic.Uint64
+}
+
+// count records a submission answered with code for reason ("" if none).
+// A reason outside the fixed set is counted in its class only, so nothing
+// a request carries can grow the dashboard's state.
+func (c *refusalCounters) count(code int, reason string) {
+	if k := refusalClass(code); k >= 0 {
+		c.classes[k].Add(1)
+	}
+	if code < 400 || reason == "" {
+		return
+	}
+	for i, r := range refusalReasons {
+		if r == reason {
+			c.reasons[i].Add(1)
+			return
 		}
-		var log, endpoint, reason string
-		code := 0
-		for _, lp := range d.Label {
-			switch lp.GetName() {
-			case "log":
-				log = lp.GetValue()
-			case "endpoint":
-				endpoint = lp.GetValue()
-			case "code":
-				code, _ = strconv.Atoi(lp.GetValue())
-			case "reason":
-				reason = lp.GetValue()
-			}
-		}
-		if log != name || !submissionEndpoints[endpoint] || code < 400 {
-			continue
-		}
-		n := uint64(d.Counter.GetValue())
-		if c := refusalClass(code); c >= 0 {
-			classes[c] += n
-		}
-		if reason != "" {
-			reasons[reason] += n
-		}
+	}
+}
+
+// load returns the counts now.
+func (c *refusalCounters) load() (classes [refusalClasses]uint64, reasons [len(refusalReasons)]uint64) {
+	for i := range c.classes {
+		classes[i] = c.classes[i].Load()
+	}
+	for i := range c.reasons {
+		reasons[i] = c.reasons[i].Load()
 	}
 	return classes, reasons
 }
@@ -131,9 +127,8 @@ func refusals(requests *prometheus.CounterVec, name string) (classes [refusalCla
 // dashboard.json.
 type logDash struct {
 	log *ctlog.Log
-	// requests is the process's mosaic_http_requests_total, where the
-	// log's refusals are counted (nil: none shown).
-	requests *prometheus.CounterVec
+	// refusals counts the log's refused submissions.
+	refusals refusalCounters
 
 	mu      sync.Mutex
 	stats   LogStats
@@ -154,10 +149,10 @@ type dashboard struct {
 	byLg map[*ctlog.Log]*logDash
 }
 
-func newDashboard(logs []*ctlog.Log, requests *prometheus.CounterVec) *dashboard {
+func newDashboard(logs []*ctlog.Log) *dashboard {
 	d := &dashboard{byLg: map[*ctlog.Log]*logDash{}}
 	for _, l := range logs {
-		ld := &logDash{log: l, requests: requests}
+		ld := &logDash{log: l}
 		d.logs = append(d.logs, ld)
 		d.byLg[l] = ld
 	}
@@ -210,10 +205,7 @@ func (ld *logDash) read(now time.Time) (r reading, ok bool) {
 	if v := ld.log.Validator; v != nil {
 		r.roots = len(v.Roots())
 	}
-	if ld.requests != nil {
-		r.haveRequests = true
-		r.refused, r.reasons = refusals(ld.requests, ld.log.Name)
-	}
+	r.refused, r.reasons = ld.refusals.load()
 	ld.mu.Lock()
 	m := ld.stats.Metrics
 	ld.mu.Unlock()
@@ -282,7 +274,7 @@ func makePoint(r reading, prev *reading, poolCap int) point {
 		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 && r.size >= prev.size {
 			p.EntriesPerSecond = ptr(round3(float64(r.size-prev.size) / dt))
 		}
-		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 && r.haveRequests && prev.haveRequests {
+		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 {
 			rates := [refusalClasses]**float64{refused429: &p.Refused429PerSecond, refused503: &p.Refused503PerSecond, refused4xx: &p.Refused4xxPerSecond}
 			for c, dst := range rates {
 				if r.refused[c] >= prev.refused[c] {
@@ -344,7 +336,7 @@ func (ld *logDash) live(now time.Time) (cur point, history []point, r reading, p
 // span since prev, the reasons with a non-zero rate only (nil if none or
 // unknown).
 func reasonRates(r reading, prev *reading) map[string]float64 {
-	if prev == nil || !r.haveRequests || !prev.haveRequests {
+	if prev == nil {
 		return nil
 	}
 	dt := r.at.Sub(prev.at).Seconds()
@@ -352,12 +344,12 @@ func reasonRates(r reading, prev *reading) map[string]float64 {
 		return nil
 	}
 	var out map[string]float64
-	for reason, n := range r.reasons {
-		if was := prev.reasons[reason]; n > was {
+	for i, n := range r.reasons {
+		if was := prev.reasons[i]; n > was {
 			if out == nil {
 				out = map[string]float64{}
 			}
-			out[reason] = round3(float64(n-was) / dt)
+			out[refusalReasons[i]] = round3(float64(n-was) / dt)
 		}
 	}
 	return out
