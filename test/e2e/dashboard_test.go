@@ -468,7 +468,8 @@ func TestDashboardIndexInBrowser(t *testing.T) {
 	if out, code := runMosaic(t, "create", "-config", cfg); code != 0 {
 		t.Fatalf("mosaic create exited with %d:\n%s", code, out)
 	}
-	l := &configuredLog{t: t, dir: dir, cfgPath: cfg, addr: addr}
+	// Created above: start must not create it again.
+	l := &configuredLog{t: t, dir: dir, cfgPath: cfg, addr: addr, created: true}
 	l.start()
 
 	b.do(chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+addr+"/"))
