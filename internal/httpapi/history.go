@@ -134,7 +134,7 @@ type logDash struct {
 	stats   LogStats
 	samples []reading // oldest first, at most maxSamples
 	// doc is the last dashboard.json built (and gzipped: an hour of
-	// samples is about 55 kB, a few kB gzipped) and when; requests within
+	// samples is about 85 kB, a few kB gzipped) and when; requests within
 	// docTTL share it, so polling pages cost one encoding a second.
 	doc, docGzip []byte
 	docAt        time.Time
