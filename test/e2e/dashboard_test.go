@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,6 +350,17 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("#%s shows %q", id, eval[string](b, `document.getElementById('`+id+`').textContent`))
 		}
 	}
+	// The samples table has the refusal rates too: a column per header.
+	// (The process samples every 10 s: the first row may take that long.)
+	b.waitFor("a sample in the table", `document.querySelectorAll('#samples tr').length > 0`)
+	if n := eval[int](b, `document.querySelectorAll('.samples thead th').length`); n != 7 ||
+		eval[int](b, `document.querySelectorAll('#samples tr')[0].children.length`) != n {
+		t.Errorf("the samples table has %d headers and rows of %d cells", n, eval[int](b, `document.querySelectorAll('#samples tr')[0].children.length`))
+	}
+	if cell := eval[string](b, `document.querySelectorAll('#samples tr')[0].lastChild.textContent`); !regexp.MustCompile(`^(—|[0-9,.]+) · (—|[0-9,.]+) · (—|[0-9,.]+)$`).MatchString(cell) {
+		t.Errorf("the samples table's refusals cell shows %q", cell)
+	}
+
 	// The accepted roots: as many as get-roots serves, and a link to it.
 	var roots struct{ Certificates []string }
 	getJSON(t, home+"ct/v1/get-roots", &roots)

@@ -108,7 +108,8 @@
       const p = h[i];
       const tr = document.createElement('tr');
       for (const text of [clock(p.time_ms), digits(p.tree_size), rate(p.entries_per_second),
-        seconds(p.round_duration_seconds), percent(p.pool_fill), age(p.checkpoint_age_seconds)]) {
+        seconds(p.round_duration_seconds), percent(p.pool_fill), age(p.checkpoint_age_seconds),
+        [p.refused_429_per_second, p.refused_503_per_second, p.refused_4xx_per_second].map(rate).join(' · ')]) {
         const td = document.createElement('td');
         td.textContent = text;
         tr.appendChild(td);
