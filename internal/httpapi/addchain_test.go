@@ -37,6 +37,7 @@ import (
 // ends. Submissions go through the same handler a server uses.
 type submitFixture struct {
 	handler http.Handler
+	server  *Server
 	log     *ctlog.Log
 	ca      *fixedca.Hierarchy
 }
@@ -124,7 +125,7 @@ func newSubmitFixture(tb testing.TB) *submitFixture {
 
 	reg := prometheus.NewRegistry()
 	s := New([]*ctlog.Log{l}, logger, reg, reg)
-	return &submitFixture{handler: s.Handler(), log: l, ca: h}
+	return &submitFixture{handler: s.Handler(), server: s, log: l, ca: h}
 }
 
 // post submits body to add-chain (or add-pre-chain) and returns the status

@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -226,6 +227,9 @@ type logPage struct {
 	Start, End                                  string
 	MMD                                         string
 	PoolCapacity                                int
+	// AcceptedRoots is the number of roots the log accepts now (-1:
+	// unknown).
+	AcceptedRoots int
 
 	// The figures when the page was made (the script refreshes them).
 	Live         point
@@ -250,6 +254,7 @@ type logPage struct {
 // formats them the same way).
 type figureText struct {
 	TreeSize, EntriesPerSecond, RoundDuration, PoolFill, CheckpointAge string
+	Refused429, Refused503, Refused4xx, RefusalReasons                 string
 }
 
 // dashboardPage serves a log's page (its prefix itself).
@@ -297,6 +302,7 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 			End:              l.NotAfterLimit.UTC().Format(time.RFC3339),
 			MMD:              fmt.Sprintf("%d seconds (%s)", e.MMD, time.Duration(e.MMD)*time.Second),
 			PoolCapacity:     poolCap,
+			AcceptedRoots:    rd.roots,
 			Live:             cur,
 			Figures:          figures(cur),
 			CheckpointAt:     rd.cpTime.UTC().Format(time.RFC3339),
@@ -330,8 +336,13 @@ type dashboardDoc struct {
 	Sequencing            bool    `json:"sequencing"`
 	PoolCapacity          int     `json:"pool_capacity"`
 	SampleIntervalSeconds float64 `json:"sample_interval_seconds"`
-	Now                   point   `json:"now"`
-	History               []point `json:"history"`
+	// AcceptedRoots is the number of roots the log accepts now (what
+	// get-roots serves; -1 if unknown).
+	AcceptedRoots int `json:"accepted_roots"`
+	// Version is the running build's version (buildinfo.Version).
+	Version string  `json:"version"`
+	Now     point   `json:"now"`
+	History []point `json:"history"`
 	// Witnesses is each witness's state: see WitnessState.
 	Witnesses []WitnessState `json:"witnesses"`
 }
@@ -417,6 +428,8 @@ func (ld *logDash) build(now time.Time) ([]byte, error) {
 		Sequencing:            rd.sequencing,
 		PoolCapacity:          poolCap,
 		SampleIntervalSeconds: SampleInterval.Seconds(),
+		AcceptedRoots:         rd.roots,
+		Version:               buildinfo.Version(),
 		Now:                   cur,
 		History:               history,
 		Witnesses:             witnesses(ld.log),
@@ -435,9 +448,16 @@ func figures(p point) figureText {
 		EntriesPerSecond: "—",
 		RoundDuration:    "—",
 		PoolFill:         "—",
+		Refused429:       "—",
+		Refused503:       "—",
+		Refused4xx:       "—",
+		RefusalReasons:   formatReasons(p.RefusedByReason),
 	}
-	if p.EntriesPerSecond != nil {
-		f.EntriesPerSecond = formatRate(*p.EntriesPerSecond)
+	for dst, r := range map[*string]*float64{&f.EntriesPerSecond: p.EntriesPerSecond,
+		&f.Refused429: p.Refused429PerSecond, &f.Refused503: p.Refused503PerSecond, &f.Refused4xx: p.Refused4xxPerSecond} {
+		if r != nil {
+			*dst = formatRate(*r)
+		}
 	}
 	if p.RoundDurationSeconds != nil {
 		f.RoundDuration = formatSeconds(*p.RoundDurationSeconds)
@@ -446,6 +466,35 @@ func figures(p point) figureText {
 		f.PoolFill = formatPercent(*p.PoolFill)
 	}
 	return f
+}
+
+// maxReasonsShown is how many refusal reasons the page names.
+const maxReasonsShown = 3
+
+// formatReasons names the reasons with the highest refusal rates, highest
+// first: "pool_full 3.2/s, client_rate 1.0/s", or "none".
+func formatReasons(rates map[string]float64) string {
+	reasons := make([]string, 0, len(rates))
+	for r := range rates {
+		reasons = append(reasons, r)
+	}
+	slices.SortFunc(reasons, func(a, b string) int {
+		if rates[a] != rates[b] {
+			if rates[a] > rates[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	if len(reasons) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, maxReasonsShown)
+	for _, r := range reasons[:min(len(reasons), maxReasonsShown)] {
+		parts = append(parts, r+" "+formatRate(rates[r])+"/s")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // groupDigits writes n with comma thousands separators.

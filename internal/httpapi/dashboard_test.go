@@ -19,10 +19,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/html"
 
+	"github.com/mosaic-ct/mosaic/internal/buildinfo"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
 // dashLogs returns two logs: a (usable, tree size 1234567) served at /a/,
@@ -347,6 +351,8 @@ type dashDoc struct {
 	Sequencing            bool        `json:"sequencing"`
 	PoolCapacity          int         `json:"pool_capacity"`
 	SampleIntervalSeconds float64     `json:"sample_interval_seconds"`
+	AcceptedRoots         int         `json:"accepted_roots"`
+	Version               string      `json:"version"`
 	Now                   dashPoint   `json:"now"`
 	History               []dashPoint `json:"history"`
 	Witnesses             []struct {
@@ -356,12 +362,16 @@ type dashDoc struct {
 }
 
 type dashPoint struct {
-	TimeMS               int64    `json:"time_ms"`
-	TreeSize             int64    `json:"tree_size"`
-	CheckpointAgeSeconds float64  `json:"checkpoint_age_seconds"`
-	EntriesPerSecond     *float64 `json:"entries_per_second"`
-	RoundDurationSeconds *float64 `json:"round_duration_seconds"`
-	PoolFill             *float64 `json:"pool_fill"`
+	TimeMS               int64              `json:"time_ms"`
+	TreeSize             int64              `json:"tree_size"`
+	CheckpointAgeSeconds float64            `json:"checkpoint_age_seconds"`
+	EntriesPerSecond     *float64           `json:"entries_per_second"`
+	RoundDurationSeconds *float64           `json:"round_duration_seconds"`
+	PoolFill             *float64           `json:"pool_fill"`
+	Refused429PerSecond  *float64           `json:"refused_429_per_second"`
+	Refused503PerSecond  *float64           `json:"refused_503_per_second"`
+	Refused4xxPerSecond  *float64           `json:"refused_4xx_per_second"`
+	RefusedByReason      map[string]float64 `json:"refused_by_reason"`
 }
 
 // setSize makes l's published checkpoint size n, signed at ts.
@@ -679,5 +689,211 @@ func TestRunDashboard(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("RunDashboard did not return after its context ended")
+	}
+}
+
+// TestDashboardRefusals: a running log that refused submissions with 429
+// (its client rate limit, through the real handler), 503 (a full pool)
+// and 400 (a malformed body) shows in dashboard.json a non-zero rate for
+// each class and reason it refused for, and zero for none other; its
+// accepted roots are its validator's and the version is the build's.
+func TestDashboardRefusals(t *testing.T) {
+	f := newSubmitFixture(t)
+	clk := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.log.ClientLimits = ctlog.NewClientLimiter(ctlog.ClientLimitConfig{Rate: 1, Burst: 1, Now: func() time.Time { return clk }})
+	ld := f.server.dash.byLg[f.log]
+	// The baseline sample, before any refusal; it must hold a checkpoint.
+	base := time.Now().Add(-20 * time.Second)
+	ld.sample(base)
+	if len(ld.samples) != 1 {
+		t.Fatal("the log has no checkpoint yet")
+	}
+
+	leaf, err := f.ca.Intermediate.IssueLeaf(testca.LeafOptions{DNSNames: []string{"refused.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := b64Chain(leaf, f.ca.Intermediate.DER)
+	post := func(from string, body []byte) int {
+		r := httptest.NewRequest("POST", submitPrefix+"ct/v1/add-chain", bytes.NewReader(body))
+		r.RemoteAddr = from
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, r)
+		return w.Code
+	}
+	const client, other = "192.0.2.1:40000", "192.0.2.2:40000"
+	if code := post(client, body); code != http.StatusOK {
+		t.Fatalf("the first submission got %d", code)
+	}
+	for range 5 { // over the client's rate of 1/s: 429
+		if code := post(client, body); code != http.StatusTooManyRequests {
+			t.Fatalf("got %d, want 429", code)
+		}
+	}
+	for range 2 { // not JSON, from a client within its rate: 400
+		clk = clk.Add(time.Second)
+		if code := post(other, []byte("{")); code != http.StatusBadRequest {
+			t.Fatalf("got %d, want 400", code)
+		}
+	}
+	// A full pool cannot be reached from outside without a flood; this
+	// is the handler's refusal writer under its real instrumentation.
+	full := f.server.instrument(f.log, "add-pre-chain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.server.writeAddChainError(w, r, f.log, sequencer.ErrPoolFull)
+	}))
+	for range 3 {
+		w := httptest.NewRecorder()
+		full.ServeHTTP(w, httptest.NewRequest("POST", submitPrefix+"ct/v1/add-pre-chain", nil))
+		if w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("got %d, want 503", w.Code)
+		}
+	}
+	// Not a submission: not a refusal the dashboard counts.
+	if w := serve(t, f.handler, "GET", submitPrefix+"ct/v1/get-roots", ""); w.Code != http.StatusOK {
+		t.Fatalf("get-roots: %d", w.Code)
+	}
+
+	// The dashboard's counters agree with mosaic_http_requests_total.
+	classes, _ := ld.refusals.load()
+	for _, c := range []struct {
+		endpoint, code, reason string
+		class                  int
+	}{{"add-chain", "429", ReasonClientRate, refused429}, {"add-pre-chain", "503", ReasonPoolFull, refused503}, {"add-chain", "400", ReasonMalformed, refused4xx}} {
+		if m := testutil.ToFloat64(f.server.requests.WithLabelValues(f.log.Name, c.endpoint, c.code, c.reason)); m != float64(classes[c.class]) {
+			t.Errorf("%s refusals: the metric says %v, the dashboard counted %d", c.code, m, classes[c.class])
+		}
+	}
+
+	// The live figures 20 s after the baseline: exact rates.
+	cur, _, _, _, ok := ld.live(base.Add(20 * time.Second))
+	if !ok {
+		t.Fatal("no live figures")
+	}
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"429": {cur.Refused429PerSecond, 5.0 / 20},
+		"503": {cur.Refused503PerSecond, 3.0 / 20},
+		"4xx": {cur.Refused4xxPerSecond, 2.0 / 20},
+	} {
+		if c.got == nil || *c.got != c.want {
+			t.Errorf("refused %s/s: %v, want %v", name, c.got, c.want)
+		}
+	}
+	wantReasons := map[string]float64{ReasonClientRate: 5.0 / 20, ReasonPoolFull: 3.0 / 20, ReasonMalformed: 2.0 / 20}
+	if len(cur.RefusedByReason) != len(wantReasons) {
+		t.Errorf("refused by reason: %v, want %v", cur.RefusedByReason, wantReasons)
+	}
+	for r, want := range wantReasons {
+		if got := cur.RefusedByReason[r]; got != want {
+			t.Errorf("refused by reason %s: %v, want %v", r, got, want)
+		}
+	}
+	if got := formatReasons(cur.RefusedByReason); got != "client_rate 0.2/s, pool_full 0.1/s, malformed 0.1/s" {
+		t.Errorf("reasons shown as %q", got)
+	}
+
+	// dashboard.json, served now: the same classes are non-zero, the roots
+	// are the validator's, the version is the build's.
+	doc := decodeStrict[dashDoc](t, serve(t, f.handler, "GET", submitPrefix+"dashboard.json", "").Body)
+	if n := len(f.log.Validator.Roots()); doc.AcceptedRoots != n || n != 1 {
+		t.Errorf("accepted_roots %d, the validator has %d (want 1)", doc.AcceptedRoots, n)
+	}
+	if doc.Version != buildinfo.Version() || doc.Version == "" {
+		t.Errorf("version %q, buildinfo says %q", doc.Version, buildinfo.Version())
+	}
+	for name, r := range map[string]*float64{"429": doc.Now.Refused429PerSecond, "503": doc.Now.Refused503PerSecond, "4xx": doc.Now.Refused4xxPerSecond} {
+		if r == nil || *r <= 0 {
+			t.Errorf("dashboard.json: refused %s/s is %v", name, r)
+		}
+	}
+	if len(doc.Now.RefusedByReason) != 3 || doc.Now.RefusedByReason[ReasonClientRate] <= 0 ||
+		doc.Now.RefusedByReason[ReasonPoolFull] <= 0 || doc.Now.RefusedByReason[ReasonMalformed] <= 0 {
+		t.Errorf("dashboard.json: refused by reason %v", doc.Now.RefusedByReason)
+	}
+
+	// The page shows them too, and links the roots count to get-roots.
+	page := parsePage(t, serve(t, f.handler, "GET", submitPrefix, "").Body.String())
+	if got := byID(t, page, "accepted-roots"); got != "1" {
+		t.Errorf("the page shows %q accepted roots", got)
+	}
+	if got := byID(t, page, "version"); got != buildinfo.Version() {
+		t.Errorf("the page shows version %q", got)
+	}
+	for _, id := range []string{"refused-429", "refused-503", "refused-4xx"} {
+		if got := byID(t, page, id); got == "—" || got == "0.0" {
+			t.Errorf("#%s shows %q", id, got)
+		}
+	}
+	if got := byID(t, page, "refusal-reasons"); !strings.Contains(got, "client_rate") || !strings.Contains(got, "pool_full") {
+		t.Errorf("the page's top reasons: %q", got)
+	}
+	if !links(page)[submitPrefix+"ct/v1/get-roots"] {
+		t.Error("no link to get-roots")
+	}
+}
+
+// TestRefusalCounters: 429, 503 and other 4xx are counted in their
+// class, 2xx and 500 in none; a reason outside the fixed set (which no
+// handler sets, but nothing a request carries may grow the state) is
+// counted in its class only.
+func TestRefusalCounters(t *testing.T) {
+	var c refusalCounters
+	c.count(200, "")
+	c.count(429, ReasonClientRate)
+	c.count(503, ReasonPoolFull)
+	c.count(413, ReasonMalformed)
+	c.count(400, "made-up")
+	c.count(500, ReasonInternal)
+	classes, reasons := c.load()
+	if classes != [refusalClasses]uint64{refused429: 1, refused503: 1, refused4xx: 2} {
+		t.Errorf("classes %v", classes)
+	}
+	r := reasonRates(reading{at: time.Unix(1, 0), reasons: reasons}, &reading{at: time.Unix(0, 0)})
+	want := map[string]float64{ReasonClientRate: 1, ReasonPoolFull: 1, ReasonMalformed: 1, ReasonInternal: 1}
+	if len(r) != len(want) {
+		t.Errorf("by reason %v, want %v", r, want)
+	}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("by reason %v, want %v", r, want)
+		}
+	}
+}
+
+// TestFormatReasons: the reasons with the highest rates first (ties by
+// name), at most maxReasonsShown, "none" for none.
+func TestFormatReasons(t *testing.T) {
+	for _, tc := range []struct {
+		in   map[string]float64
+		want string
+	}{
+		{nil, "none"},
+		{map[string]float64{"pool_full": 12.4}, "pool_full 12/s"},
+		{map[string]float64{"b": 1, "a": 1, "c": 2, "d": 0.5}, "c 2.0/s, a 1.0/s, b 1.0/s"},
+	} {
+		if got := formatReasons(tc.in); got != tc.want {
+			t.Errorf("formatReasons(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkDashboardRead measures what a dashboard reading costs (every
+// sample, and every page or dashboard.json build), with every refusal
+// reason counted.
+func BenchmarkDashboardRead(b *testing.B) {
+	a, _ := dashLogs(&testing.T{})
+	s := newDashServer(a)
+	ld := s.dash.byLg[a]
+	for i, r := range refusalReasons {
+		ld.refusals.count(400+i, r)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := ld.read(now); !ok {
+			b.Fatal("no reading")
+		}
 	}
 }

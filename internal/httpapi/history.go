@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -46,18 +47,94 @@ type reading struct {
 	rounds      uint64
 	roundSum    float64
 	pool        float64
+	// Refused submissions (add-chain and add-pre-chain) so far (see
+	// refusalCounters): by class (refused429, refused503, refused4xx),
+	// and by reason (indexed as refusalReasons).
+	refused [refusalClasses]uint64
+	reasons [len(refusalReasons)]uint64
+	// roots is the number of roots the log accepts (-1: no validator).
+	roots int
+}
+
+// The classes of refused submissions the dashboard shows a rate of.
+const (
+	refused429     = iota // 429: a rate limit
+	refused503            // 503: the log is busy or a backend is failing
+	refused4xx            // every other 4xx: the submission is bad
+	refusalClasses = iota
+)
+
+// refusalClass returns the class of an HTTP status code, or -1 for one
+// that is not a refusal the dashboard counts (2xx, 500).
+func refusalClass(code int) int {
+	switch {
+	case code == 429:
+		return refused429
+	case code == 503:
+		return refused503
+	case code >= 400 && code < 500:
+		return refused4xx
+	}
+	return -1
+}
+
+// refusalReasons are the reasons a refused submission is counted under
+// (refusal.go): a fixed set, so the dashboard's counters are fixed-size.
+var refusalReasons = [...]string{ReasonMalformed, ReasonChain, ReasonPolicy, ReasonOldRateLimit, ReasonIssuerShare,
+	ReasonClientRate, ReasonClientChain, ReasonDeferred, ReasonPoolFull, ReasonUnavailable, ReasonClock,
+	ReasonNotLeader, ReasonNoLeader, ReasonForwardBusy, ReasonShuttingDown, ReasonCancelled, ReasonInternal}
+
+// refusalCounters counts a log's refused submissions since the process
+// started, as mosaic_http_requests_total does (instrument increments both
+// at the same line): by class, and by reason. Reading them is a few
+// atomic loads, so a page request cannot make the dashboard walk every
+// metric series.
+type refusalCounters struct {
+	classes [refusalClasses]atomic.Uint64
+	reasons [len(refusalReasons)]atomic.Uint64
+}
+
+// count records a submission answered with code for reason ("" if none).
+// A reason outside the fixed set is counted in its class only, so nothing
+// a request carries can grow the dashboard's state.
+func (c *refusalCounters) count(code int, reason string) {
+	if k := refusalClass(code); k >= 0 {
+		c.classes[k].Add(1)
+	}
+	if code < 400 || reason == "" {
+		return
+	}
+	for i, r := range refusalReasons {
+		if r == reason {
+			c.reasons[i].Add(1)
+			return
+		}
+	}
+}
+
+// load returns the counts now.
+func (c *refusalCounters) load() (classes [refusalClasses]uint64, reasons [len(refusalReasons)]uint64) {
+	for i := range c.classes {
+		classes[i] = c.classes[i].Load()
+	}
+	for i := range c.reasons {
+		reasons[i] = c.reasons[i].Load()
+	}
+	return classes, reasons
 }
 
 // logDash is one log's dashboard state: its history and the cached
 // dashboard.json.
 type logDash struct {
 	log *ctlog.Log
+	// refusals counts the log's refused submissions.
+	refusals refusalCounters
 
 	mu      sync.Mutex
 	stats   LogStats
 	samples []reading // oldest first, at most maxSamples
 	// doc is the last dashboard.json built (and gzipped: an hour of
-	// samples is about 55 kB, a few kB gzipped) and when; requests within
+	// samples is about 85 kB, a few kB gzipped) and when; requests within
 	// docTTL share it, so polling pages cost one encoding a second.
 	doc, docGzip []byte
 	docAt        time.Time
@@ -123,7 +200,12 @@ func (ld *logDash) read(now time.Time) (r reading, ok bool) {
 		size:       cp.Size,
 		cpTime:     time.UnixMilli(int64(cp.Timestamp)),
 		sequencing: ld.log.Sequencer() != nil,
+		roots:      -1,
 	}
+	if v := ld.log.Validator; v != nil {
+		r.roots = len(v.Roots())
+	}
+	r.refused, r.reasons = ld.refusals.load()
 	ld.mu.Lock()
 	m := ld.stats.Metrics
 	ld.mu.Unlock()
@@ -168,6 +250,16 @@ type point struct {
 	EntriesPerSecond     *float64 `json:"entries_per_second"`
 	RoundDurationSeconds *float64 `json:"round_duration_seconds"`
 	PoolFill             *float64 `json:"pool_fill"`
+	// Refused submissions per second since the previous reading, by
+	// class: 429 (rate limits), 503 (busy or failing), other 4xx (bad
+	// submissions).
+	Refused429PerSecond *float64 `json:"refused_429_per_second"`
+	Refused503PerSecond *float64 `json:"refused_503_per_second"`
+	Refused4xxPerSecond *float64 `json:"refused_4xx_per_second"`
+	// RefusedByReason is refused submissions per second by reason (see
+	// refusal.go), the reasons with a non-zero rate only; in the live
+	// point only.
+	RefusedByReason map[string]float64 `json:"refused_by_reason,omitempty"`
 }
 
 // makePoint derives r's figures, its rates over the span since prev (nil:
@@ -181,6 +273,14 @@ func makePoint(r reading, prev *reading, poolCap int) point {
 	if prev != nil {
 		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 && r.size >= prev.size {
 			p.EntriesPerSecond = ptr(round3(float64(r.size-prev.size) / dt))
+		}
+		if dt := r.at.Sub(prev.at).Seconds(); dt > 0 {
+			rates := [refusalClasses]**float64{refused429: &p.Refused429PerSecond, refused503: &p.Refused503PerSecond, refused4xx: &p.Refused4xxPerSecond}
+			for c, dst := range rates {
+				if r.refused[c] >= prev.refused[c] {
+					*dst = ptr(round3(float64(r.refused[c]-prev.refused[c]) / dt))
+				}
+			}
 		}
 		if r.sequencing && prev.sequencing && r.haveMetrics && prev.haveMetrics && r.rounds > prev.rounds {
 			if d := (r.roundSum - prev.roundSum) / float64(r.rounds-prev.rounds); d >= 0 {
@@ -227,7 +327,32 @@ func (ld *logDash) live(now time.Time) (cur point, history []point, r reading, p
 			}
 		}
 	}
-	return makePoint(r, ref, poolCap), history, r, poolCap, true
+	cur = makePoint(r, ref, poolCap)
+	cur.RefusedByReason = reasonRates(r, ref)
+	return cur, history, r, poolCap, true
+}
+
+// reasonRates returns refused submissions per second by reason over the
+// span since prev, the reasons with a non-zero rate only (nil if none or
+// unknown).
+func reasonRates(r reading, prev *reading) map[string]float64 {
+	if prev == nil {
+		return nil
+	}
+	dt := r.at.Sub(prev.at).Seconds()
+	if dt <= 0 {
+		return nil
+	}
+	var out map[string]float64
+	for i, n := range r.reasons {
+		if was := prev.reasons[i]; n > was {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[refusalReasons[i]] = round3(float64(n-was) / dt)
+		}
+	}
+	return out
 }
 
 func ptr(f float64) *float64 { return &f }

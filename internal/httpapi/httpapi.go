@@ -86,7 +86,6 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		HealthMaxAge:   30 * time.Second,
 		ForwardTimeout: DefaultForwardTimeout,
 		warnings:       logagg.New(logger, warnInterval),
-		dash:           newDashboard(logs),
 		forwardClient: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -98,6 +97,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		}},
 		forwards: make(chan struct{}, MaxForwards),
 	}
+	s.dash = newDashboard(logs)
 	reg.MustRegister(s.requests, s.latency)
 	return s
 }
@@ -186,6 +186,11 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.Handler {
+	// The dashboard counts refused submissions (see refusalCounters).
+	var refusals *refusalCounters
+	if ld := s.dash.byLg[l]; ld != nil && (endpoint == "add-chain" || endpoint == "add-pre-chain") {
+		refusals = &ld.refusals
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
@@ -204,6 +209,9 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 				code = http.StatusOK
 			}
 			s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code), rec.reason).Inc()
+			if refusals != nil && code >= 400 {
+				refusals.count(code, rec.reason)
+			}
 			s.latency.WithLabelValues(l.Name, endpoint).Observe(time.Since(start).Seconds())
 		}()
 		h.ServeHTTP(rec, r)

@@ -5,12 +5,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,6 +314,69 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("#%s shows %q", id, eval[string](b, `document.getElementById('`+id+`').textContent`))
 		}
 	}
+	// Refusals: malformed submissions (400) sent until the page shows
+	// them, bounded in count; the live rate covers at least the last 10 s,
+	// so the page shows them at one of its refreshes.
+	stop := make(chan struct{})
+	refusing := make(chan struct{})
+	go func() {
+		defer close(refusing)
+		for range 300 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			resp, err := http.Post(home+"ct/v1/add-chain", "application/json", strings.NewReader("{"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("a malformed submission got %d", resp.StatusCode)
+				return
+			}
+		}
+	}()
+	b.waitFor("the refusals", `document.getElementById('refusal-reasons').textContent.includes('malformed')`)
+	close(stop)
+	<-refusing
+	if got := eval[string](b, `document.getElementById('refused-4xx').textContent`); got == "—" || got == "0.0" {
+		t.Errorf("#refused-4xx shows %q while the page names malformed submissions", got)
+	}
+	for _, id := range []string{"refused-429", "refused-503"} {
+		if !eval[bool](b, `/^[0-9,.]+$/.test(document.getElementById('`+id+`').textContent)`) {
+			t.Errorf("#%s shows %q", id, eval[string](b, `document.getElementById('`+id+`').textContent`))
+		}
+	}
+	// The samples table has the refusal rates too: a column per header.
+	// (The process samples every 10 s: the first row may take that long.)
+	b.waitFor("a sample in the table", `document.querySelectorAll('#samples tr').length > 0`)
+	if n := eval[int](b, `document.querySelectorAll('.samples thead th').length`); n != 7 ||
+		eval[int](b, `document.querySelectorAll('#samples tr')[0].children.length`) != n {
+		t.Errorf("the samples table has %d headers and rows of %d cells", n, eval[int](b, `document.querySelectorAll('#samples tr')[0].children.length`))
+	}
+	if cell := eval[string](b, `document.querySelectorAll('#samples tr')[0].lastChild.textContent`); !regexp.MustCompile(`^(—|[0-9,.]+) · (—|[0-9,.]+) · (—|[0-9,.]+)$`).MatchString(cell) {
+		t.Errorf("the samples table's refusals cell shows %q", cell)
+	}
+
+	// The accepted roots: as many as get-roots serves, and a link to it.
+	var roots struct{ Certificates []string }
+	getJSON(t, home+"ct/v1/get-roots", &roots)
+	if got := shownNumber(b, "accepted-roots"); got != int64(len(roots.Certificates)) || got == 0 {
+		t.Errorf("the page shows %d accepted roots, get-roots serves %d", got, len(roots.Certificates))
+	}
+	if href := eval[string](b, `document.getElementById('accepted-roots').getAttribute('href')`); !strings.HasSuffix(home+"ct/v1/get-roots", href) {
+		t.Errorf("the accepted roots link to %q", href)
+	}
+	// The version: the running binary's, as dashboard.json says it.
+	var dash struct{ Version string }
+	getJSON(t, home+"dashboard.json", &dash)
+	if got := eval[string](b, `document.getElementById('version').textContent`); got != dash.Version || got == "" {
+		t.Errorf("the page shows version %q, dashboard.json %q", got, dash.Version)
+	}
+
 	// The chart: a line through the samples and the live point, and a text
 	// alternative that names the current size.
 	if n := eval[int](b, `document.querySelector('#chart polyline').getAttribute('points').trim().split(' ').length`); n < 2 {
@@ -415,6 +480,7 @@ func TestDashboardIndexInBrowser(t *testing.T) {
 	if out, code := runMosaic(t, "create", "-config", cfg); code != 0 {
 		t.Fatalf("mosaic create exited with %d:\n%s", code, out)
 	}
+	// Created above: start must not create it again.
 	l := &configuredLog{t: t, dir: dir, cfgPath: cfg, addr: addr, created: true}
 	l.start()
 
@@ -438,4 +504,20 @@ func TestDashboardIndexInBrowser(t *testing.T) {
 	b.do(chromedp.Navigate("http://" + addr + "/"))
 	b.checkNoOverflow(375)
 	b.checkClean()
+}
+
+// getJSON decodes the JSON document at url into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 }

@@ -26,6 +26,13 @@
     if (s < 3600) return Math.floor(s / 60) + ' min ' + Math.floor(s % 60) + ' s';
     return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
   };
+  // reasons names the reasons with the highest refusal rates, highest
+  // first (formatReasons in dashboard.go).
+  const reasons = (m) => {
+    const list = Object.entries(m || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    if (!list.length) return 'none';
+    return list.slice(0, 3).map(([r, v]) => r + ' ' + rate(v) + '/s').join(', ');
+  };
   const clock = (ms) => new Date(ms).toISOString().substring(11, 19);
 
   const set = (id, text) => {
@@ -101,7 +108,8 @@
       const p = h[i];
       const tr = document.createElement('tr');
       for (const text of [clock(p.time_ms), digits(p.tree_size), rate(p.entries_per_second),
-        seconds(p.round_duration_seconds), percent(p.pool_fill), age(p.checkpoint_age_seconds)]) {
+        seconds(p.round_duration_seconds), percent(p.pool_fill), age(p.checkpoint_age_seconds),
+        [p.refused_429_per_second, p.refused_503_per_second, p.refused_4xx_per_second].map(rate).join(' · ')]) {
         const td = document.createElement('td');
         td.textContent = text;
         tr.appendChild(td);
@@ -131,6 +139,12 @@
     set('round-duration', seconds(now.round_duration_seconds));
     set('pool-fill', percent(now.pool_fill));
     set('checkpoint-age', age(now.checkpoint_age_seconds));
+    set('accepted-roots', doc.accepted_roots >= 0 ? String(doc.accepted_roots) : '—');
+    set('version', doc.version);
+    set('refused-429', rate(now.refused_429_per_second));
+    set('refused-503', rate(now.refused_503_per_second));
+    set('refused-4xx', rate(now.refused_4xx_per_second));
+    set('refusal-reasons', reasons(now.refused_by_reason));
     drawChart(doc);
     fillTable(doc);
     renderWitnesses(doc.witnesses || []);
