@@ -35,6 +35,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -49,6 +50,7 @@ type Transport struct {
 	fallback *http.Transport
 	https    bool // take HTTPS too: the fallback does not negotiate HTTP/2
 	maxIdle  int
+	maxHead  int64 // bytes of response heads read for one request, 1xx included
 
 	mu   sync.Mutex
 	idle map[string][]*conn // by scheme and host, most recently used last
@@ -65,21 +67,67 @@ func New(fallback *http.Transport) *Transport {
 	if maxIdle <= 0 {
 		maxIdle = http.DefaultMaxIdleConnsPerHost
 	}
+	maxHead := fallback.MaxResponseHeaderBytes
+	if maxHead <= 0 {
+		maxHead = DefaultMaxResponseHeaderBytes
+	}
 	return &Transport{
 		fallback: fallback,
 		https:    fallback.TLSNextProto != nil && len(fallback.TLSNextProto) == 0,
 		maxIdle:  maxIdle,
+		maxHead:  maxHead,
 		idle:     make(map[string][]*conn),
 	}
 }
 
-// conn is one kept-alive connection.
+// DefaultMaxResponseHeaderBytes is the limit on the response heads read
+// for one request (informational ones included) when the fallback's
+// MaxResponseHeaderBytes is not set: the hammer's logs answer with heads
+// of a few hundred bytes, and a hostile log must not make the hammer
+// buffer more. (net/http's Transport allows 10 MiB by default.)
+const DefaultMaxResponseHeaderBytes = 1 << 20
+
+// errHeadTooLarge is what reading a response head past the limit returns.
+var errHeadTooLarge = errors.New("the response head is too large")
+
+// maxInformational is how many 1xx responses (other than 101) a request
+// may get before its final one. The head limit bounds them too, but a
+// server that sends them without end is broken or hostile, and says so
+// sooner this way.
+const maxInformational = 5
+
+// conn is one kept-alive connection. Reads go through it so that a
+// response head is read only up to the limit.
 type conn struct {
 	key       string
 	nc        net.Conn
-	br        *bufio.Reader
+	br        *bufio.Reader // reads from the conn, not nc
 	bw        *bufio.Writer
 	idleSince time.Time // when it last went back to the pool
+
+	maxHead  int64 // the Transport's
+	headLeft int64 // while reading heads, how many bytes more may be read
+	inHead   bool  // reading heads: reads are limited to headLeft
+}
+
+// Read reads from the network, and while a response head is read, no more
+// than the head limit in all: a server that sends an endless head gets an
+// error once the limit is reached, and the client never buffers more
+// than the limit and its 4 KiB read buffer (textproto would otherwise
+// grow a line without end: a 256 MiB header took a hammer to 773 MiB).
+func (c *conn) Read(p []byte) (int, error) {
+	if !c.inHead {
+		return c.nc.Read(p)
+	}
+	if c.headLeft <= 0 {
+		return 0, fmt.Errorf("%w: over %d bytes (MaxResponseHeaderBytes)", errHeadTooLarge, c.maxHead)
+	}
+	if int64(len(p)) > c.headLeft {
+		p = p[:c.headLeft]
+	}
+	n, err := c.nc.Read(p)
+	c.headLeft -= int64(n)
+	return n, err
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -229,7 +277,10 @@ func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*c
 		}
 		nc = tc
 	}
-	return &conn{key: key, nc: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, nil
+	c := &conn{key: key, nc: nc, maxHead: t.maxHead}
+	c.br = bufio.NewReaderSize(c, 4<<10)
+	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	return c, nil
 }
 
 // aLongTimeAgo is a deadline in the past, which interrupts any read or
@@ -265,7 +316,12 @@ func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, start
 	if err := c.bw.Flush(); err != nil {
 		return fail(err)
 	}
-	for {
+	// The heads of all the responses to this request, informational ones
+	// included, are read within one limit (as net/http's Transport does
+	// when nobody looks at the 1xx responses): what a server sends before
+	// the final head is bounded however it splits it.
+	c.inHead, c.headLeft = true, c.maxHead
+	for informational := 0; ; informational++ {
 		if _, err := c.br.Peek(1); err != nil {
 			return fail(err)
 		}
@@ -274,11 +330,17 @@ func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, start
 		if err != nil {
 			return fail(err)
 		}
-		// Skip informational answers (100 Continue and the like).
+		// Skip informational answers (100 Continue and the like), but
+		// only a few: a server may not keep the client reading them.
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
+		if informational == maxInformational {
+			return fail(fmt.Errorf("the server sent more than %d informational (1xx) responses", maxInformational))
+		}
 	}
+	// The body may be as long as its framing says; the caller limits it.
+	c.inHead = false
 	reusable := !resp.Close && !req.Close
 	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop, reusable: reusable}
 	return resp, true, nil
