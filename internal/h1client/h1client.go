@@ -19,15 +19,14 @@
 // Connections go back to the pool only when their response's body was read
 // to its end (or drained, up to 64 KiB, by Close) and neither side asked to
 // close; a request whose context ends poisons its connection, which is
-// then closed. A connection the server closed while it sat idle (servers
-// close idle connections after a while: Sunlight after 5 s) shows itself
-// only when used, as there is no goroutine reading it in the meantime: the
-// request is then sent again, once, on a new connection when nothing of
-// the response was read and its body can be replayed (as net/http does
-// for requests that were not written; the hammer's requests are CT
-// submissions and reads, which logs deduplicate or answer alike), and the
-// idle connections older than it are closed, as the server will have
-// closed them too.
+// then closed. No goroutine reads an idle connection, so before one is
+// reused it is peeked at without blocking (idleDirty): if the server sent
+// anything meanwhile, or closed it (servers close idle connections after
+// a while: Sunlight after 5 s), it is closed and never parsed. A
+// connection that fails anyway when reused, before any of the response
+// was read, has its request sent again, once, on a new connection when
+// its body can be replayed, and the idle connections older than it are
+// closed, as the server will have closed them too.
 package h1client
 
 import (
@@ -212,16 +211,30 @@ func hostKey(req *http.Request) string {
 // or a new one (always a new one if fresh).
 func (t *Transport) get(req *http.Request, fresh bool) (*conn, bool, error) {
 	key := hostKey(req)
-	if !fresh {
+	for !fresh {
 		t.mu.Lock()
-		if cs := t.idle[key]; len(cs) > 0 {
-			c := cs[len(cs)-1]
-			cs[len(cs)-1] = nil
-			t.idle[key] = cs[:len(cs)-1]
+		cs := t.idle[key]
+		if len(cs) == 0 {
 			t.mu.Unlock()
-			return c, true, nil
+			break
 		}
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[key] = cs[:len(cs)-1]
 		t.mu.Unlock()
+		// Nothing may arrive on an idle connection: a byte there would
+		// be parsed as this request's response (a server could forge
+		// one), an end of stream means the server closed it. Either way
+		// it is closed and the next one tried, before anything is
+		// written on it. (Bytes that arrive after this check and before
+		// the request is written cannot be told from its response; the
+		// window is one write long, where net/http's reading goroutine
+		// leaves the same one.)
+		if idleDirty(c.nc) {
+			c.nc.Close()
+			continue
+		}
+		return c, true, nil
 	}
 	c, err := t.dial(req.Context(), req, key)
 	return c, false, err

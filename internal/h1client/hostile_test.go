@@ -159,4 +159,3 @@ func TestEndless1xx(t *testing.T) {
 		t.Fatalf("error %q, want one about too many 1xx responses", err)
 	}
 }
-
