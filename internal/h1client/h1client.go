@@ -25,8 +25,11 @@
 // a while: Sunlight after 5 s), it is closed and never parsed. A
 // connection that fails anyway when reused, before any of the response
 // was read, has its request sent again, once, on a new connection when
-// its body can be replayed, and the idle connections older than it are
-// closed, as the server will have closed them too.
+// its body can be replayed and either none of it was written or it is
+// idempotent (GET, HEAD, or an idempotency key: a POST the server may
+// have read is never sent twice, as net/http's Transport does), and the
+// idle connections older than it are closed, as the server will have
+// closed them too.
 package h1client
 
 import (
@@ -107,6 +110,15 @@ type conn struct {
 	maxHead  int64 // the Transport's
 	headLeft int64 // while reading heads, how many bytes more may be read
 	inHead   bool  // reading heads: reads are limited to headLeft
+	written  int64 // bytes of the current request handed to the network
+}
+
+// Write writes to the network, counting what it handed over: a request
+// of which no byte was written cannot have been read by the server.
+func (c *conn) Write(p []byte) (int, error) {
+	n, err := c.nc.Write(p)
+	c.written += int64(n)
+	return n, err
 }
 
 // Read reads from the network, and while a response head is read, no more
@@ -145,13 +157,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		c.nc.Close()
-		// A connection the server closed while it was idle: nothing of
-		// the response came back. Those idle for longer are closed too
+		// A reused connection that failed before anything of the
+		// response came back: the server closed it as it went idle, or
+		// just after the idle check. Those idle for longer are closed too
 		// (servers close idle connections after a time: Sunlight after
-		// 5 s; net/http's Transport sees each close from its reading
-		// goroutine, this one only when it uses the connection), and the
-		// request goes once more on a new connection.
-		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		// 5 s), and the request goes once more on a new connection, but
+		// only if the server cannot have read it (no byte of it was
+		// written) or it is idempotent: a POST the server read and then
+		// hung up on may have been acted on, and sending it again would
+		// do it twice (net/http's rule too). Such a POST is an error for
+		// the caller to judge.
+		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) &&
+			(c.written == 0 || idempotent(req)) {
 			t.closeIdleSince(c.key, c.idleSince)
 			if req.Body == nil || req.Body == http.NoBody {
 				continue
@@ -168,6 +185,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+}
+
+// idempotent reports whether sending req twice does what sending it once
+// does: its method says so, or it carries an idempotency key (as
+// net/http's Transport judges).
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 // takes reports whether t sends req itself.
@@ -292,7 +322,7 @@ func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*c
 	}
 	c := &conn{key: key, nc: nc, maxHead: t.maxHead}
 	c.br = bufio.NewReaderSize(c, 4<<10)
-	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
 	return c, nil
 }
 
@@ -323,6 +353,7 @@ func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, start
 		}
 		return nil, started, err
 	}
+	c.written = 0
 	if err := req.Write(c.bw); err != nil {
 		return fail(err)
 	}
