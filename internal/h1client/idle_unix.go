@@ -35,11 +35,10 @@ func idleDirty(nc net.Conn) bool {
 	}
 	var (
 		buf  [1]byte
-		n    int
 		rerr error
 	)
 	if err := rc.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK)
+		_, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK)
 		return true // never wait: the answer is wanted now
 	}); err != nil {
 		return true
@@ -47,8 +46,7 @@ func idleDirty(nc net.Conn) bool {
 	if errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK) {
 		return false // nothing to read: the connection is as it was left
 	}
-	// n > 0: bytes; n == 0 with no error: the server closed; any other
+	// No error: a byte, or with none read the server's close; any other
 	// error: the connection is broken. None of them may be reused.
-	_ = n
 	return true
 }
