@@ -159,3 +159,22 @@ func TestEndless1xx(t *testing.T) {
 		t.Fatalf("error %q, want one about too many 1xx responses", err)
 	}
 }
+
+// TestFew1xx: up to five informational responses before the final one
+// are skipped, and the final one is read; 101 Switching Protocols is
+// final.
+func TestFew1xx(t *testing.T) {
+	url := rawServer(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		io.WriteString(nc, "HTTP/1.1 100 Continue\r\n\r\n"+
+			strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n", 4)+
+			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
+		io.Copy(io.Discard, br)
+	})
+	c := &http.Client{Transport: New(&http.Transport{})}
+	if got := get(t, c, url); got != "final" {
+		t.Fatalf("response %q after five 1xx, want the final one", got)
+	}
+}
