@@ -92,3 +92,37 @@ func TestIdleEOF(t *testing.T) {
 		t.Errorf("the server saw %d POSTs, want 1", n)
 	}
 }
+
+// TestIdleBytesTLS: over TLS, a forged response sent as its own record
+// right behind the real one may already sit, read off the socket, in the
+// TLS connection's buffer when the connection goes idle; it is found
+// there too, and the connection dropped.
+func TestIdleBytesTLS(t *testing.T) {
+	var requests atomic.Int64
+	forged := make(chan struct{}, 1)
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) > 1 {
+			io.WriteString(w, "clean")
+			return
+		}
+		nc, bw, _ := w.(http.Hijacker).Hijack()
+		defer nc.Close()
+		bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		bw.Flush() // one TLS record
+		bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+		bw.Flush() // another
+		forged <- struct{}{}
+		br := bufio.NewReader(nc)
+		if _, err := readRequest(br); err == nil {
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+		}
+	}, true)
+	c, _ := client(s, true)
+	if got := get(t, c, s.URL); got != "ok" {
+		t.Fatalf("first response %q", got)
+	}
+	<-forged // both records written (bytes sent after the check cannot be told from a response)
+	if got := get(t, c, s.URL); got != "clean" {
+		t.Fatalf("second response %q, want the server's answer on a new connection", got)
+	}
+}

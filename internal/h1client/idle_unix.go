@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
 )
 
 // idleDirty reports whether anything arrived on nc while it sat idle in
@@ -18,11 +19,16 @@ import (
 // without taking anything off the socket (MSG_PEEK on the non-blocking
 // descriptor the runtime keeps), so it costs one system call.
 //
-// For TLS it looks at the TCP connection: a record arriving while idle
-// (an alert, a session ticket, a key update) also retires the
-// connection, which costs a dial, never a wrong response.
+// For TLS it first looks in the TLS connection's own buffers (records
+// read off the socket with the last response's), then at the TCP
+// connection: a record arriving there while idle (an alert, a session
+// ticket, a key update) also retires the connection, which costs a dial,
+// never a wrong response.
 func idleDirty(nc net.Conn) bool {
 	if tc, ok := nc.(*tls.Conn); ok {
+		if tlsBuffered(tc) {
+			return true
+		}
 		nc = tc.NetConn()
 	}
 	sc, ok := nc.(syscall.Conn)
@@ -49,4 +55,28 @@ func idleDirty(nc net.Conn) bool {
 	// No error: a byte, or with none read the server's close; any other
 	// error: the connection is broken. None of them may be reused.
 	return true
+}
+
+// tlsBuffered reports whether tc has application data, or an error,
+// waiting in its own buffers: records that came off the socket together
+// with the last response's and that the socket peek cannot see. It reads
+// one byte with a deadline already past, which returns at once with
+// whatever the buffered records hold and without touching the socket
+// (the runtime fails a read whose deadline has passed before any system
+// call); post-handshake messages (session tickets) are handled by tls and
+// do not count. A deadline error leaves tc usable (tls keeps only
+// permanent errors), and the deadline is cleared again.
+func tlsBuffered(tc *tls.Conn) bool {
+	if err := tc.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		return true
+	}
+	var b [1]byte
+	n, err := tc.Read(b[:])
+	// The socket peek that follows would fail on the past deadline too.
+	if derr := tc.SetReadDeadline(time.Time{}); derr != nil {
+		return true
+	}
+	var ne net.Error
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	return n > 0 || !timedOut
 }
