@@ -19,13 +19,15 @@
 // Connections go back to the pool only when their response's body was read
 // to its end (or drained, up to 64 KiB, by Close) and neither side asked to
 // close; a request whose context ends poisons its connection, which is
-// then closed. A connection the server closed while it sat idle (servers
-// close idle connections after a while: Sunlight after 5 s) shows itself
-// only when used, as there is no goroutine reading it in the meantime: the
-// request is then sent again, once, on a new connection when nothing of
-// the response was read and its body can be replayed (as net/http does
-// for requests that were not written; the hammer's requests are CT
-// submissions and reads, which logs deduplicate or answer alike), and the
+// then closed. No goroutine reads an idle connection, so before one is
+// reused it is peeked at without blocking (idleDirty): if the server sent
+// anything meanwhile, or closed it (servers close idle connections after
+// a while: Sunlight after 5 s), it is closed and never parsed. A
+// connection that fails anyway when reused, before any of the response
+// was read, has its request sent again, once, on a new connection when
+// its body can be replayed and either none of it was written or it is
+// idempotent (GET, HEAD, or an idempotency key: a POST the server may
+// have read is never sent twice, as net/http's Transport does), and the
 // idle connections older than it are closed, as the server will have
 // closed them too.
 package h1client
@@ -35,6 +37,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -49,6 +52,7 @@ type Transport struct {
 	fallback *http.Transport
 	https    bool // take HTTPS too: the fallback does not negotiate HTTP/2
 	maxIdle  int
+	maxHead  int64 // bytes of response heads read for one request, 1xx included
 
 	mu   sync.Mutex
 	idle map[string][]*conn // by scheme and host, most recently used last
@@ -65,21 +69,76 @@ func New(fallback *http.Transport) *Transport {
 	if maxIdle <= 0 {
 		maxIdle = http.DefaultMaxIdleConnsPerHost
 	}
+	maxHead := fallback.MaxResponseHeaderBytes
+	if maxHead <= 0 {
+		maxHead = DefaultMaxResponseHeaderBytes
+	}
 	return &Transport{
 		fallback: fallback,
 		https:    fallback.TLSNextProto != nil && len(fallback.TLSNextProto) == 0,
 		maxIdle:  maxIdle,
+		maxHead:  maxHead,
 		idle:     make(map[string][]*conn),
 	}
 }
 
-// conn is one kept-alive connection.
+// DefaultMaxResponseHeaderBytes is the limit on the response heads read
+// for one request (informational ones included) when the fallback's
+// MaxResponseHeaderBytes is not set: the hammer's logs answer with heads
+// of a few hundred bytes, and a hostile log must not make the hammer
+// buffer more. (net/http's Transport allows 10 MiB by default.)
+const DefaultMaxResponseHeaderBytes = 1 << 20
+
+// errHeadTooLarge is what reading a response head past the limit returns.
+var errHeadTooLarge = errors.New("the response head is too large")
+
+// maxInformational is how many 1xx responses (other than 101) a request
+// may get before its final one. The head limit bounds them too, but a
+// server that sends them without end is broken or hostile, and says so
+// sooner this way.
+const maxInformational = 5
+
+// conn is one kept-alive connection. Reads go through it so that a
+// response head is read only up to the limit.
 type conn struct {
 	key       string
 	nc        net.Conn
-	br        *bufio.Reader
+	br        *bufio.Reader // reads from the conn, not nc
 	bw        *bufio.Writer
 	idleSince time.Time // when it last went back to the pool
+
+	maxHead  int64 // the Transport's
+	headLeft int64 // while reading heads, how many bytes more may be read
+	inHead   bool  // reading heads: reads are limited to headLeft
+	written  int64 // bytes of the current request handed to the network
+}
+
+// Write writes to the network, counting what it handed over: a request
+// of which no byte was written cannot have been read by the server.
+func (c *conn) Write(p []byte) (int, error) {
+	n, err := c.nc.Write(p)
+	c.written += int64(n)
+	return n, err
+}
+
+// Read reads from the network, and while a response head is read, no more
+// than the head limit in all: a server that sends an endless head gets an
+// error once the limit is reached, and the client never buffers more
+// than the limit and its 4 KiB read buffer (textproto would otherwise
+// grow a line without end: a 256 MiB header took a hammer to 773 MiB).
+func (c *conn) Read(p []byte) (int, error) {
+	if !c.inHead {
+		return c.nc.Read(p)
+	}
+	if c.headLeft <= 0 {
+		return 0, fmt.Errorf("%w: over %d bytes (MaxResponseHeaderBytes)", errHeadTooLarge, c.maxHead)
+	}
+	if int64(len(p)) > c.headLeft {
+		p = p[:c.headLeft]
+	}
+	n, err := c.nc.Read(p)
+	c.headLeft -= int64(n)
+	return n, err
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -98,13 +157,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		c.nc.Close()
-		// A connection the server closed while it was idle: nothing of
-		// the response came back. Those idle for longer are closed too
+		// A reused connection that failed before anything of the
+		// response came back: the server closed it as it went idle, or
+		// just after the idle check. Those idle for longer are closed too
 		// (servers close idle connections after a time: Sunlight after
-		// 5 s; net/http's Transport sees each close from its reading
-		// goroutine, this one only when it uses the connection), and the
-		// request goes once more on a new connection.
-		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		// 5 s), and the request goes once more on a new connection, but
+		// only if the server cannot have read it (no byte of it was
+		// written) or it is idempotent: a POST the server read and then
+		// hung up on may have been acted on, and sending it again would
+		// do it twice (net/http's rule too). Such a POST is an error for
+		// the caller to judge.
+		if reused && !started && attempt == 0 && req.Context().Err() == nil && !errors.Is(err, context.DeadlineExceeded) &&
+			(c.written == 0 || idempotent(req)) {
 			t.closeIdleSince(c.key, c.idleSince)
 			if req.Body == nil || req.Body == http.NoBody {
 				continue
@@ -121,6 +185,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+}
+
+// idempotent reports whether sending req twice does what sending it once
+// does: its method says so, or it carries an idempotency key (as
+// net/http's Transport judges).
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 // takes reports whether t sends req itself.
@@ -164,16 +241,30 @@ func hostKey(req *http.Request) string {
 // or a new one (always a new one if fresh).
 func (t *Transport) get(req *http.Request, fresh bool) (*conn, bool, error) {
 	key := hostKey(req)
-	if !fresh {
+	for !fresh {
 		t.mu.Lock()
-		if cs := t.idle[key]; len(cs) > 0 {
-			c := cs[len(cs)-1]
-			cs[len(cs)-1] = nil
-			t.idle[key] = cs[:len(cs)-1]
+		cs := t.idle[key]
+		if len(cs) == 0 {
 			t.mu.Unlock()
-			return c, true, nil
+			break
 		}
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[key] = cs[:len(cs)-1]
 		t.mu.Unlock()
+		// Nothing may arrive on an idle connection: a byte there would
+		// be parsed as this request's response (a server could forge
+		// one), an end of stream means the server closed it. Either way
+		// it is closed and the next one tried, before anything is
+		// written on it. (Bytes that arrive after this check and before
+		// the request is written cannot be told from its response; the
+		// window is one write long, where net/http's reading goroutine
+		// leaves the same one.)
+		if idleDirty(c.nc) {
+			c.nc.Close()
+			continue
+		}
+		return c, true, nil
 	}
 	c, err := t.dial(req.Context(), req, key)
 	return c, false, err
@@ -229,7 +320,10 @@ func (t *Transport) dial(ctx context.Context, req *http.Request, key string) (*c
 		}
 		nc = tc
 	}
-	return &conn{key: key, nc: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, nil
+	c := &conn{key: key, nc: nc, maxHead: t.maxHead}
+	c.br = bufio.NewReaderSize(c, 4<<10)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
+	return c, nil
 }
 
 // aLongTimeAgo is a deadline in the past, which interrupts any read or
@@ -259,13 +353,19 @@ func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, start
 		}
 		return nil, started, err
 	}
+	c.written = 0
 	if err := req.Write(c.bw); err != nil {
 		return fail(err)
 	}
 	if err := c.bw.Flush(); err != nil {
 		return fail(err)
 	}
-	for {
+	// The heads of all the responses to this request, informational ones
+	// included, are read within one limit (as net/http's Transport does
+	// when nobody looks at the 1xx responses): what a server sends before
+	// the final head is bounded however it splits it.
+	c.inHead, c.headLeft = true, c.maxHead
+	for informational := 0; ; informational++ {
 		if _, err := c.br.Peek(1); err != nil {
 			return fail(err)
 		}
@@ -274,11 +374,17 @@ func (t *Transport) send(c *conn, req *http.Request) (resp *http.Response, start
 		if err != nil {
 			return fail(err)
 		}
-		// Skip informational answers (100 Continue and the like).
+		// Skip informational answers (100 Continue and the like), but
+		// only a few: a server may not keep the client reading them.
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
+		if informational == maxInformational {
+			return fail(fmt.Errorf("the server sent more than %d informational (1xx) responses", maxInformational))
+		}
 	}
+	// The body may be as long as its framing says; the caller limits it.
+	c.inHead = false
 	reusable := !resp.Close && !req.Close
 	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop, reusable: reusable}
 	return resp, true, nil
