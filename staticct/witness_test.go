@@ -71,20 +71,7 @@ func TestWitnessCosignatures(t *testing.T) {
 		{"forged signature under a known key", lineA + forgedB, []string{keyA, keyB}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l.SetObject("checkpoint", []byte(string(note)+tc.lines))
-			c, err := staticct.New(staticct.Config{MonitoringPrefix: serve(t, l).MonitoringPrefix(), PublicKey: l.PublicKeyDER(),
-				Origin: l.Origin(), WitnessKeys: tc.keys, WitnessQuorum: tc.quorum})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = c.Checkpoint(context.Background())
-			if tc.ok && err != nil {
-				t.Fatalf("Checkpoint: %v", err)
-			}
-			var ve *staticct.VerifyError
-			if !tc.ok && (err == nil || !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointCosignature) {
-				t.Fatalf("Checkpoint: %v, want a %s VerifyError", err, staticct.VerifyCheckpointCosignature)
-			}
+			checkQuorum(t, l, string(note)+tc.lines, tc.keys, tc.quorum, tc.ok)
 		})
 	}
 	if _, err := staticct.New(staticct.Config{MonitoringPrefix: "http://x/", WitnessKeys: []string{keyA}, WitnessQuorum: 2}); err == nil {
@@ -151,20 +138,28 @@ func TestWitnessCosignaturesMLDSA44(t *testing.T) {
 		{"ml-dsa without a timestamp", zero, []string{pq.VerifierKey()}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l.SetObject("checkpoint", []byte(string(signed)+tc.lines))
-			cl, err := staticct.New(staticct.Config{MonitoringPrefix: serve(t, l).MonitoringPrefix(), PublicKey: l.PublicKeyDER(),
-				Origin: l.Origin(), WitnessKeys: tc.keys, WitnessQuorum: tc.quorum})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = cl.Checkpoint(context.Background())
-			if tc.ok && err != nil {
-				t.Fatalf("Checkpoint: %v", err)
-			}
-			var ve *staticct.VerifyError
-			if !tc.ok && (err == nil || !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointCosignature) {
-				t.Fatalf("Checkpoint: %v, want a %s VerifyError", err, staticct.VerifyCheckpointCosignature)
-			}
+			checkQuorum(t, l, string(signed)+tc.lines, tc.keys, tc.quorum, tc.ok)
 		})
+	}
+}
+
+// checkQuorum serves checkpoint from l and checks that a client asking for
+// quorum cosignatures by keys accepts it exactly when ok, refusing it with
+// a VerifyCheckpointCosignature error otherwise.
+func checkQuorum(t *testing.T, l *fakelog.Log, checkpoint string, keys []string, quorum int, ok bool) {
+	t.Helper()
+	l.SetObject("checkpoint", []byte(checkpoint))
+	c, err := staticct.New(staticct.Config{MonitoringPrefix: serve(t, l).MonitoringPrefix(), PublicKey: l.PublicKeyDER(),
+		Origin: l.Origin(), WitnessKeys: keys, WitnessQuorum: quorum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Checkpoint(context.Background())
+	if ok && err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	var ve *staticct.VerifyError
+	if !ok && (err == nil || !errors.As(err, &ve) || ve.Kind != staticct.VerifyCheckpointCosignature) {
+		t.Fatalf("Checkpoint: %v, want a %s VerifyError", err, staticct.VerifyCheckpointCosignature)
 	}
 }
