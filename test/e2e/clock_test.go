@@ -18,22 +18,32 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
-// metricAt returns the value of the sample named exactly name (with its
-// labels) on p's /metrics, and whether it is there.
-func metricAt(t *testing.T, addr, name string) (float64, bool) {
+// metricLines returns the lines of the /metrics page at url.
+func metricLines(t *testing.T, url string) []string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// sampleValue returns the value of the sample named exactly name (with its
+// labels) among lines, and whether it is there.
+func sampleValue(t *testing.T, lines []string, name string) (float64, bool) {
+	t.Helper()
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+				t.Fatalf("%s: %v", l, err)
 			}
 			return f, true
 		}
@@ -41,19 +51,19 @@ func metricAt(t *testing.T, addr, name string) (float64, bool) {
 	return 0, false
 }
 
+// metricAt returns the value of the sample named exactly name on addr's
+// /metrics, and whether it is there.
+func metricAt(t *testing.T, addr, name string) (float64, bool) {
+	t.Helper()
+	return sampleValue(t, metricLines(t, "http://"+addr+"/metrics"), name)
+}
+
 // metricsContain reports whether a sample line on addr's /metrics starts
 // with prefix and contains substr.
 func metricsContain(t *testing.T, addr, prefix, substr string) bool {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) && strings.Contains(sc.Text(), substr) {
+	for _, l := range metricLines(t, "http://"+addr+"/metrics") {
+		if strings.HasPrefix(l, prefix) && strings.Contains(l, substr) {
 			return true
 		}
 	}

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,24 +127,10 @@ func TestResubmitAfterGivingUp(t *testing.T) {
 		ra.index, rb.index, r.scts, r.lost, r.final.Size)
 }
 
-// metric returns the value of one sample on the server's /metrics.
+// metric returns the value of one sample on the server's /metrics (0 if
+// it is absent).
 func metric(t *testing.T, s *devServer, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(s.info.SubmissionPrefix, "/") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return f
-		}
-	}
-	return 0
+	v, _ := sampleValue(t, metricLines(t, strings.TrimSuffix(s.info.SubmissionPrefix, "/")+"/metrics"), sample)
+	return v
 }

@@ -6,13 +6,11 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
@@ -26,17 +24,7 @@ import (
 // ML-DSA-44 witness runs in CI yet (Sunlight v0.9.0's is the interop step
 // for a later session).
 func TestWitnessesMLDSA44(t *testing.T) {
-	dir := t.TempDir()
-	s := startDev(t, dir)
-	s.stop()
-	k, err := keys.Load(filepath.Join(dir, devmode.KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vkey, err := checkpoint.Ed25519VerifierKey(s.info.Origin, k.Ed25519Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, s, k, vkey := stoppedDevLog(t)
 	origin := s.info.Origin
 	verify := func(b []byte) (*checkpoint.Verified, error) {
 		return checkpoint.Verify(b, origin, &k.ECDSA.PublicKey, k.LogID(), vkey)

@@ -81,15 +81,11 @@ line:
 	return 0
 }
 
-// TestWitnessesEndToEnd runs the real binary with three witnesses: a live
-// litewitness (filippo.io/torchwood, an independent implementation), one
-// that hangs (SIGSTOP) and one that is down. SCTs keep coming, the
-// published checkpoint carries the live witness's cosignature, the metrics
-// and the home page tell the witnesses apart, fsck and the hammer verify
-// the cosignatures when given the witness's key (and fail for a witness
-// that never cosigned), and after a restart, which forgets what the
-// witness holds, the witness's 409 is followed.
-func TestWitnessesEndToEnd(t *testing.T) {
+// stoppedDevLog creates a dev log and stops it, for a test that configures
+// witnesses before serving it again: its directory, its server (to start
+// again), its keys and its checkpoint's Ed25519 vkey.
+func stoppedDevLog(t *testing.T) (string, *devServer, *keys.Keys, string) {
+	t.Helper()
 	dir := t.TempDir()
 	s := startDev(t, dir)
 	s.stop()
@@ -101,6 +97,19 @@ func TestWitnessesEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, s, k, vkey
+}
+
+// TestWitnessesEndToEnd runs the real binary with three witnesses: a live
+// litewitness (filippo.io/torchwood, an independent implementation), one
+// that hangs (SIGSTOP) and one that is down. SCTs keep coming, the
+// published checkpoint carries the live witness's cosignature, the metrics
+// and the home page tell the witnesses apart, fsck and the hammer verify
+// the cosignatures when given the witness's key (and fail for a witness
+// that never cosigned), and after a restart, which forgets what the
+// witness holds, the witness's 409 is followed.
+func TestWitnessesEndToEnd(t *testing.T) {
+	dir, s, _, vkey := stoppedDevLog(t)
 	lg := witnesstest.Log{Origin: s.info.Origin, Key: vkey}
 	live := witnesstest.Start(t, "witness.test/live", lg)
 	hung := witnesstest.Start(t, "witness.test/hung", lg)
