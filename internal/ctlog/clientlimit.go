@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
 // ClientLimitConfig is a log's submission rate limit per client.
@@ -61,7 +63,7 @@ type ClientLimiter struct {
 	cfg ClientLimitConfig
 
 	mu        sync.Mutex
-	buckets   map[netip.Prefix]*clientBucket
+	buckets   map[netip.Addr]*clientBucket
 	overflow  clientBucket
 	lastSweep time.Time
 }
@@ -86,7 +88,7 @@ func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
 		cfg.Burst = max(1, int(cfg.Rate))
 	}
 	if cfg.IPv6Bits <= 0 || cfg.IPv6Bits > 128 {
-		cfg.IPv6Bits = 64
+		cfg.IPv6Bits = netlimit.DefaultIPv6Prefix
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients
@@ -94,26 +96,19 @@ func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
 	if cfg.AddChainShare <= 0 || cfg.AddChainShare > 1 {
 		cfg.AddChainShare = 1
 	}
-	return &ClientLimiter{cfg: cfg, buckets: map[netip.Prefix]*clientBucket{}}
+	return &ClientLimiter{cfg: cfg, buckets: map[netip.Addr]*clientBucket{}}
 }
 
-// clientKey is the client addr belongs to, and whether it is exempt.
-func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Prefix, bool) {
+// clientKey is the client addr belongs to (netlimit.ClientGroup, as for
+// the connection caps), and whether it is limited (not exempt).
+func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Addr, bool) {
 	addr = addr.Unmap()
 	for _, p := range c.cfg.Exempt {
 		if p.Contains(addr) {
-			return netip.Prefix{}, false
+			return netip.Addr{}, false
 		}
 	}
-	bits := 32
-	if addr.Is6() {
-		bits = c.cfg.IPv6Bits
-	}
-	p, err := addr.Prefix(bits)
-	if err != nil {
-		return netip.Prefix{}, false
-	}
-	return p, true
+	return netlimit.ClientGroup(addr, c.cfg.IPv6Bits), true
 }
 
 // allow takes a token for a submission from addr (add-pre-chain if
@@ -166,7 +161,7 @@ func retryAfter(missing, rate float64) int {
 // bucket returns key's bucket, creating a full one if there is room, or
 // the shared overflow bucket if the table is full (see ClientLimiter).
 // c.mu is held.
-func (c *ClientLimiter) bucket(key netip.Prefix, now time.Time) *clientBucket {
+func (c *ClientLimiter) bucket(key netip.Addr, now time.Time) *clientBucket {
 	if b, ok := c.buckets[key]; ok {
 		return b
 	}

@@ -699,9 +699,17 @@ func (lim *Limiter) clientKey(a net.Addr) netip.Addr {
 			ip = ap.Addr()
 		}
 	}
+	return ClientGroup(ip, lim.ipv6Bits)
+}
+
+// ClientGroup is the client an address counts as, for the connection caps
+// and for the per-client submission rate limits alike: the IPv4 address
+// (an IPv4-mapped IPv6 address counts as IPv4), or the IPv6 address's
+// prefix of ipv6Bits, masked, without zone.
+func ClientGroup(ip netip.Addr, ipv6Bits int) netip.Addr {
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
-		ip = netip.PrefixFrom(ip, lim.ipv6Bits).Masked().Addr()
+		ip = netip.PrefixFrom(ip, ipv6Bits).Masked().Addr()
 	}
 	return ip
 }
