@@ -561,7 +561,10 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 				s.b.close()
 				return nil, err
 			}
-			p.log.SetStandby("", cp, nil)
+			// Until the elector's first look at the lease, this process
+			// does not know where to relay submissions: /health says so
+			// rather than routing clients to a process that refuses them.
+			p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
 			logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
 		} else {
 			seq, err := sequencer.Load(ctx, p.seqCfg)

@@ -18,6 +18,10 @@ import (
 // errNoLeader is a standby's LeaderErr while no process holds the lease.
 var errNoLeader = errors.New("submissions through this process fail: the log has no leader right now (failover in progress)")
 
+// errLeaderNotYetKnown is a standby's LeaderErr from its start until it
+// has read the lease.
+var errLeaderNotYetKnown = errors.New("submissions through this process fail: it has not read which process leads the log yet")
+
 // checkStorage reads the log's checkpoint object, to learn whether this
 // process can reach the log's storage (see elector.run). The read is
 // bounded by a quarter of a lease, so a storage path that hangs costs one
