@@ -48,15 +48,12 @@
 package netlimit
 
 import (
-	"bytes"
 	"container/list"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
@@ -74,26 +71,6 @@ const (
 // connection over a cap: long enough for idle connections to time out or be
 // shed, short enough that a real submitter is not held up much.
 const RetryAfter = 5
-
-// MaxRefusing bounds the refusals being answered at once. Each holds a file
-// descriptor and a goroutine for at most 1.5s (see answer503); beyond this
-// many, a flood is being refused and further connections are closed at
-// once, which costs nothing. Defaults keeps this many descriptors in
-// reserve.
-const MaxRefusing = 64
-
-// Deadlines of a refusal (see answer503): for the request head to arrive,
-// then for writing the answer and seeing the client close. Together they
-// bound how long a client that reads or writes slowly, or not at all, can
-// hold a refused connection.
-const (
-	refuseHeadTimeout  = time.Second
-	refuseCloseTimeout = 500 * time.Millisecond
-)
-
-// maxDrain bounds what a refusal reads and discards from a connection after
-// answering it (see answer503).
-const maxDrain = 1 << 20
 
 // SilentGrace is how long a new connection may take to send its first
 // whole request head before it is shed ahead of any idle keep-alive
@@ -153,8 +130,9 @@ type Limiter struct {
 	now            func() time.Time // tests set it to age connections
 	// shedAt is the number of open connections from which an accepted
 	// connection makes room by closing the oldest idle one.
-	shedAt   int
-	refusing chan struct{} // semaphore of refusals in progress
+	shedAt     int
+	refusing   refusals      // refusals being answered
+	refuseHead time.Duration // how long a refusal waits for the head (tests lengthen it)
 
 	open       prometheus.Gauge
 	refused    *prometheus.CounterVec
@@ -192,9 +170,10 @@ func New(cfg Config) (*Limiter, error) {
 		exempt:    cfg.Exempt,
 		// Shed from seven eighths of the cap: close to it, but early
 		// enough that a burst of new clients finds room before refusals.
-		shedAt:   cfg.Max - cfg.Max/8,
-		refusing: make(chan struct{}, MaxRefusing),
-		clients:  map[netip.Addr]*group{},
+		shedAt:     cfg.Max - cfg.Max/8,
+		refusing:   refusals{byKey: map[netip.Addr]int{}},
+		refuseHead: refuseHeadTimeout,
+		clients:    map[netip.Addr]*group{},
 		open: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mosaic_connections_open",
 			Help: "Client connections open now, over all listeners.",
@@ -489,81 +468,6 @@ func (lim *Limiter) releaseLocked(c *Conn) {
 	}
 	lim.open.Set(float64(lim.count))
 }
-
-func (l *listener) refuse(nc net.Conn, reason string) {
-	l.lim.refused.WithLabelValues(reason).Inc()
-	if l.refusal == CloseOnly {
-		nc.Close()
-		return
-	}
-	select {
-	case l.lim.refusing <- struct{}{}:
-		go func() {
-			defer func() { <-l.lim.refusing }()
-			answer503(nc, reason)
-		}()
-	default:
-		nc.Close()
-	}
-}
-
-var (
-	responses = map[string][]byte{
-		ReasonPerClient: response("too many connections from this client address are open to the log; close idle ones or retry later"),
-		ReasonGlobal:    response("the log's server has too many connections open; retry later"),
-	}
-	endOfHead = []byte("\r\n\r\n")
-)
-
-func response(msg string) []byte {
-	msg += "\n"
-	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
-		"Content-Type: text/plain; charset=utf-8\r\n" +
-		"Retry-After: " + strconv.Itoa(RetryAfter) + "\r\n" +
-		// As on every other response of the log (see httpapi's cors), so
-		// a browser-based client can read why and when to retry.
-		"Access-Control-Allow-Origin: *\r\n" +
-		"Access-Control-Expose-Headers: Retry-After\r\n" +
-		"Connection: close\r\n" +
-		"Content-Length: " + strconv.Itoa(len(msg)) + "\r\n" +
-		"\r\n" + msg)
-}
-
-// answer503 answers a refused plain-HTTP connection and closes it, within
-// refuseHeadTimeout+refuseCloseTimeout whatever the client does.
-//
-// It reads the request head first: an HTTP client that receives an answer
-// before it has sent its request may take it for a stray response on an
-// idle connection and drop it. After answering it half-closes and reads
-// until the client closes (or the deadline), because closing a socket with
-// unread data makes the kernel send a reset, and a reset can destroy the
-// answer before the client reads it.
-//
-// Safe against hostile clients: the deadline bounds time, the buffers and
-// maxDrain bound memory, nothing read is interpreted, and MaxRefusing bounds
-// how many run at once.
-func answer503(nc net.Conn, reason string) {
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(refuseHeadTimeout))
-	var buf [4096]byte
-	for n := 0; n < len(buf); {
-		m, err := nc.Read(buf[n:])
-		n += m
-		if err != nil || bytes.Contains(buf[:n], endOfHead) {
-			break
-		}
-	}
-	nc.SetDeadline(time.Now().Add(refuseCloseTimeout))
-	if _, err := nc.Write(responses[reason]); err != nil {
-		return
-	}
-	if cw, ok := nc.(closeWriter); ok {
-		cw.CloseWrite()
-	}
-	io.Copy(io.Discard, io.LimitReader(nc, maxDrain))
-}
-
-type closeWriter interface{ CloseWrite() error }
 
 // ConnState is the http.Server ConnState hook that tells the Limiter which
 // connections are idle. c may be a connection the Limiter returned, or a
