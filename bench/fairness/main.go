@@ -32,6 +32,7 @@ func main() {
 	duration := flag.Duration("duration", 30*time.Second, "how long the good client submits, per case")
 	settle := flag.Duration("settle", 5*time.Second, "how long the attackers run before the good client starts")
 	maxSlots := flag.Int("max-slots", 16000, "the most connection slots all attackers together hold open (the tool's own descriptors)")
+	perAttacker := flag.Int("slots-per-attacker", 0, "connection slots each attacker holds (0: a little more than the per-address cap, and together at least twice the global cap)")
 	flag.Parse()
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "fairness: -mosaic is required (go build -o /tmp/mosaic ./cmd/mosaic)")
@@ -43,7 +44,7 @@ func main() {
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, fl := range ints(*fdLimits) {
 		for _, a := range ints(*attackers) {
-			if err := runCase(ctx, *bin, fl, a, *rate, *duration, *settle, *maxSlots); err != nil {
+			if err := runCase(ctx, *bin, fl, a, *rate, *duration, *settle, *maxSlots, *perAttacker); err != nil {
 				fmt.Fprintf(os.Stderr, "fairness: limit %d, %d attackers: %v\n", fl, a, err)
 				os.Exit(1)
 			}
@@ -51,7 +52,7 @@ func main() {
 	}
 }
 
-func runCase(ctx context.Context, bin string, fdLimit, attackers int, rate float64, duration, settle time.Duration, maxSlots int) error {
+func runCase(ctx context.Context, bin string, fdLimit, attackers int, rate float64, duration, settle time.Duration, maxSlots, perAttacker int) error {
 	dir, err := os.MkdirTemp("", "mosaic-fairness-")
 	if err != nil {
 		return err
@@ -66,6 +67,9 @@ func runCase(ctx context.Context, bin string, fdLimit, attackers int, rate float
 	// configured cap) and together at least twice the global cap, within
 	// the tool's own descriptors.
 	slots := min(srv.PerClient+8, 2*srv.Max/attackers+8, maxSlots/attackers)
+	if perAttacker > 0 {
+		slots = min(perAttacker, maxSlots/attackers)
+	}
 	res, err := fairtest.Run(ctx, fairtest.Config{Server: srv, Attackers: attackers, SlotsPerAttacker: slots, Rate: rate, Duration: duration, Settle: settle})
 	if err != nil {
 		return err
