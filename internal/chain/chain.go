@@ -83,6 +83,10 @@ type Policy struct {
 	RejectExpired bool
 	// RejectExtensions refuses leaves carrying any of these extensions.
 	RejectExtensions []asn1.ObjectIdentifier
+	// RejectPrecertSigningCerts refuses precertificates issued by a
+	// Precertificate Signing Certificate (RFC 6962 §3.1), as
+	// static-ct-api v1.1.0 allows.
+	RejectPrecertSigningCerts bool
 	// Now returns the current time (time.Now if nil), for RejectExpired.
 	Now func() time.Time
 	// FastVerify, if not nil, lets frequent issuers' P-256 keys get a
@@ -142,7 +146,8 @@ type RejectError struct {
 	Reason string
 	// Policy is true when the chain is valid but the log's policy refuses
 	// it (a required Extended Key Usage, an expired leaf, a refused
-	// extension, a chain longer than the log accepts), false when the
+	// extension, a chain longer than the log accepts, a precertificate
+	// signing certificate it does not take), false when the
 	// chain itself is invalid or does not lead to a root.
 	Policy bool
 }
@@ -168,6 +173,7 @@ type Validator struct {
 	requireEKU                   []asn1.ObjectIdentifier
 	rejectExpired                bool
 	rejectExtensions             []asn1.ObjectIdentifier
+	rejectPSC                    bool
 	now                          func() time.Time
 	fast                         *p256key.Guard // nil: no issuer key tables
 
@@ -215,6 +221,7 @@ func NewValidator(p Policy) (*Validator, error) {
 		maxChainLength:   p.MaxChainLength,
 		requireEKU:       slices.Clone(p.RequireEKU),
 		rejectExpired:    p.RejectExpired,
+		rejectPSC:        p.RejectPrecertSigningCerts,
 		rejectExtensions: slices.Clone(p.RejectExtensions),
 		now:              p.Now,
 		fast:             p.FastVerify,
@@ -401,6 +408,9 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 	}
 
 	if issuers.psc {
+		if v.rejectPSC && precert {
+			return nil, rejectPolicy("The precertificate at chain[0] was issued by a precertificate signing certificate (chain[1]), which this log does not accept; submit it as issued by its CA directly.")
+		}
 		if !precert {
 			return nil, reject("The certificate at chain[1] is a precertificate signing certificate, which only add-pre-chain accepts.")
 		}

@@ -727,3 +727,24 @@ func BenchmarkValidatePrecert(b *testing.B) {
 		}
 	}
 }
+
+// TestRejectPrecertSigningCerts: with the policy set, a precertificate
+// issued through a Precertificate Signing Certificate is refused as a
+// policy matter, also once its issuers are cached, while one issued by
+// its CA directly is still taken.
+func TestRejectPrecertSigningCerts(t *testing.T) {
+	p := newPKI(t)
+	v := p.validator(t, func(pol *Policy) { pol.RejectPrecertSigningCerts = true })
+	der := leaf(t, p.psc, testca.LeafOptions{Precert: true})
+	for range 2 {
+		_, err := v.Validate(chainOf(der, p.psc.DER, p.inter.DER, p.root.DER), true)
+		var re *RejectError
+		if !errors.As(err, &re) || !re.Policy || !strings.Contains(re.Reason, "precertificate signing certificate") {
+			t.Fatalf("a precertificate through a PSC: %v; want a policy refusal naming the precertificate signing certificate", err)
+		}
+	}
+	direct := leaf(t, p.inter, testca.LeafOptions{Precert: true})
+	if _, err := v.Validate(chainOf(direct, p.inter.DER, p.root.DER), true); err != nil {
+		t.Fatalf("a precertificate issued by its CA directly: %v", err)
+	}
+}

@@ -129,6 +129,10 @@ type Policy struct {
 	// MaxChainLength is the most certificates a submitted chain may have,
 	// leaf included (default 10).
 	MaxChainLength int `yaml:"max_chain_length,omitempty"`
+	// RejectPrecertSigningCerts refuses precertificates issued by a
+	// Precertificate Signing Certificate (RFC 6962 §3.1), which
+	// static-ct-api v1.1.0 lets a log refuse.
+	RejectPrecertSigningCerts bool `yaml:"reject_precert_signing_certs,omitempty"`
 }
 
 // ekuNames maps the Extended Key Usage names require_eku accepts to their

@@ -35,6 +35,8 @@ func chainPolicy(lc *config.Log) (chain.Policy, error) {
 		RequireEKU:       ekus,
 		RejectExpired:    lc.Policy.RejectExpired,
 		RejectExtensions: exts,
+
+		RejectPrecertSigningCerts: lc.Policy.RejectPrecertSigningCerts,
 	}, nil
 }
 
