@@ -316,16 +316,10 @@ func (c *Config) check() error {
 // lockWriter takes b's writer lock if b (or a backend it wraps) has one
 // (a local directory does), and returns the function that releases it.
 func lockWriter(b storage.Backend) (release func(), err error) {
-	for {
-		if l, ok := b.(interface{ LockWriter() (func(), error) }); ok {
-			return l.LockWriter()
-		}
-		u, ok := b.(interface{ Unwrap() storage.Backend })
-		if !ok {
-			return func() {}, nil
-		}
-		b = u.Unwrap()
+	if l, ok := storage.As[storage.WriterLocker](b); ok {
+		return l.LockWriter()
 	}
+	return func() {}, nil
 }
 
 // Load rebuilds a log's sequencing state from the lock backend and storage.

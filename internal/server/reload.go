@@ -12,8 +12,6 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/roots"
-	"github.com/mosaic-ct/mosaic/internal/storage"
-	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
 )
 
@@ -141,14 +139,10 @@ func RemoveRoot(ctx context.Context, c *config.Config, name string, fp roots.Fin
 	if err != nil {
 		return nil, err
 	}
-	var st storage.Backend
-	if sc := lc.Storage.S3; sc != nil {
-		st, err = s3.New(ctx, s3Config(sc))
-	} else {
-		st, err = localfs.New(lc.Storage.Dir)
-	}
+	s3For := func(string) s3.Config { return s3Config(lc.Storage.S3) }
+	st, err := openStore(ctx, lc.Storage, s3For, "")
 	if err != nil {
-		return nil, fmt.Errorf("log %s: storage: %w", lc.Name, err)
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
 	}
 	r, err := roots.Remove(ctx, st, macKey, lc.Name, origin, fp, time.Now())
 	if err != nil {

@@ -37,7 +37,6 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
-	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
 	"github.com/mosaic-ct/mosaic/internal/witness"
 )
@@ -148,7 +147,6 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
 	}
 	var store, readStore storage.Backend
-	var fence lock.Backend
 	var s3cfg s3.Config
 	// s3For returns the S3 config for one client of the bucket; the
 	// "client" label on mosaic_storage_requests_total tells the sequencer's
@@ -161,39 +159,28 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		return c
 	}
 	if lc.Storage.S3 != nil {
-		sc := lc.Storage.S3
-		s3cfg = s3Config(sc)
-		st, err := s3.New(ctx, s3For("sequencer"))
-		if err != nil {
-			return nil, field("storage.s3", err)
-		}
-		store = st
-		f, err := s3lock.NewFence(ctx, s3For("fence"))
-		if err != nil {
-			return nil, field("storage.s3", err)
-		}
-		if !f.Atomic() {
-			logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
-				"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
-				"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
-		}
-		fence = f
-	} else {
-		dir, err := localfs.New(lc.Storage.Dir)
-		if err != nil {
-			return nil, field("storage.dir", err)
-		}
-		store = dir
-		fence = dir.Fence()
+		s3cfg = s3Config(lc.Storage.S3)
+	}
+	if store, err = openStore(ctx, lc.Storage, s3For, "sequencer"); err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	fence, atomic, err := openFence(ctx, store, s3For)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	if !atomic {
+		logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
+			"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
+			"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
 	}
 	if logReg != nil {
 		store = storage.Instrument(store, logReg)
 	}
 	readStore = store
 	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
-		rs, err := s3.New(ctx, s3For("read_path"))
+		rs, err := openStore(ctx, lc.Storage, s3For, "read_path")
 		if err != nil {
-			return nil, field("storage.s3", err)
+			return nil, fmt.Errorf("log %s: %w", lc.Name, err)
 		}
 		readStore = rs
 		if lc.Storage.S3.ReadCacheMB > 0 {

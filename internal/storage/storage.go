@@ -102,6 +102,14 @@ func isPartial(key string) bool {
 	return false
 }
 
+// The optional interfaces a Backend may have. Each is looked for through
+// the wrappers around it (As).
+
+// Unwrapper is a Backend that wraps another (Instrumented, for one).
+type Unwrapper interface {
+	Unwrap() Backend
+}
+
 // BatchDeleter is a Backend that deletes many objects at once more cheaply
 // than one by one (S3's multi-object delete).
 type BatchDeleter interface {
@@ -110,19 +118,38 @@ type BatchDeleter interface {
 	DeleteBatch(ctx context.Context, keys []string) error
 }
 
-// DeleteBatch removes the objects at keys from b, in one request where b
-// (or a backend it wraps, see Instrumented.Unwrap) is a BatchDeleter, else
-// one Delete at a time. Missing objects are not an error.
-func DeleteBatch(ctx context.Context, b Backend, keys []string) error {
-	for inner := b; ; {
-		if bd, ok := inner.(BatchDeleter); ok {
-			return bd.DeleteBatch(ctx, keys)
+// WriterLocker is a Backend that can keep other processes from writing
+// it while one does (a local directory's flock), which the sequencer takes
+// when it loads the log.
+type WriterLocker interface {
+	// LockWriter takes the lock, or fails at once if another process
+	// holds it; release gives it back.
+	LockWriter() (release func(), err error)
+}
+
+// As returns b, or the first backend it wraps (through Unwrapper), that
+// implements T.
+func As[T any](b Backend) (T, bool) {
+	for b != nil {
+		if t, ok := b.(T); ok {
+			return t, true
 		}
-		u, ok := inner.(interface{ Unwrap() Backend })
+		u, ok := b.(Unwrapper)
 		if !ok {
 			break
 		}
-		inner = u.Unwrap()
+		b = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// DeleteBatch removes the objects at keys from b, in one request where b
+// (or a backend it wraps) is a BatchDeleter, else one Delete at a time.
+// Missing objects are not an error.
+func DeleteBatch(ctx context.Context, b Backend, keys []string) error {
+	if bd, ok := As[BatchDeleter](b); ok {
+		return bd.DeleteBatch(ctx, keys)
 	}
 	for _, k := range keys {
 		if err := b.Delete(ctx, k); err != nil {

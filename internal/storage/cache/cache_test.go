@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/storage/storagetest"
 )
 
 // memBackend is an in-memory storage.Backend that counts Gets and can hold
@@ -204,4 +206,17 @@ func TestCancelledFetchDoesNotFailOthers(t *testing.T) {
 	if got := <-second; string(got) != "tile" {
 		t.Fatalf("second Get = %q", got)
 	}
+}
+
+// TestConformance: a Reader over a local directory is still a Backend that
+// keeps the contract (the suite's rewrites are of mutable objects, which the
+// cache never holds, and its immutable ones are written once).
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend {
+		d, err := localfs.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return New(d, 1<<20)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
@@ -173,7 +174,10 @@ func (d *Dir) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	// A key naming a directory (a prefix of other keys) or going through
+	// a file is no object either, as in object storage: not an error a
+	// client's request could raise.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/storagetest"
 )
 
 func newDir(t *testing.T) *Dir {
@@ -304,45 +305,9 @@ func TestConcurrentPuts(t *testing.T) {
 	}
 }
 
-// TestConcurrentOverwrites checks that readers racing a writer of one key
-// only ever see a whole version (atomic rename), never a torn write.
-func TestConcurrentOverwrites(t *testing.T) {
-	d := newDir(t)
-	versions := make([][]byte, 8)
-	valid := map[string]bool{}
-	for i := range versions {
-		versions[i] = bytes.Repeat([]byte{byte('a' + i)}, 64<<10)
-		valid[string(versions[i])] = true
-	}
-	put(t, d, "checkpoint", versions[0])
-	var wg sync.WaitGroup
-	for i := range versions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.Put(context.Background(), "checkpoint", versions[i], storage.PutOptions{}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				data, err := d.Get(context.Background(), "checkpoint")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !valid[string(data)] {
-					t.Errorf("read a torn object of %d bytes", len(data))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+// TestConformance runs the storage.Backend conformance suite.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend { return newDir(t) })
 }
 
 func TestFenceConformance(t *testing.T) {

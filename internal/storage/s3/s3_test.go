@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/storagetest"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
@@ -131,41 +132,10 @@ func TestPutGet(t *testing.T) {
 	}
 }
 
-func TestOverwrite(t *testing.T) {
-	s := newStore(t, config(testenv.MinIO(t)))
-	for _, v := range []string{"one", "two"} {
-		if err := s.Put(ctx(t), "checkpoint", []byte(v), storage.Options("checkpoint")); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := s.Get(ctx(t), "checkpoint"); err != nil || string(got) != v {
-			t.Fatalf("Get = %q, %v; want %q", got, err, v)
-		}
-	}
-}
-
-func TestGetNotFound(t *testing.T) {
-	s := newStore(t, config(testenv.MinIO(t)))
-	_, err := s.Get(ctx(t), "tile/0/000")
-	if !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("Get of a missing object: err = %v, want ErrNotFound", err)
-	}
-}
-
-func TestDelete(t *testing.T) {
-	s := newStore(t, config(testenv.MinIO(t)))
-	key := "tile/0/000.p/1"
-	if err := s.Put(ctx(t), key, []byte("x"), storage.Options(key)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx(t), key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(ctx(t), key); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("Get after Delete: err = %v, want ErrNotFound", err)
-	}
-	if err := s.Delete(ctx(t), key); err != nil {
-		t.Fatalf("Delete of a missing object: %v", err)
-	}
+// TestConformance runs the storage.Backend conformance suite against
+// MinIO, a fresh bucket per subtest.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend { return newStore(t, config(testenv.MinIO(t))) })
 }
 
 // TestPrefix: two logs share a bucket under different prefixes.
