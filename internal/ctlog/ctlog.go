@@ -88,6 +88,18 @@ type role struct {
 	changed chan struct{} // closed when the next role replaces this one
 }
 
+// What the HTTP layer needs of the sequencer, so that it depends on this
+// package alone: the errors AddChain wraps, and the round metrics the
+// dashboard samples.
+var (
+	ErrPoolFull = sequencer.ErrPoolFull // the pool is full
+	ErrDeferred = sequencer.ErrDeferred // a low-priority entry refused before the pool is full
+	ErrStopped  = sequencer.ErrStopped  // the sequencer has stopped
+)
+
+// SequencerMetrics are a sequencer's metrics (see sequencer.Metrics).
+type SequencerMetrics = sequencer.Metrics
+
 // ErrNotLeader is returned by AddChain when this process does not sequence
 // the log (it is a standby, or has just stepped down).
 var ErrNotLeader = errors.New("this process is not the log's leader")
@@ -240,8 +252,8 @@ type RejectError = chain.RejectError
 // and committed, and returns the SCT. Errors are *RejectError for a bad
 // submission, *ThrottleError for one refused for now by admission control,
 // *ReadOnlyError for a log that takes no more submissions, or wrap
-// sequencer.ErrPoolFull (ErrDeferred for a low-priority entry) /
-// ErrUnavailable / ErrStopped.
+// ErrPoolFull (ErrDeferred for a low-priority entry) /
+// sequencer.ErrUnavailable / ErrStopped.
 func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*sct.Response, error) {
 	done, err := l.admit(time.Now())
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
 )
 
 // The dashboard samples each log's figures every SampleInterval and keeps
@@ -31,7 +30,7 @@ const (
 // ctlog.Log does not hold: its sequencer's metrics and its pool's
 // capacity. Metrics may be nil (no round duration or pool fill shown).
 type LogStats struct {
-	Metrics      *sequencer.Metrics
+	Metrics      *ctlog.SequencerMetrics
 	PoolCapacity int
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
 )
 
 // Reasons a submission is refused: the "reason" label of
@@ -74,7 +73,7 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		}
 	case errors.Is(err, ctlog.ErrNotLeader):
 		reason, retryAfter, msg = ReasonNotLeader, "1", "this process has just stopped sequencing the log (failover); retry"
-	case errors.Is(err, sequencer.ErrDeferred):
+	case errors.Is(err, ctlog.ErrDeferred):
 		// Low priority (an old certificate, or one that already has
 		// SCTs) while fresh submissions need the room: come back well
 		// later, spread out.
@@ -85,9 +84,9 @@ func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *c
 		// checkpoint is ahead of it (see clock.Next). The second
 		// passes by itself, so retry when it has, within a minute.
 		reason, retryAfter, msg = ReasonClock, clockRetryAfter(se.RetryAfter), se.Error()
-	case errors.Is(err, sequencer.ErrPoolFull):
+	case errors.Is(err, ctlog.ErrPoolFull):
 		reason, retryAfter, msg = ReasonPoolFull, "1", "the log is at capacity; retry later"
-	case errors.Is(err, sequencer.ErrStopped):
+	case errors.Is(err, ctlog.ErrStopped):
 		reason, retryAfter, msg = ReasonShuttingDown, "5", "the log is shutting down; retry later"
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The client went away; it will not read this.
