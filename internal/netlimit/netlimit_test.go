@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -197,25 +196,34 @@ func TestShedIdleNearGlobalCap(t *testing.T) {
 	}
 }
 
-// TestGlobalCapRefuses: active connections (requests being served) are
-// never shed, so a connection over the global cap held by them gets 503.
-func TestGlobalCapRefuses(t *testing.T) {
-	lim := newLimiter(t, 16, 16)
+// serveBusy serves lim with a handler that holds every request until the
+// test ends, and fills it with n requests being served, from the given
+// addresses in turn. It returns the server's address.
+func serveBusy(t *testing.T, lim *Limiter, n int, from ...string) string {
+	t.Helper()
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(func() { close(release) })
 	var inHandler sync.WaitGroup
-	inHandler.Add(16)
+	inHandler.Add(n)
 	addr := serveHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inHandler.Done()
 		<-release
 	}))
-	for i := range 16 {
-		// Two clients of 8 (the shrinking cap's floor), which the cap
-		// allows them under pressure.
-		c := dial(t, fmt.Sprintf("127.0.0.%d", 3+i%2), addr)
+	for i := range n {
+		c := dial(t, from[i%len(from)], addr)
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: log.example\r\n\r\n")
 	}
 	inHandler.Wait()
+	return addr
+}
+
+// TestGlobalCapRefuses: active connections (requests being served) are
+// never shed, so a connection over the global cap held by them gets 503.
+func TestGlobalCapRefuses(t *testing.T) {
+	lim := newLimiter(t, 16, 16)
+	// Two clients of 8 (the shrinking cap's floor), which the cap allows
+	// them under pressure.
+	addr := serveBusy(t, lim, 16, "127.0.0.3", "127.0.0.4")
 	want503(t, dial(t, "127.0.0.2", addr), "too many connections open")
 	if got := testutil.ToFloat64(lim.refused.WithLabelValues(ReasonGlobal)); got != 1 {
 		t.Errorf("refused{global} = %v, want 1", got)

@@ -3,9 +3,7 @@ package netlimit
 import (
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,19 +83,7 @@ func TestRefusalPreemption(t *testing.T) {
 func TestGoodClientAnsweredUnderRefusalFlood(t *testing.T) {
 	lim := newLimiter(t, 2, 2)
 	lim.refuseHead = time.Minute // the flood's refusals must not end by themselves during the test
-	release := make(chan struct{})
-	defer close(release)
-	var inHandler sync.WaitGroup
-	inHandler.Add(2)
-	addr := serveHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inHandler.Done()
-		<-release
-	}))
-	for range 2 {
-		c := dial(t, "127.0.0.3", addr)
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: log.example\r\n\r\n")
-	}
-	inHandler.Wait()
+	addr := serveBusy(t, lim, 2, "127.0.0.3")
 	for range MaxRefusing + 8 {
 		dial(t, "127.0.0.4", addr)
 	}
