@@ -23,10 +23,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -87,17 +85,20 @@ type Config struct {
 
 // Witness serves add-checkpoint and the monitoring checkpoints.
 type Witness struct {
-	name    string
-	ed      ed25519.PrivateKey
-	edID    uint32
-	ml      *keys.WitnessKeys
-	mlID    uint32
-	logs    map[string]*witnessedLog
-	store   Store
-	limit   *ctlog.ClientLimiter
-	now     func() time.Time
-	log     *slog.Logger
-	metrics metrics
+	name string
+	ed   ed25519.PrivateKey
+	edID uint32
+	ml   *keys.WitnessKeys
+	mlID uint32
+	logs map[string]*witnessedLog
+	// cosigners verify the witness's own cosignatures (sign-subtree's
+	// reference checkpoints).
+	cosigners note.Verifiers
+	store     Store
+	limit     *ctlog.ClientLimiter
+	now       func() time.Time
+	log       *slog.Logger
+	metrics   metrics
 }
 
 type witnessedLog struct {
@@ -140,19 +141,20 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		store: cfg.Store, limit: ctlog.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
 	// The key IDs of the cosignature lines, from the vkeys (Ed25519 first,
 	// then ML-DSA-44): checkpoint.ParseCosignerKey also checks the name.
-	var ids []uint32
+	var own []note.Verifier
 	for _, vkey := range w.VerifierKeys() {
 		v, err := checkpoint.ParseCosignerKey(vkey)
 		if err != nil {
 			return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
 		}
-		ids = append(ids, v.KeyHash())
+		own = append(own, v)
 	}
-	w.edID, w.mlID = ids[0], ids[1]
+	w.edID, w.mlID = own[0].KeyHash(), own[1].KeyHash()
+	w.cosigners = note.VerifierList(own...)
 	w.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_witness_server_requests_total",
-			Help: "add-checkpoint requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), inconsistent (422), rate_limited, error.",
+			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), inconsistent (422), rate_limited, error.",
 		}, []string{"log", "result"}),
 		size: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mosaic_witness_server_cosigned_tree_size",
@@ -287,19 +289,23 @@ func refuse(code int, result, format string, args ...any) *httpError {
 }
 
 // Handler serves the witness under prefix (a path ending in "/"):
-// POST add-checkpoint and GET <origin hash>/checkpoint. Owns says which
+// POST add-checkpoint, POST sign-subtree and GET <origin hash>/checkpoint. Owns says which
 // paths are its.
 func (w *Witness) Handler(prefix string) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rest, _ := strings.CutPrefix(r.URL.Path, prefix)
 		switch {
-		case rest == "add-checkpoint":
+		case rest == "add-checkpoint" || rest == "sign-subtree":
 			if r.Method != http.MethodPost {
 				rw.Header().Set("Allow", http.MethodPost)
-				http.Error(rw, "The add-checkpoint endpoint takes POST requests.", http.StatusMethodNotAllowed)
+				http.Error(rw, "The "+rest+" endpoint takes POST requests.", http.StatusMethodNotAllowed)
 				return
 			}
-			w.serveAddCheckpoint(rw, r)
+			if rest == "add-checkpoint" {
+				w.serveAddCheckpoint(rw, r)
+			} else {
+				w.serveSignSubtree(rw, r)
+			}
 		case strings.HasSuffix(rest, "/checkpoint") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			w.serveCheckpoint(rw, r, strings.TrimSuffix(rest, "/checkpoint"))
 		default:
@@ -314,7 +320,7 @@ func Owns(prefix, path string) bool {
 	if !ok {
 		return false
 	}
-	if rest == "add-checkpoint" {
+	if rest == "add-checkpoint" || rest == "sign-subtree" {
 		return true
 	}
 	h, ok := strings.CutSuffix(rest, "/checkpoint")
@@ -354,6 +360,12 @@ func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request, origi
 func (w *Witness) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 	label := unknownLogLabel
 	lines, err := w.addCheckpoint(r, &label)
+	w.respond(rw, label, lines, err)
+}
+
+// respond writes the signature lines of a request for log label, or its
+// refusal, and counts it.
+func (w *Witness) respond(rw http.ResponseWriter, label string, lines []byte, err error) {
 	if err == nil {
 		w.metrics.requests.WithLabelValues(label, resultOK).Inc()
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -362,7 +374,7 @@ func (w *Witness) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 	}
 	var he *httpError
 	if !errors.As(err, &he) {
-		w.log.Error("witness: add-checkpoint", "log", label, "err", err)
+		w.log.Error("witness: request failed", "log", label, "err", err)
 		he = &httpError{code: http.StatusServiceUnavailable, result: resultError, retryAfter: 5,
 			msg: "The witness could not read or store its state; retry later."}
 	}
@@ -383,21 +395,9 @@ func (w *Witness) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 // an *httpError (any other error is the store's). label is set to the
 // log's origin once the request is known to be for a configured log.
 func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) {
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		var te *ctlog.ThrottleError
-		if err := w.limit.Allow(ap.Addr()); errors.As(err, &te) {
-			e := refuse(http.StatusTooManyRequests, resultRateLimited, "This client address is over the witness's request rate limit; retry later.")
-			e.retryAfter = te.RetryAfter
-			return nil, e
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	body, err := w.readRequest(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, refuse(http.StatusRequestEntityTooLarge, resultBadRequest, "The request body is larger than %d bytes.", MaxBodyBytes)
-		}
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The request body could not be read.")
+		return nil, err
 	}
 	req, err := ParseAddCheckpoint(body)
 	if err != nil {
