@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/keys"
