@@ -71,7 +71,8 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	if _, err := ParsePrefix(w.SubmissionPrefix); err != nil {
 		bad("witness.submission_prefix", "%v", err)
 	}
-	if !validKeyName(w.Name) || len(w.Name) > 255 {
+	// An empty name is the default from an invalid prefix, reported above.
+	if w.Name != "" && (!validKeyName(w.Name) || len(w.Name) > 255) {
 		bad("witness.name", "%q is not a valid signed-note key name (1 to 255 bytes of UTF-8 without spaces or '+')", w.Name)
 	}
 	if w.Key == "" {
