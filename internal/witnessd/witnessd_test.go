@@ -420,3 +420,29 @@ func TestMethodAndPaths(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestStoreDown closes the embedded database under the witness: Check
+// (what /health asks) fails, and add-checkpoint answers 503 with
+// Retry-After, cosigning nothing.
+func TestStoreDown(t *testing.T) {
+	lg := newTestLog(t, testOrigin)
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "mosaic.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWitness(t, db, lg)
+	if err := w.Check(context.Background()); err != nil {
+		t.Fatalf("Check with the database open: %v", err)
+	}
+	db.Close()
+	if err := w.Check(context.Background()); err == nil {
+		t.Fatal("Check with the database closed: no error")
+	}
+	r := post(w.Handler(prefix), body(0, nil, lg.sign(t, 0, emptyHash)))
+	if r.code != 503 || r.hdr.Get("Retry-After") == "" || strings.Contains(r.body, "—") {
+		t.Fatalf("add-checkpoint with the database closed: %d %q (Retry-After %q), want 503 with Retry-After", r.code, r.body, r.hdr.Get("Retry-After"))
+	}
+	if err := sentence.Check(strings.TrimSuffix(r.body, "\n")); err != nil {
+		t.Error(err)
+	}
+}
