@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	"filippo.io/mldsa"
-
-	"github.com/mosaic-ct/mosaic/internal/secretfile"
 )
 
 // Derivation labels of a witness's keys: independent of every log key
@@ -51,13 +49,5 @@ func WitnessFromSeed(seed []byte) (*WitnessKeys, error) {
 // LoadWitness reads a witness's seed file, refusing one that group or
 // others can read (see Load).
 func LoadWitness(path string) (*WitnessKeys, error) {
-	data, err := secretfile.Read("key file", path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := WitnessFromSeed(data)
-	if err != nil {
-		return nil, fmt.Errorf("key file %s: %w", path, err)
-	}
-	return k, nil
+	return loadFile(path, WitnessFromSeed)
 }

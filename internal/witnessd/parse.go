@@ -62,14 +62,24 @@ func ParseAddCheckpoint(body []byte) (*AddCheckpoint, error) {
 		return nil, fmt.Errorf("the old size %w", err)
 	}
 	req := &AddCheckpoint{Old: old}
-	if req.Proof, rest, err = parseProof(rest); err != nil {
+	if req.Proof, req.Note, req.Checkpoint, err = parseProofAndNote(rest); err != nil {
 		return nil, err
 	}
-	if req.Checkpoint, err = parseNoteText(rest); err != nil {
-		return nil, err
-	}
-	req.Note = rest
 	return req, nil
+}
+
+// parseProofAndNote parses the end both request bodies share: proof
+// lines, an empty line, and the checkpoint note.
+func parseProofAndNote(b []byte) (tlog.TreeProof, []byte, Checkpoint, error) {
+	proof, note, err := parseProof(b)
+	if err != nil {
+		return nil, nil, Checkpoint{}, err
+	}
+	c, err := parseNoteText(note)
+	if err != nil {
+		return nil, nil, Checkpoint{}, err
+	}
+	return proof, note, c, nil
 }
 
 // parseProof reads consistency proof lines up to and including the empty

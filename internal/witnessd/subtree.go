@@ -3,8 +3,6 @@ package witnessd
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 )
 
@@ -62,13 +59,9 @@ func ParseSignSubtree(body []byte) (*SignSubtree, error) {
 	if req.Hash, err = parseHash(line); err != nil {
 		return nil, fmt.Errorf("the subtree hash %w", err)
 	}
-	if req.Proof, rest, err = parseProof(rest); err != nil {
+	if req.Proof, req.Note, req.Checkpoint, err = parseProofAndNote(rest); err != nil {
 		return nil, err
 	}
-	if req.Checkpoint, err = parseNoteText(rest); err != nil {
-		return nil, err
-	}
-	req.Note = rest
 	return req, nil
 }
 
@@ -166,20 +159,14 @@ func (w *Witness) serveSignSubtree(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
-	body, err := w.readRequest(r)
+	req, err := readRequest(w, r, ParseSignSubtree)
 	if err != nil {
 		return nil, err
 	}
-	req, err := ParseSignSubtree(body)
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "%s.", capitalize(err.Error()))
-	}
 	cp := req.Checkpoint
-	l := w.logs[cp.Origin]
-	if l == nil {
-		return nil, refuse(http.StatusNotFound, resultUnknownLog, "This witness does not witness a log with that origin.")
+	if _, err := w.lookup(cp, label); err != nil {
+		return nil, err
 	}
-	*label = l.origin
 	// The checkpoint must carry this witness's own cosignature (either
 	// key): note.Open verifies each of its two keys at most once.
 	if _, err := note.Open(req.Note, w.cosigners); err != nil {
@@ -191,23 +178,12 @@ func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
 	if !checkSubtreeProof(req.Start, req.End, cp.Size, req.Proof, req.Hash, cp.Hash) {
 		return nil, refuse(http.StatusUnprocessableEntity, resultInconsistent, "The subtree consistency proof does not verify.")
 	}
-	m, err := checkpoint.SubtreeMessage(w.name, 0, cp.Origin, uint64(req.Start), uint64(req.End), req.Hash)
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The subtree cannot be cosigned: %s.", err)
-	}
-	sig, err := w.ml.MLDSA44.Sign(nil, m, nil)
-	if err != nil {
-		return nil, fmt.Errorf("ML-DSA-44 subtree cosignature: %w", err)
-	}
-	b := binary.BigEndian.AppendUint32(nil, w.mlID)
-	b = binary.BigEndian.AppendUint64(b, 0)
-	b = append(b, sig...)
-	return fmt.Appendf(nil, "— %s %s\n", w.name, base64.StdEncoding.EncodeToString(b)), nil
+	return w.mldsaLine(0, cp.Origin, req.Start, req.End, req.Hash)
 }
 
-// readRequest applies the client's rate limit and reads the body, at most
-// MaxBodyBytes.
-func (w *Witness) readRequest(r *http.Request) ([]byte, error) {
+// readRequest applies the client's rate limit, reads the body (at most
+// MaxBodyBytes) and parses it with parse.
+func readRequest[T any](w *Witness, r *http.Request, parse func([]byte) (*T, error)) (*T, error) {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		var te *ctlog.ThrottleError
 		if err := w.limit.Allow(ap.Addr()); errors.As(err, &te) {
@@ -224,5 +200,20 @@ func (w *Witness) readRequest(r *http.Request) ([]byte, error) {
 		}
 		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The request body could not be read.")
 	}
-	return body, nil
+	req, err := parse(body)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "%s.", capitalize(err.Error()))
+	}
+	return req, nil
+}
+
+// lookup returns the witnessed log of cp's origin, or a 404, and sets
+// label (the metrics' log label) to its origin.
+func (w *Witness) lookup(cp Checkpoint, label *string) (*witnessedLog, error) {
+	l := w.logs[cp.Origin]
+	if l == nil {
+		return nil, refuse(http.StatusNotFound, resultUnknownLog, "This witness does not witness a log with that origin.")
+	}
+	*label = l.origin
+	return l, nil
 }

@@ -395,20 +395,15 @@ func (w *Witness) respond(rw http.ResponseWriter, label string, lines []byte, er
 // an *httpError (any other error is the store's). label is set to the
 // log's origin once the request is known to be for a configured log.
 func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) {
-	body, err := w.readRequest(r)
+	req, err := readRequest(w, r, ParseAddCheckpoint)
 	if err != nil {
 		return nil, err
 	}
-	req, err := ParseAddCheckpoint(body)
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "%s.", capitalize(err.Error()))
-	}
 	cp := req.Checkpoint
-	l := w.logs[cp.Origin]
-	if l == nil {
-		return nil, refuse(http.StatusNotFound, resultUnknownLog, "This witness does not witness a log with that origin.")
+	l, err := w.lookup(cp, label)
+	if err != nil {
+		return nil, err
 	}
-	*label = l.origin
 	// Cost bound: note.Open reads at most 100 signature lines and
 	// verifies each of the log's (few) keys at most once; lines by other
 	// keys are skipped unverified.
@@ -512,10 +507,19 @@ func consistent(cur state, req *AddCheckpoint) error {
 // never zero, as tlog-witness requires).
 func (w *Witness) cosign(cp Checkpoint) ([]byte, error) {
 	ts := uint64(max(w.now().Unix(), 1))
-	ed := binary.BigEndian.AppendUint32(nil, w.edID)
-	ed = binary.BigEndian.AppendUint64(ed, ts)
-	ed = append(ed, ed25519.Sign(w.ed, checkpoint.CosignedMessage(ts, []byte(cp.Text)))...)
-	m, err := checkpoint.SubtreeMessage(w.name, ts, cp.Origin, 0, uint64(cp.Size), cp.Hash)
+	ed := w.line(w.edID, ts, ed25519.Sign(w.ed, checkpoint.CosignedMessage(ts, []byte(cp.Text))))
+	ml, err := w.mldsaLine(ts, cp.Origin, 0, cp.Size, cp.Hash)
+	if err != nil {
+		return nil, err
+	}
+	return append(ed, ml...), nil
+}
+
+// mldsaLine returns the witness's ML-DSA-44 cosignature line on the
+// subtree [start, end) with hash of the log origin, timestamped ts (zero
+// for a subtree that does not start at 0).
+func (w *Witness) mldsaLine(ts uint64, origin string, start, end int64, hash tlog.Hash) ([]byte, error) {
+	m, err := checkpoint.SubtreeMessage(w.name, ts, origin, uint64(start), uint64(end), hash)
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", err)
 	}
@@ -523,11 +527,15 @@ func (w *Witness) cosign(cp Checkpoint) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
 	}
-	ml := binary.BigEndian.AppendUint32(nil, w.mlID)
-	ml = binary.BigEndian.AppendUint64(ml, ts)
-	ml = append(ml, sig...)
-	return fmt.Appendf(nil, "— %s %s\n— %s %s\n", w.name, base64.StdEncoding.EncodeToString(ed),
-		w.name, base64.StdEncoding.EncodeToString(ml)), nil
+	return w.line(w.mlID, ts, sig), nil
+}
+
+// line is a note signature line of the witness: key ID, then the
+// timestamped_signature (c2sp.org/tlog-cosignature).
+func (w *Witness) line(keyID uint32, ts uint64, sig []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, keyID)
+	b = binary.BigEndian.AppendUint64(b, ts)
+	return fmt.Appendf(nil, "— %s %s\n", w.name, base64.StdEncoding.EncodeToString(append(b, sig...)))
 }
 
 // capitalize makes a parser error the start of a sentence.
