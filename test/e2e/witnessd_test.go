@@ -32,25 +32,32 @@ type witnessProcess struct {
 }
 
 // startWitness writes a witness-only config in dir for the log with the
-// given origin and vkeys, and serves it until /health answers 200.
-func startWitness(t *testing.T, dir, name, origin string, logKeys []string) *witnessProcess {
+// given origin and vkeys, with the seed keyFile (created if missing) and
+// its state in PostgreSQL at dsn, or in an embedded database in dir if dsn
+// is empty, and serves it until /health answers 200.
+func startWitness(t *testing.T, dir, keyFile, dsn, name, origin string, logKeys []string) *witnessProcess {
 	t.Helper()
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(dir, "witness.key")
-	if _, err := keys.WriteSeed(keyFile); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(keyFile); err != nil {
+		if _, err := keys.WriteSeed(keyFile); err != nil {
+			t.Fatal(err)
+		}
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/witness/", port)
 	cfg := map[string]any{
-		"listen":   []map[string]string{{"address": fmt.Sprintf("127.0.0.1:%d", port)}},
-		"database": filepath.Join(dir, "witness.db"),
+		"listen": []map[string]string{{"address": fmt.Sprintf("127.0.0.1:%d", port)}},
 		"witness": map[string]any{
 			"name": name, "key": keyFile, "submission_prefix": url,
 			"logs": []map[string]any{{"origin": origin, "keys": logKeys}},
 		},
+	}
+	if dsn != "" {
+		cfg["postgres"] = dsn
+	} else {
+		cfg["database"] = filepath.Join(dir, "witness.db")
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -151,7 +158,7 @@ func TestWitnessServer(t *testing.T) {
 	logKeys := []string{vkey, checkpoint.MLDSA44VerifierKey(origin, k.MLDSA44.PublicKey())}
 	wdir := t.TempDir()
 	const name = "witness.test/mosaic"
-	w := startWitness(t, wdir, name, origin, logKeys)
+	w := startWitness(t, wdir, filepath.Join(wdir, "witness.key"), "", name, origin, logKeys)
 	edKey, mlKey := witnessVKeys(t, filepath.Join(wdir, "witness.key"), name)
 
 	setDevLogField(t, dir, "witnesses", map[string]any{"quorum": 2, "list": []map[string]string{
@@ -235,4 +242,48 @@ func mustGet(t *testing.T, s *devServer, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestWitnessServerStandby runs one witness as two processes on one
+// PostgreSQL database (hot standbys, the same key) and a dev log that asks
+// both: they share the witness's state, so each answers from the size the
+// other cosigned (409, then the log resends from there), and both
+// cosignatures verify on the log's checkpoints.
+func TestWitnessServerStandby(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	dir, s, k, vkey := stoppedDevLog(t)
+	origin := s.info.Origin
+	logKeys := []string{vkey, checkpoint.MLDSA44VerifierKey(origin, k.MLDSA44.PublicKey())}
+	const name = "witness.test/standby"
+	keyFile := filepath.Join(t.TempDir(), "witness.key")
+	a := startWitness(t, t.TempDir(), keyFile, dsn, name, origin, logKeys)
+	b := startWitness(t, t.TempDir(), keyFile, dsn, name, origin, logKeys)
+	_, mlKey := witnessVKeys(t, keyFile, name)
+	setDevLogField(t, dir, "witnesses", map[string]any{"quorum": 2, "list": []map[string]string{
+		{"name": "a", "url": a.url, "key": mlKey},
+		{"name": "b", "url": b.url, "key": mlKey},
+	}})
+	s = startDev(t, dir)
+	c := newClient(t, s)
+	ca := newCAs(t, s)
+	for i := range 3 {
+		submit(t, c, &submission{name: fmt.Sprint(i), chain: [][]byte{leaf(t, ca.ecInt, fmt.Sprintf("sb%d.example", i), testca.LeafOptions{}), ca.ecInt.DER}})
+		s.cosignedByEach(t, int64(i+1), mlKey)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.metric(t, "mosaic_witness_quorum_met", `log="dev"`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("mosaic_witness_quorum_met never 1: the two processes did not both cosign")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	conflicts := 0.0
+	for _, w := range []*witnessProcess{a, b} {
+		addr := strings.TrimSuffix(strings.TrimPrefix(w.url, "http://"), "/witness/")
+		v, _ := metricAt(t, addr, fmt.Sprintf(`mosaic_witness_server_requests_total{log=%q,result="conflict"}`, origin))
+		conflicts += v
+	}
+	if conflicts == 0 {
+		t.Error("no 409 from either process: they do not share their state")
+	}
 }
