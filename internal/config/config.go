@@ -51,6 +51,9 @@ type Config struct {
 	Debug *Debug `yaml:"debug,omitempty"`
 	// Operator describes who runs the logs, for /logs.v3.json.
 	Operator Operator `yaml:"operator,omitempty"`
+	// Witness, when set, runs a witness that cosigns other logs'
+	// checkpoints (see witnessd.go).
+	Witness *WitnessServer `yaml:"witness,omitempty"`
 }
 
 // Limits bounds the connections clients hold open and how long they may
@@ -360,6 +363,7 @@ func (c *Config) setDefaults() {
 	for i := range c.Listen {
 		c.Listen[i].ACME.setDefaults()
 	}
+	c.Witness.setDefaults()
 	if c.Standby != nil && c.Standby.Lease == 0 {
 		c.Standby.Lease = 10 * time.Second
 	}
@@ -425,6 +429,9 @@ func (c *Config) resolve(dir string) {
 		}
 	}
 	abs(&c.Database)
+	if c.Witness != nil {
+		abs(&c.Witness.Key)
+	}
 	for i := range c.Listen {
 		abs(&c.Listen[i].TLSCert)
 		abs(&c.Listen[i].TLSKey)
@@ -473,9 +480,10 @@ func (c *Config) Validate() error {
 			bad(f+".http2", "only applies to TLS listeners (plain-HTTP listeners serve HTTP/1.1)")
 		}
 	}
-	if len(c.Logs) == 0 {
-		bad("logs", "at least one log is required")
+	if len(c.Logs) == 0 && c.Witness == nil {
+		bad("logs", "at least one log (or a witness) is required")
 	}
+	c.Witness.validate(c, bad)
 	c.validateLimits(bad)
 	c.validateDebug(bad)
 	if sb := c.Standby; sb != nil {

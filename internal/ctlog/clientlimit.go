@@ -152,6 +152,14 @@ func (c *ClientLimiter) allow(addr netip.Addr, precert bool, inflight int64) err
 	return nil
 }
 
+// Allow takes a token for one request from addr, for a limit that does
+// not tell requests apart (the witness server's add-checkpoint), or
+// returns a *ThrottleError saying when to retry. A nil ClientLimiter
+// allows everything.
+func (c *ClientLimiter) Allow(addr netip.Addr) error {
+	return c.allow(addr, true, 0)
+}
+
 // retryAfter is how many whole seconds (at least 1) it takes to earn
 // missing tokens at rate.
 func retryAfter(missing, rate float64) int {

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,5 +77,23 @@ func TestWithoutPaths(t *testing.T) {
 		if got := withoutPaths(in); got != want {
 			t.Errorf("withoutPaths(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestHealthChecks: a failing part of the process other than a log (the
+// witness's state store) makes /health 503, named, without server paths.
+func TestHealthChecks(t *testing.T) {
+	f := newSubmitFixture(t)
+	f.server.HealthChecks = map[string]func(context.Context) error{
+		"witness": func(context.Context) error { return errors.New("opening /var/lib/mosaic/db: database not open") },
+	}
+	w := httptest.NewRecorder()
+	f.server.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/health", nil))
+	var status map[string]string
+	if err := json.Unmarshal(w.Body.Bytes(), &status); err != nil || w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("/health: %d %q, want 503 with Retry-After", w.Code, w.Body)
+	}
+	if got := status["witness"]; got != "opening …: database not open" {
+		t.Errorf("/health says the witness is %q", got)
 	}
 }

@@ -60,6 +60,9 @@ type Server struct {
 	HealthMaxAge time.Duration
 	// Operator is who runs the logs, as /logs.v3.json says (see loglist.go).
 	Operator Operator
+	// HealthChecks are the process's other parts /health reports on
+	// beside the logs (the witness's state store), by name.
+	HealthChecks map[string]func(context.Context) error
 	// dash is the dashboard's state: each log's recent figures (see
 	// dashboard.go and history.go).
 	dash *dashboard
@@ -653,6 +656,9 @@ func withoutPaths(msg string) string {
 	return absPath.ReplaceAllString(msg, "$1…")
 }
 
+// healthCheckTimeout bounds each of HealthChecks.
+const healthCheckTimeout = 2 * time.Second
+
 // health answers 200 only while every log has a fresh checkpoint and a
 // running sequencer.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -664,6 +670,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			ok = false
 		} else {
 			status[l.Name] = "ok"
+		}
+	}
+	for name, check := range s.HealthChecks {
+		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
+		err := check(ctx)
+		cancel()
+		if err != nil {
+			status[name] = withoutPaths(err.Error())
+			ok = false
+		} else {
+			status[name] = "ok"
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

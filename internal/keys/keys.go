@@ -181,13 +181,21 @@ func deriveMLDSA44(secret, salt []byte, label string) (*mldsa.PrivateKey, error)
 // anyone sign SCTs and tree heads in the log's name, which would force the log
 // to be distrusted.
 func Load(path string) (*Keys, error) {
+	return loadFile(path, Parse)
+}
+
+// loadFile reads the secret file at path and parses it, naming the file
+// in parse's error.
+func loadFile[K any](path string, parse func([]byte) (K, error)) (K, error) {
 	data, err := secretfile.Read("key file", path)
 	if err != nil {
-		return nil, err
+		var zero K
+		return zero, err
 	}
-	k, err := Parse(data)
+	k, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("key file %s: %w", path, err)
+		var zero K
+		return zero, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return k, nil
 }

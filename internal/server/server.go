@@ -393,6 +393,8 @@ type Server struct {
 	// tls are the listeners' certificate sources (nil for plain HTTP),
 	// by listener index; Reload re-reads certificate files.
 	tls []*listenerTLS
+	// witness is the process's witness server (nil without witness:).
+	witness *witnessServer
 }
 
 // registerDedupMetrics registers the embedded databases' dedup runs'
@@ -565,11 +567,20 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.logs = append(s.logs, p.log)
 		s.parts = append(s.parts, p)
 	}
+	if c.Witness != nil {
+		if s.witness, err = openWitness(ctx, c, s.b, reg, logger); err != nil {
+			s.b.close()
+			return nil, err
+		}
+	}
 	if err := s.registerDedupMetrics(reg); err != nil {
 		s.b.close()
 		return nil, err
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
+	if s.witness != nil {
+		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
+	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
 	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
 	for _, p := range s.parts {
@@ -643,6 +654,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	}
 	defer s.api.FlushWarnings()
 	handler := s.api.Handler()
+	if s.witness != nil {
+		handler = s.witness.route(handler)
+	}
 	exempt, err := s.cfg.PerClientExempt()
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)

@@ -69,6 +69,9 @@ var (
 //     entry's Merkle leaf hash (see dedup.HashIndexKeySize) and its index.
 //   - mosaic_leases: named leases with their holder, the address where
 //     the holder serves, and the expiry by the database's clock.
+//   - mosaic_witness_state: a witness's latest cosigned checkpoint per
+//     log (package witnessd), keyed by the SHA-256 of the log's origin,
+//     in witnessd's own encoding (see witness.go).
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS mosaic_checkpoints (
 		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
@@ -98,6 +101,10 @@ var schema = []string{
 		expires_at timestamptz NOT NULL
 	)`,
 	`ALTER TABLE mosaic_leases ADD COLUMN IF NOT EXISTS address text NOT NULL DEFAULT ''`,
+	`CREATE TABLE IF NOT EXISTS mosaic_witness_state (
+		key bytea PRIMARY KEY CHECK (length(key) = 32),
+		state bytea NOT NULL
+	)`,
 }
 
 // schemaLockID is the advisory lock key that serializes schema creation

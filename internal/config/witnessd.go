@@ -1,0 +1,116 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+)
+
+// WitnessServer is the witness this process runs (c2sp.org/tlog-witness,
+// package witnessd): it cosigns other logs' checkpoints. Not to be
+// confused with a log's witnesses (witness.go), the witnesses it asks.
+type WitnessServer struct {
+	// Name is the witness's name, the key name of its cosignatures and
+	// vkeys (default: the submission prefix without scheme and final
+	// slash, as a log's origin is derived).
+	Name string `yaml:"name,omitempty"`
+	// Key is the witness's key file: a 32-byte seed (mosaic keygen -o
+	// FILE -witness NAME) from which both its Ed25519 and ML-DSA-44
+	// cosigning keys are derived.
+	Key string `yaml:"key"`
+	// SubmissionPrefix is the URL under which add-checkpoint and the
+	// monitoring checkpoints (<origin hash>/checkpoint) are served.
+	SubmissionPrefix string `yaml:"submission_prefix"`
+	// RatePerClient bounds each client's add-checkpoint requests per
+	// second (default 20; 0: no limit), with bursts of BurstPerClient
+	// (default twice the rate). Clients are grouped as the connection
+	// caps group them (limits.ipv6_client_prefix, per_client_exempt).
+	RatePerClient  *float64 `yaml:"rate_per_client,omitempty"`
+	BurstPerClient int      `yaml:"burst_per_client,omitempty"`
+	// Logs are the logs the witness cosigns.
+	Logs []WitnessedLog `yaml:"logs"`
+}
+
+// WitnessedLog is one log a witness cosigns.
+type WitnessedLog struct {
+	// Origin is the log's checkpoint origin.
+	Origin string `yaml:"origin"`
+	// Keys are the vkeys of the log's checkpoint signatures the witness
+	// trusts: Ed25519 notes (type 0x01) or ML-DSA-44 (type 0x06), each
+	// named by the origin. One valid signature by any of them suffices.
+	Keys []string `yaml:"keys"`
+}
+
+// defaultWitnessRate is the default rate_per_client: a log asks once per
+// checkpoint (at most a few a second) plus a resend after a 409.
+const defaultWitnessRate = 20
+
+func (w *WitnessServer) setDefaults() {
+	if w == nil {
+		return
+	}
+	if w.RatePerClient == nil {
+		r := float64(defaultWitnessRate)
+		w.RatePerClient = &r
+	}
+	if w.BurstPerClient == 0 {
+		w.BurstPerClient = max(1, int(2**w.RatePerClient))
+	}
+	if w.Name == "" {
+		if u, err := ParsePrefix(w.SubmissionPrefix); err == nil {
+			w.Name = Origin(u)
+		}
+	}
+}
+
+// validate reports problems with the witness section.
+func (w *WitnessServer) validate(c *Config, bad func(field, format string, args ...any)) {
+	if w == nil {
+		return
+	}
+	if _, err := ParsePrefix(w.SubmissionPrefix); err != nil {
+		bad("witness.submission_prefix", "%v", err)
+	}
+	// An empty name is the default from an invalid prefix, reported above.
+	if w.Name != "" && (!validKeyName(w.Name) || len(w.Name) > 255) {
+		bad("witness.name", "%q is not a valid signed-note key name (1 to 255 bytes of UTF-8 without spaces or '+')", w.Name)
+	}
+	if w.Key == "" {
+		bad("witness.key", "required (create one with: mosaic keygen -o FILE -witness NAME)")
+	}
+	if r := *w.RatePerClient; r < 0 || r > 1e6 {
+		bad("witness.rate_per_client", "%v is out of range (0 to 1000000; 0 means no limit)", r)
+	}
+	if w.BurstPerClient < 1 || w.BurstPerClient > 1_000_000 {
+		bad("witness.burst_per_client", "%d is out of range (1 to 1000000)", w.BurstPerClient)
+	}
+	if c.Postgres == "" && c.Database == "" {
+		bad("witness", "the witness keeps its state in a database: set the top-level database (an embedded database file) or postgres")
+	}
+	if len(w.Logs) == 0 {
+		bad("witness.logs", "at least one log is required")
+	}
+	origins := map[string]bool{}
+	for i, l := range w.Logs {
+		f := fmt.Sprintf("witness.logs[%d]", i)
+		switch {
+		case !validKeyName(l.Origin) || len(l.Origin) > 255:
+			bad(f+".origin", "%q is not a valid checkpoint origin (1 to 255 bytes of UTF-8 without spaces or '+')", l.Origin)
+		case origins[l.Origin]:
+			bad(f+".origin", "%q is listed twice", l.Origin)
+		}
+		origins[l.Origin] = true
+		if len(l.Keys) == 0 {
+			bad(f+".keys", "at least one vkey of the log is required")
+		}
+		for j, k := range l.Keys {
+			v, err := checkpoint.ParseVerifierKey(k)
+			switch {
+			case err != nil:
+				bad(fmt.Sprintf("%s.keys[%d]", f, j), "%v", err)
+			case v.Name() != l.Origin:
+				bad(fmt.Sprintf("%s.keys[%d]", f, j), "the key is named %q, not the log's origin %q", v.Name(), l.Origin)
+			}
+		}
+	}
+}

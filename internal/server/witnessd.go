@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/witnessd"
+)
+
+// witnessServer is the process's witness (config witness:), if any.
+type witnessServer struct {
+	w      *witnessd.Witness
+	prefix string // the submission prefix's path
+}
+
+// openWitness opens the witness's key and state store (PostgreSQL when
+// the config has a DSN, so that hot standbys share it, else the embedded
+// database) and builds it.
+func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometheus.Registerer, logger *slog.Logger) (*witnessServer, error) {
+	wc := c.Witness
+	u, err := config.ParsePrefix(wc.SubmissionPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("witness.submission_prefix: %w", err)
+	}
+	k, err := keys.LoadWitness(wc.Key)
+	if err != nil {
+		return nil, fmt.Errorf("witness.key: %w", err)
+	}
+	var store witnessd.Store
+	if c.Postgres != "" {
+		if store, err = b.postgresDB(ctx, c.Postgres); err != nil {
+			return nil, fmt.Errorf("postgres (the witness's state): %w", err)
+		}
+	} else if store, err = b.database(c.Database); err != nil {
+		return nil, fmt.Errorf("database (the witness's state): %w", err)
+	}
+	exempt, err := c.PerClientExempt()
+	if err != nil {
+		return nil, fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
+	ipv6 := c.Limits.IPv6ClientPrefix
+	if ipv6 == 0 {
+		ipv6 = netlimit.DefaultIPv6Prefix
+	}
+	logs := make([]witnessd.Log, len(wc.Logs))
+	for i, l := range wc.Logs {
+		logs[i] = witnessd.Log{Origin: l.Origin, Keys: l.Keys}
+	}
+	w, err := witnessd.New(ctx, witnessd.Config{
+		Name: wc.Name, Keys: k, Logs: logs, Store: store,
+		RateLimit:  ctlog.ClientLimitConfig{Rate: *wc.RatePerClient, Burst: wc.BurstPerClient, Exempt: exempt, IPv6Bits: ipv6},
+		Registerer: reg, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("witness: %w", err)
+	}
+	vkeys := w.VerifierKeys()
+	logger.Info("witness ready", "name", wc.Name, "submission_prefix", u.String(), "logs", len(logs),
+		"ed25519_vkey", vkeys[0], "mldsa44_vkey", vkeys[1])
+	return &witnessServer{w: w, prefix: u.Path}, nil
+}
+
+// route serves the witness's paths and hands every other request to next.
+func (ws *witnessServer) route(next http.Handler) http.Handler {
+	h := ws.w.Handler(ws.prefix)
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if witnessd.Owns(ws.prefix, r.URL.Path) {
+			h.ServeHTTP(rw, r)
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
