@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -161,6 +162,17 @@ func (p Policy) EKUs() ([]asn1.ObjectIdentifier, error) {
 		out = append(out, oid)
 	}
 	return out, nil
+}
+
+// TLSOnly reports whether the policy admits only certificates for TLS
+// servers: require_eku is serverAuth alone, so a leaf is accepted only if
+// its Extended Key Usages include serverAuth (or it has none, which makes
+// it usable for anything). The operator metadata publishes it as tls_only.
+func (p Policy) TLSOnly() bool {
+	ekus, err := p.EKUs()
+	return err == nil && len(ekus) > 0 && !slices.ContainsFunc(ekus, func(o asn1.ObjectIdentifier) bool {
+		return !o.Equal(ekuNames["serverAuth"])
+	})
 }
 
 // Extensions returns RejectExtensions as OIDs.

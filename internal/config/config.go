@@ -197,6 +197,9 @@ type Log struct {
 	ReadOnlyGrace  time.Duration `yaml:"readonly_grace,omitempty"`
 	// Description is the human-readable description for log lists.
 	Description string `yaml:"description,omitempty"`
+	// IntendedUse is "production" or "test" (or empty), published as the
+	// log's intended_use in its operator metadata.
+	IntendedUse string `yaml:"intended_use,omitempty"`
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
