@@ -439,8 +439,15 @@ func (c *Config) resolve(dir string) {
 	for i := range c.Logs {
 		l := &c.Logs[i]
 		abs(&l.Key)
-		abs(&l.Roots.File)
-		abs(&l.Roots.Extra)
+		for i := range l.Roots.File {
+			abs(&l.Roots.File[i])
+		}
+		for i := range l.Roots.Extra {
+			abs(&l.Roots.Extra[i])
+		}
+		for i := range l.Roots.Reject {
+			abs(&l.Roots.Reject[i].File)
+		}
 		abs(&l.Storage.Dir)
 		if l.Storage.S3 != nil {
 			abs(&l.Storage.S3.CredentialsFile)
