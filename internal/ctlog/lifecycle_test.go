@@ -57,6 +57,21 @@ func decodeStrict(t *testing.T, v any) *loglisttest.TiledLog {
 	return loglisttest.CheckEntry(t, data)
 }
 
+// entryAt returns l's entry at now with lifecycle lc, usable since usable
+// if not zero, checked and decoded by decodeStrict.
+func entryAt(t *testing.T, l *Log, lc Lifecycle, usable, now time.Time) *loglisttest.TiledLog {
+	t.Helper()
+	l.Lifecycle = lc
+	if !usable.IsZero() {
+		l.SetUsableSince(usable)
+	}
+	e, err := l.ListEntry(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeStrict(t, e)
+}
+
 func TestListEntryStates(t *testing.T) {
 	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	since := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -98,15 +113,7 @@ func TestListEntryStates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := testLog(t)
-			l.Lifecycle = tt.lc
-			if !tt.usable.IsZero() {
-				l.SetUsableSince(tt.usable)
-			}
-			e, err := l.ListEntry(tt.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := decodeStrict(t, e)
+			got := entryAt(t, l, tt.lc, tt.usable, tt.now)
 			if got.SubmissionURL != "https://ct.example.org/2026h1/" || got.MonitoringURL != "https://static.example.org/2026h1/" ||
 				got.MMD != 60 || !bytes.Equal(got.LogID, l.LogID[:]) || !bytes.Equal(got.Key, l.Keys.PublicKeyDER()) ||
 				got.Description != "Mosaic log 2026h1" || got.TemporalInterval == nil ||
@@ -165,17 +172,9 @@ func TestListEntryMetadata(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := testLog(t)
-			l.Lifecycle = tt.lc
 			l.IntendedUse = "test"
 			l.TLSOnly = true
-			if !tt.usable.IsZero() {
-				l.SetUsableSince(tt.usable)
-			}
-			e, err := l.ListEntry(tt.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := decodeStrict(t, e)
+			got := entryAt(t, l, tt.lc, tt.usable, tt.now)
 			if got.LogSpec != "static-ct-api" || got.MMDSeconds != 60 || !got.TLSOnly || got.IntendedUse != "test" ||
 				got.LogSoftware.Name != "github.com/mosaic-ct/mosaic" || got.LogSoftware.Version == "" {
 				t.Errorf("metadata %+v", got.Metadata)

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,13 +29,7 @@ func decodeStrict[T any](t *testing.T, r io.Reader) *T {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var v T
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("strict decoding into %T: %v\n%s", v, err, data)
-	}
-	return &v
+	return loglisttest.DecodeStrict[T](t, data)
 }
 
 func serve(t *testing.T, h http.Handler, method, path string, body string) *httptest.ResponseRecorder {

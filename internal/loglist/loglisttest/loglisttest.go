@@ -114,7 +114,7 @@ func CheckEntry(t testing.TB, data []byte) *TiledLog {
 	if err := Validate(s.Entry, data); err != nil {
 		t.Fatalf("log.v3.json does not validate against the v3 log list and operator metadata schemas: %v\n%s", err, data)
 	}
-	e := decodeStrict[TiledLog](t, data)
+	e := DecodeStrict[TiledLog](t, data)
 	checkConsistent(t, e)
 	return e
 }
@@ -144,7 +144,7 @@ func CheckList(t testing.TB, data []byte) (*loglist3.LogList, [][]*TiledLog) {
 	for _, op := range ops.Operators {
 		var logs []*TiledLog
 		for _, raw := range op.TiledLogs {
-			e := decodeStrict[TiledLog](t, raw)
+			e := DecodeStrict[TiledLog](t, raw)
 			checkConsistent(t, e)
 			logs = append(logs, e)
 		}
@@ -191,7 +191,9 @@ func compile(t testing.TB) *Schemas {
 	return s
 }
 
-func decodeStrict[T any](t testing.TB, data []byte) *T {
+// DecodeStrict decodes one JSON document into T refusing unknown fields,
+// as a strict log list consumer does.
+func DecodeStrict[T any](t testing.TB, data []byte) *T {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
