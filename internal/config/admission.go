@@ -73,6 +73,9 @@ func (r *RootReject) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "file" || n.Content[1].Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: each roots.reject entry is a SHA-256 fingerprint or a mapping with one field, file (a PEM file of roots)", n.Line)
 	}
+	if n.Content[1].Value == "" || n.Content[1].Tag == "!!null" {
+		return fmt.Errorf("line %d: roots.reject: file is empty; it must name a PEM file of roots", n.Line)
+	}
 	*r = RootReject{File: n.Content[1].Value}
 	return nil
 }

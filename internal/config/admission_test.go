@@ -65,6 +65,7 @@ func TestRootsErrors(t *testing.T) {
 			`logs[0] (a).roots.reject[2]: "abc" is not a SHA-256 fingerprint (64 hex digits)`},
 		{"reject fingerprint too long", "\n      file: r.pem\n      reject: [" + strings.Repeat("ab", 33) + "]", "logs[0] (a).roots.reject[0]: "},
 		{"reject mapping other field", "\n      file: r.pem\n      reject: [{sha256: ab}]", "each roots.reject entry is a SHA-256 fingerprint or a mapping with one field, file"},
+		{"reject file empty", "\n      file: r.pem\n      reject: [{file: ~}]", "roots.reject: file is empty"},
 		{"reject not a list", "\n      file: r.pem\n      reject: {file: x.pem}", "roots.reject must be a list"},
 		{"ccadb http in list", "\n      ccadb: [true, http://mirror.example/r.csv]", "logs[0] (a).roots.ccadb[1]: "},
 		{"ccadb false in list", "\n      ccadb: [true, false]", "roots.ccadb must be true, false, testing, a URL, or a list"},
