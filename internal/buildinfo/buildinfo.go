@@ -10,6 +10,10 @@ import (
 	"runtime/debug"
 )
 
+// Module is Mosaic's module path, which names the software in the
+// operator metadata each log publishes (log_software.name).
+const Module = "github.com/mosaic-ct/mosaic"
+
 // Info describes a build.
 type Info struct {
 	// Version is the main module's version ("v1.2.3", or a pseudo-version),

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mosaic-ct/mosaic/internal/roots"
 )
 
 // DefaultCCADBURL is the CCADB report of root certificates included in at
@@ -31,22 +34,111 @@ const DefaultRootsRefresh = time.Hour
 
 // Roots says where a log's accepted roots come from. In YAML it is either a
 // string (the PEM file, as in `roots: /etc/mosaic/roots.pem`) or a mapping
-// with these fields. Whatever the sources, the accepted set only grows: it
-// is persisted with the log and roots leave it only by `mosaic roots
-// remove`.
+// with these fields; file, ccadb and extra each take one value or a list,
+// and the roots of every source are merged by SHA-256 fingerprint.
+// Whatever the sources, the accepted set only grows: it is persisted with
+// the log and roots leave it only by `mosaic roots remove`, or leave the
+// live set while reject lists them.
 type Roots struct {
-	// File is a PEM bundle of roots, re-read on SIGHUP and every Refresh.
-	File string `yaml:"file,omitempty"`
-	// CCADB is the URL of a CCADB CSV report of roots ("" for none). In
-	// YAML: true (DefaultCCADBURL), "testing" (TestingCCADBURL), false, or
-	// a URL.
-	CCADB string `yaml:"ccadb,omitempty"`
-	// Extra is a PEM bundle of roots accepted in addition to the CCADB's
+	// File are PEM bundles of roots, re-read on SIGHUP and every Refresh.
+	File []string `yaml:"file,omitempty"`
+	// CCADB are URLs of CCADB CSV reports of roots. In YAML each is true
+	// (DefaultCCADBURL), "testing" (TestingCCADBURL) or a URL; a single
+	// false means none.
+	CCADB []string `yaml:"ccadb,omitempty"`
+	// Extra are PEM bundles of roots accepted in addition to the CCADB's
 	// (roots a CT log must accept that no root store includes, such as
 	// Chrome's merge delay monitor root).
-	Extra string `yaml:"extra,omitempty"`
+	Extra []string `yaml:"extra,omitempty"`
+	// Reject lists roots never accepted, whatever the sources say.
+	Reject []RootReject `yaml:"reject,omitempty"`
 	// Refresh is how often the sources are read again (default 1h).
 	Refresh time.Duration `yaml:"refresh,omitempty"`
+}
+
+// RootReject is one entry of roots.reject: in YAML, a root's SHA-256
+// fingerprint (64 hex digits, colons allowed) or a mapping `file: PATH`,
+// a PEM file of roots (re-read with the sources).
+type RootReject struct {
+	SHA256 string
+	File   string
+}
+
+// UnmarshalYAML accepts a fingerprint or {file: PATH}.
+func (r *RootReject) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*r = RootReject{SHA256: n.Value}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "file" || n.Content[1].Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: each roots.reject entry is a SHA-256 fingerprint or a mapping with one field, file (a PEM file of roots)", n.Line)
+	}
+	if n.Content[1].Value == "" || n.Content[1].Tag == "!!null" {
+		return fmt.Errorf("line %d: roots.reject: file is empty; it must name a PEM file of roots", n.Line)
+	}
+	*r = RootReject{File: n.Content[1].Value}
+	return nil
+}
+
+// MarshalYAML writes the fingerprint or {file: PATH}.
+func (r RootReject) MarshalYAML() (any, error) {
+	if r.File != "" {
+		return map[string]string{"file": r.File}, nil
+	}
+	return r.SHA256, nil
+}
+
+// stringOrList decodes a field that takes one string or a list of them.
+func stringOrList(n *yaml.Node, field string) ([]string, error) {
+	if n.Kind == 0 {
+		return nil, nil
+	}
+	var items []*yaml.Node
+	switch n.Kind {
+	case yaml.ScalarNode:
+		items = []*yaml.Node{n}
+	case yaml.SequenceNode:
+		items = n.Content
+	default:
+		return nil, fmt.Errorf("line %d: roots.%s must be a file name or a list of them", n.Line, field)
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		if it.Kind != yaml.ScalarNode || it.Tag == "!!null" {
+			return nil, fmt.Errorf("line %d: roots.%s must be a file name or a list of them", it.Line, field)
+		}
+		out[i] = it.Value
+	}
+	return out, nil
+}
+
+// ccadbValue decodes one roots.ccadb value: true, testing or a URL (false
+// only as the whole field, inList says it is not).
+func ccadbValue(n *yaml.Node, inList bool) (string, error) {
+	bad := fmt.Errorf("line %d: roots.ccadb must be true, false, testing, a URL, or a list of true, testing and URLs", n.Line)
+	if n.Kind != yaml.ScalarNode {
+		return "", bad
+	}
+	if n.Tag == "!!bool" {
+		var on bool
+		if err := n.Decode(&on); err != nil {
+			return "", err
+		}
+		switch {
+		case on:
+			return DefaultCCADBURL, nil
+		case inList:
+			return "", bad
+		}
+		return "", nil
+	}
+	switch n.Value {
+	case "testing":
+		return TestingCCADBURL, nil
+	case "":
+		return "", bad
+	}
+	return n.Value, nil
 }
 
 // UnmarshalYAML accepts the string form (a PEM file) or the mapping form.
@@ -54,63 +146,120 @@ type Roots struct {
 func (r *Roots) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		*r = Roots{}
-		return n.Decode(&r.File)
+		var f string
+		if err := n.Decode(&f); err != nil {
+			return err
+		}
+		if f != "" {
+			r.File = []string{f}
+		}
+		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: roots must be a PEM file name or a mapping (file, ccadb, extra, refresh)", n.Line)
+		return fmt.Errorf("line %d: roots must be a PEM file name or a mapping (file, ccadb, extra, reject, refresh)", n.Line)
 	}
 	var raw struct {
-		File    string        `yaml:"file"`
+		File    yaml.Node     `yaml:"file"`
 		CCADB   yaml.Node     `yaml:"ccadb"`
-		Extra   string        `yaml:"extra"`
+		Extra   yaml.Node     `yaml:"extra"`
+		Reject  yaml.Node     `yaml:"reject"`
 		Refresh time.Duration `yaml:"refresh"`
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		switch k := n.Content[i]; k.Value {
-		case "file", "ccadb", "extra", "refresh":
+		case "file", "ccadb", "extra", "reject", "refresh":
 		default:
-			return fmt.Errorf("line %d: field %s not found in roots (known: file, ccadb, extra, refresh)", k.Line, k.Value)
+			return fmt.Errorf("line %d: field %s not found in roots (known: file, ccadb, extra, reject, refresh)", k.Line, k.Value)
 		}
 	}
 	if err := n.Decode(&raw); err != nil {
 		return err
 	}
-	*r = Roots{File: raw.File, Extra: raw.Extra, Refresh: raw.Refresh}
-	if raw.CCADB.Kind == 0 {
-		return nil
-	}
-	if raw.CCADB.Tag == "!!bool" {
-		var on bool
-		if err := raw.CCADB.Decode(&on); err != nil {
+	*r = Roots{Refresh: raw.Refresh}
+	switch raw.Reject.Kind {
+	case 0:
+	case yaml.SequenceNode:
+		if err := raw.Reject.Decode(&r.Reject); err != nil {
 			return err
 		}
-		if on {
-			r.CCADB = DefaultCCADBURL
-		}
-		return nil
-	}
-	var s string
-	if err := raw.CCADB.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: roots.ccadb must be true, false, testing or a URL", raw.CCADB.Line)
-	}
-	switch s {
-	case "testing":
-		r.CCADB = TestingCCADBURL
-	case "":
-		return fmt.Errorf("line %d: roots.ccadb must be true, false, testing or a URL", raw.CCADB.Line)
 	default:
-		r.CCADB = s
+		return fmt.Errorf("line %d: roots.reject must be a list of SHA-256 fingerprints and {file: PATH} mappings", raw.Reject.Line)
+	}
+	var err error
+	if r.File, err = stringOrList(&raw.File, "file"); err != nil {
+		return err
+	}
+	if r.Extra, err = stringOrList(&raw.Extra, "extra"); err != nil {
+		return err
+	}
+	switch raw.CCADB.Kind {
+	case 0:
+	case yaml.SequenceNode:
+		for _, it := range raw.CCADB.Content {
+			u, err := ccadbValue(it, true)
+			if err != nil {
+				return err
+			}
+			r.CCADB = append(r.CCADB, u)
+		}
+	default:
+		u, err := ccadbValue(&raw.CCADB, false)
+		if err != nil {
+			return err
+		}
+		if u != "" {
+			r.CCADB = []string{u}
+		}
 	}
 	return nil
 }
 
-// MarshalYAML writes the string form when only File is set.
+// MarshalYAML writes the string form when the roots are one file.
 func (r Roots) MarshalYAML() (any, error) {
-	if r.CCADB == "" && r.Extra == "" && r.Refresh == 0 {
-		return r.File, nil
+	if len(r.File) == 1 && len(r.CCADB) == 0 && len(r.Extra) == 0 && len(r.Reject) == 0 && r.Refresh == 0 {
+		return r.File[0], nil
 	}
 	type plain Roots
 	return plain(r), nil
+}
+
+// field names the i-th of n values of roots.<name> in errors: without an
+// index when there is one value (which may have been written alone).
+func rootsField(name string, i, n int) string {
+	if n == 1 {
+		return "roots." + name
+	}
+	return fmt.Sprintf("roots.%s[%d]", name, i)
+}
+
+// Sources returns the roots' sources in order (files, extra files, CCADB
+// reports), each named as in errors.
+func (r Roots) Sources() []roots.Source {
+	var out []roots.Source
+	for _, k := range []struct {
+		kind string
+		list []string
+	}{{roots.SourceFile, r.File}, {roots.SourceExtra, r.Extra}, {roots.SourceCCADB, r.CCADB}} {
+		for i, loc := range k.list {
+			out = append(out, roots.Source{Kind: k.kind, Location: loc, Field: rootsField(k.kind, i, len(k.list))})
+		}
+	}
+	return out
+}
+
+// RejectList returns roots.reject's fingerprints and files; it assumes
+// the config was validated (entries that do not parse are left out).
+func (r Roots) RejectList() ([]roots.Fingerprint, []roots.Source) {
+	var fps []roots.Fingerprint
+	var files []roots.Source
+	for i, e := range r.Reject {
+		if e.File != "" {
+			files = append(files, roots.Source{Kind: roots.SourceFile, Location: e.File, Field: fmt.Sprintf("roots.reject[%d]", i)})
+		} else if fp, err := roots.ParseFingerprint(e.SHA256); err == nil {
+			fps = append(fps, fp)
+		}
+	}
+	return fps, files
 }
 
 // Policy is a log's optional acceptance checks beyond a valid chain to a
@@ -161,6 +310,17 @@ func (p Policy) EKUs() ([]asn1.ObjectIdentifier, error) {
 		out = append(out, oid)
 	}
 	return out, nil
+}
+
+// TLSOnly reports whether the policy admits only certificates for TLS
+// servers: require_eku is serverAuth alone, so a leaf is accepted only if
+// its Extended Key Usages include serverAuth (or it has none, which makes
+// it usable for anything). The operator metadata publishes it as tls_only.
+func (p Policy) TLSOnly() bool {
+	ekus, err := p.EKUs()
+	return err == nil && len(ekus) > 0 && !slices.ContainsFunc(ekus, func(o asn1.ObjectIdentifier) bool {
+		return !o.Equal(ekuNames["serverAuth"])
+	})
 }
 
 // Extensions returns RejectExtensions as OIDs.
@@ -286,12 +446,31 @@ func (l *Log) setAdmissionDefaults() {
 // it in errors).
 func validateAdmission(f string, l *Log, bad func(field, format string, args ...any)) {
 	r := l.Roots
-	if r.File == "" && r.CCADB == "" && r.Extra == "" {
+	if len(r.File) == 0 && len(r.CCADB) == 0 && len(r.Extra) == 0 {
 		bad(f+".roots", "required: a PEM file of accepted root certificates, or a mapping with file, ccadb and/or extra")
 	}
-	if r.CCADB != "" {
-		if err := validateCCADBURL(r.CCADB); err != nil {
-			bad(f+".roots.ccadb", "%v", err)
+	seen := map[string]string{}
+	for _, src := range r.Sources() {
+		switch {
+		case src.Location == "":
+			bad(f+"."+src.Field, "empty: a file name is required")
+			continue
+		case seen[src.Kind+" "+src.Location] != "":
+			bad(f+"."+src.Field, "%q is already listed as %s", src.Location, seen[src.Kind+" "+src.Location])
+		}
+		seen[src.Kind+" "+src.Location] = src.Field
+		if src.Kind == roots.SourceCCADB {
+			if err := validateCCADBURL(src.Location); err != nil {
+				bad(f+"."+src.Field, "%v", err)
+			}
+		}
+	}
+	for i, e := range r.Reject {
+		if e.File != "" {
+			continue
+		}
+		if _, err := roots.ParseFingerprint(e.SHA256); err != nil {
+			bad(fmt.Sprintf("%s.roots.reject[%d]", f, i), "%v, nor a mapping with file (a PEM file of roots)", err)
 		}
 	}
 	if r.Refresh < time.Second || r.Refresh > 7*24*time.Hour {

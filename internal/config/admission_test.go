@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,28 +12,73 @@ import (
 )
 
 func TestRootsForms(t *testing.T) {
+	l := func(s ...string) []string { return s }
+	fp := strings.Repeat("ab", 32)
 	for _, tc := range []struct {
 		name, roots string
 		want        Roots
 	}{
-		{"string", "roots.pem", Roots{File: "roots.pem", Refresh: time.Hour}},
-		{"mapping with file", "\n      file: roots.pem", Roots{File: "roots.pem", Refresh: time.Hour}},
+		{"string", "roots.pem", Roots{File: l("roots.pem"), Refresh: time.Hour}},
+		{"mapping with file", "\n      file: roots.pem", Roots{File: l("roots.pem"), Refresh: time.Hour}},
 		{"ccadb true", "\n      ccadb: true\n      extra: extra.pem\n      refresh: 6h",
-			Roots{CCADB: DefaultCCADBURL, Extra: "extra.pem", Refresh: 6 * time.Hour}},
-		{"ccadb testing", "\n      ccadb: testing", Roots{CCADB: TestingCCADBURL, Refresh: time.Hour}},
+			Roots{CCADB: l(DefaultCCADBURL), Extra: l("extra.pem"), Refresh: 6 * time.Hour}},
+		{"ccadb testing", "\n      ccadb: testing", Roots{CCADB: l(TestingCCADBURL), Refresh: time.Hour}},
 		{"ccadb URL", "\n      file: r.pem\n      ccadb: https://mirror.example/roots.csv",
-			Roots{File: "r.pem", CCADB: "https://mirror.example/roots.csv", Refresh: time.Hour}},
+			Roots{File: l("r.pem"), CCADB: l("https://mirror.example/roots.csv"), Refresh: time.Hour}},
 		{"ccadb on loopback http", "\n      ccadb: http://127.0.0.1:9999/ccadb.csv",
-			Roots{CCADB: "http://127.0.0.1:9999/ccadb.csv", Refresh: time.Hour}},
-		{"ccadb false", "\n      file: r.pem\n      ccadb: false", Roots{File: "r.pem", Refresh: time.Hour}},
+			Roots{CCADB: l("http://127.0.0.1:9999/ccadb.csv"), Refresh: time.Hour}},
+		{"ccadb false", "\n      file: r.pem\n      ccadb: false", Roots{File: l("r.pem"), Refresh: time.Hour}},
+		{"lists", "\n      file: [a.pem, b.pem]\n      ccadb: [true, testing, https://mirror.example/roots.csv]\n      extra: [x.pem]",
+			Roots{File: l("a.pem", "b.pem"), CCADB: l(DefaultCCADBURL, TestingCCADBURL, "https://mirror.example/roots.csv"), Extra: l("x.pem"), Refresh: time.Hour}},
+		{"reject", "\n      file: r.pem\n      reject:\n        - " + fp + "\n        - file: distrusted.pem",
+			Roots{File: l("r.pem"), Reject: []RootReject{{SHA256: fp}, {File: "distrusted.pem"}}, Refresh: time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(replace(t, base(), "    roots: roots.pem\n", "    roots: "+tc.roots+"\n")))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.Logs[0].Roots; got != tc.want {
+			got := c.Logs[0].Roots
+			// File names are made absolute against the config's directory.
+			for _, list := range [][]string{got.File, got.Extra} {
+				for i := range list {
+					list[i] = filepath.Base(list[i])
+				}
+			}
+			for i := range got.Reject {
+				if got.Reject[i].File != "" {
+					got.Reject[i].File = filepath.Base(got.Reject[i].File)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("roots = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRootsErrors: every bad roots value is refused with the field it is
+// in, down to the list index.
+func TestRootsErrors(t *testing.T) {
+	for _, tc := range []struct{ name, roots, want string }{
+		{"reject not a fingerprint", "\n      file: r.pem\n      reject: [" + strings.Repeat("ab", 32) + ", " + strings.Repeat("cd", 32) + ", abc]",
+			`logs[0] (a).roots.reject[2]: "abc" is not a SHA-256 fingerprint (64 hex digits)`},
+		{"reject fingerprint too long", "\n      file: r.pem\n      reject: [" + strings.Repeat("ab", 33) + "]", "logs[0] (a).roots.reject[0]: "},
+		{"reject mapping other field", "\n      file: r.pem\n      reject: [{sha256: ab}]", "each roots.reject entry is a SHA-256 fingerprint or a mapping with one field, file"},
+		{"reject file empty", "\n      file: r.pem\n      reject: [{file: ~}]", "roots.reject: file is empty"},
+		{"reject not a list", "\n      file: r.pem\n      reject: {file: x.pem}", "roots.reject must be a list"},
+		{"ccadb http in list", "\n      ccadb: [true, http://mirror.example/r.csv]", "logs[0] (a).roots.ccadb[1]: "},
+		{"ccadb false in list", "\n      ccadb: [true, false]", "roots.ccadb must be true, false, testing, a URL, or a list"},
+		{"file twice", "\n      file: [a.pem, b.pem, a.pem]", "logs[0] (a).roots.file[2]: "},
+		{"file empty in list", "\n      file: [a.pem, \"\"]", "logs[0] (a).roots.file[1]: empty"},
+		{"file a mapping", "\n      file: {a: b}", "roots.file must be a file name or a list of them"},
+		{"extra null in list", "\n      extra: [a.pem, ~]", "roots.extra must be a file name or a list of them"},
+		{"only reject", "\n      reject: [" + strings.Repeat("ab", 32) + "]", "logs[0] (a).roots: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(replace(t, base(), "    roots: roots.pem\n", "    roots: "+tc.roots+"\n")))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
 	}
@@ -131,7 +177,12 @@ func TestAdmissionErrors(t *testing.T) {
 // TestRootsRoundTrip checks that a config written by yaml.Marshal (as
 // 'serve -dev' writes its config) reads back the same roots.
 func TestRootsRoundTrip(t *testing.T) {
-	for _, r := range []Roots{{File: "roots.pem"}, {File: "r.pem", CCADB: DefaultCCADBURL, Extra: "x.pem", Refresh: 2 * time.Hour}} {
+	for _, r := range []Roots{
+		{File: []string{"roots.pem"}},
+		{File: []string{"r.pem"}, CCADB: []string{DefaultCCADBURL}, Extra: []string{"x.pem"}, Refresh: 2 * time.Hour},
+		{File: []string{"a.pem", "b.pem"}, CCADB: []string{DefaultCCADBURL, "https://mirror.example/r.csv"},
+			Reject: []RootReject{{SHA256: strings.Repeat("ab", 32)}, {File: "bad.pem"}}},
+	} {
 		out, err := yaml.Marshal(struct {
 			Roots Roots `yaml:"roots"`
 		}{r})
@@ -141,7 +192,7 @@ func TestRootsRoundTrip(t *testing.T) {
 		var back struct {
 			Roots Roots `yaml:"roots"`
 		}
-		if err := yaml.Unmarshal(out, &back); err != nil || back.Roots != r {
+		if err := yaml.Unmarshal(out, &back); err != nil || !reflect.DeepEqual(back.Roots, r) {
 			t.Errorf("%+v → %s → %+v, %v", r, out, back.Roots, err)
 		}
 	}
@@ -150,7 +201,7 @@ func TestRootsRoundTrip(t *testing.T) {
 func TestRootsPathsResolved(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.yaml")
-	y := replace(t, base(), "    roots: roots.pem\n", "    roots:\n      file: r.pem\n      extra: /abs/extra.pem\n")
+	y := replace(t, base(), "    roots: roots.pem\n", "    roots:\n      file: [r.pem, s.pem]\n      extra: /abs/extra.pem\n      reject: [{file: bad.pem}]\n")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +209,8 @@ func TestRootsPathsResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.Logs[0].Roots; r.File != filepath.Join(dir, "r.pem") || r.Extra != "/abs/extra.pem" {
+	if r := c.Logs[0].Roots; len(r.File) != 2 || r.File[0] != filepath.Join(dir, "r.pem") || r.File[1] != filepath.Join(dir, "s.pem") ||
+		len(r.Extra) != 1 || r.Extra[0] != "/abs/extra.pem" || r.Reject[0].File != filepath.Join(dir, "bad.pem") {
 		t.Errorf("roots = %+v", r)
 	}
 }

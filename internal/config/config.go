@@ -200,6 +200,9 @@ type Log struct {
 	ReadOnlyGrace  time.Duration `yaml:"readonly_grace,omitempty"`
 	// Description is the human-readable description for log lists.
 	Description string `yaml:"description,omitempty"`
+	// IntendedUse is "production" or "test" (or empty), published as the
+	// log's intended_use in its operator metadata.
+	IntendedUse string `yaml:"intended_use,omitempty"`
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
@@ -443,8 +446,15 @@ func (c *Config) resolve(dir string) {
 	for i := range c.Logs {
 		l := &c.Logs[i]
 		abs(&l.Key)
-		abs(&l.Roots.File)
-		abs(&l.Roots.Extra)
+		for i := range l.Roots.File {
+			abs(&l.Roots.File[i])
+		}
+		for i := range l.Roots.Extra {
+			abs(&l.Roots.Extra[i])
+		}
+		for i := range l.Roots.Reject {
+			abs(&l.Roots.Reject[i].File)
+		}
 		abs(&l.Storage.Dir)
 		if l.Storage.S3 != nil {
 			abs(&l.Storage.S3.CredentialsFile)

@@ -45,6 +45,8 @@ func FuzzParse(f *testing.F) {
 		"", "---\n", "listen: 5\n", "logs:\n  - name: [1]\n", "logs:\n  - period: soon\n", "unknown: 1\n",
 		"logs:\n  - not_after_start: yesterday\n", "listen:\n  - address: :80\n---\nlogs: []\n",
 		"a: &a [*a]\n", "logs:\n  - read_path: maybe\n",
+		strings.Replace(base(), "    roots: roots.pem\n", "    roots:\n      file: [a.pem, b.pem]\n      ccadb: [true, testing]\n      reject: ["+
+			strings.Repeat("ab", 32)+", {file: r.pem}]\n", 1),
 	} {
 		f.Add([]byte(s))
 	}

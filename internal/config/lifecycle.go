@@ -65,8 +65,8 @@ func setLifecycleDefaults(l *Log) {
 	}
 }
 
-// validateLifecycle checks a log's mmd, state, state_timestamp and
-// readonly_grace; f names the log in errors.
+// validateLifecycle checks a log's mmd, state, state_timestamp,
+// intended_use and readonly_grace; f names the log in errors.
 func validateLifecycle(f string, l *Log, now time.Time, bad func(field, format string, args ...any)) {
 	if l.MMD < time.Second || l.MMD > 24*time.Hour || l.MMD%time.Second != 0 {
 		bad(f+".mmd", "%v is out of range: a whole number of seconds from 1s to 24h (log lists count it in seconds; CT policies allow at most 24h)", l.MMD)
@@ -82,6 +82,11 @@ func validateLifecycle(f string, l *Log, now time.Time, bad func(field, format s
 	}
 	if !l.StateTimestamp.IsZero() && l.StateTimestamp.After(now) {
 		bad(f+".state_timestamp", "%s is in the future: it is when the log entered its current state", l.StateTimestamp.UTC().Format(time.RFC3339))
+	}
+	switch l.IntendedUse {
+	case "", "production", "test":
+	default:
+		bad(f+".intended_use", "%q is not production or test (or empty, to publish none)", l.IntendedUse)
 	}
 	if l.ReadOnlyGrace < time.Hour || l.ReadOnlyGrace > 365*24*time.Hour {
 		bad(f+".readonly_grace", "%v is out of range (1h to 8760h)", l.ReadOnlyGrace)

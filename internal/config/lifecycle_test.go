@@ -34,6 +34,9 @@ func TestLifecycleParse(t *testing.T) {
 	if l.State != StateReadOnly || !l.StateTimestamp.Equal(time.Date(2026, 7, 9, 12, 0, 0, 0, time.UTC)) || l.ReadOnlyGrace != 48*time.Hour || l.MMD != time.Hour {
 		t.Errorf("log: state %q, state_timestamp %v, readonly_grace %v, mmd %v", l.State, l.StateTimestamp, l.ReadOnlyGrace, l.MMD)
 	}
+	if l.IntendedUse != "" || l.Policy.TLSOnly() {
+		t.Errorf("intended_use %q, TLS-only %v: want unset", l.IntendedUse, l.Policy.TLSOnly())
+	}
 	if c.Debug == nil || c.Debug.Listen != "127.0.0.1:6060" {
 		t.Errorf("debug = %+v", c.Debug)
 	}
@@ -43,6 +46,33 @@ func TestLifecycleParse(t *testing.T) {
 	for _, ok := range []string{"[::1]:6060", "localhost:0", "127.0.0.2:1"} {
 		if _, err := Parse([]byte("debug: {listen: \"" + ok + "\"}\n" + base())); err != nil {
 			t.Errorf("debug.listen %s refused: %v", ok, err)
+		}
+	}
+}
+
+// TestMetadataFields: intended_use is parsed, and the policy is TLS-only
+// exactly when require_eku is serverAuth alone.
+func TestMetadataFields(t *testing.T) {
+	c, err := Parse([]byte(replace(t, base(), "    storage:", "    intended_use: test\n    storage:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Logs[0].IntendedUse; got != "test" {
+		t.Errorf("intended_use = %q", got)
+	}
+	for _, tt := range []struct {
+		eku  []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"serverAuth"}, true},
+		{[]string{"1.3.6.1.5.5.7.3.1"}, true},
+		{[]string{"serverAuth", "clientAuth"}, false},
+		{[]string{"1.3.6.1.5.5.7.3.31"}, false},
+		{[]string{"nonsense"}, false},
+	} {
+		if got := (Policy{RequireEKU: tt.eku}).TLSOnly(); got != tt.want {
+			t.Errorf("require_eku %v: TLSOnly %v, want %v", tt.eku, got, tt.want)
 		}
 	}
 }
@@ -58,6 +88,7 @@ func TestLifecycleErrors(t *testing.T) {
 		text  string
 	}{
 		{"unknown state", func(t *testing.T) string { return log(t, "    state: frozen\n") }, "logs[0] (a).state", "not one of usable, readonly, retired"},
+		{"unknown intended_use", func(t *testing.T) string { return log(t, "    intended_use: staging\n") }, "logs[0] (a).intended_use", "not production or test"},
 		{"readonly without timestamp", func(t *testing.T) string { return log(t, "    state: readonly\n") }, "logs[0] (a).state_timestamp", "required with state: readonly"},
 		{"retired without timestamp", func(t *testing.T) string { return log(t, "    state: retired\n") }, "logs[0] (a).state_timestamp", "required with state: retired"},
 		{"timestamp in the future", func(t *testing.T) string {

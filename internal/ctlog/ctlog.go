@@ -42,6 +42,10 @@ type Log struct {
 	NotAfterLimit    time.Time
 	MMD              time.Duration
 	Description      string
+	// IntendedUse ("production", "test" or "") and TLSOnly are published
+	// in the log's metadata (ListEntry).
+	IntendedUse string
+	TLSOnly     bool
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
 	// Admission shares the log's capacity under load (nil: every valid

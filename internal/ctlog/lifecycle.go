@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/buildinfo"
+	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/loglist"
 )
 
@@ -163,9 +165,10 @@ func (l *Log) SetUsableSince(t time.Time) {
 }
 
 // ListEntry returns the log's entry in a CT log list (v3 schema, a tiled
-// log) as of now. A read-only log's entry carries its final tree head: the
-// latest checkpoint this process knows, which no longer changes once the
-// submissions admitted before the freeze are sequenced (see Settle).
+// log) as of now, with the operator metadata fields. A read-only or
+// retired log's entry carries its final tree head: the latest checkpoint
+// this process knows, which no longer changes once the submissions
+// admitted before the freeze are sequenced (see Settle).
 func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 	desc := l.Description
 	if desc == "" {
@@ -182,27 +185,57 @@ func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 			StartInclusive: l.NotAfterStart.UTC(),
 			EndExclusive:   l.NotAfterLimit.UTC(),
 		},
+		Metadata: loglist.Metadata{
+			LogSpec:            "static-ct-api",
+			MMDSeconds:         int32(l.MMD / time.Second),
+			TLSOnly:            l.TLSOnly,
+			IntendedUse:        l.IntendedUse,
+			SubmissionEndpoint: loglist.Endpoint{URL: l.SubmissionPrefix.String()},
+			MonitoringEndpoint: loglist.Endpoint{URL: l.MonitoringPrefix.String()},
+			LogSoftware:        loglist.Software{Name: buildinfo.Module, Version: buildinfo.Version()},
+		},
 	}
 	st, since := l.Status(now)
 	since = since.UTC()
+	if !since.IsZero() {
+		e.StatusTimestamp = since.Format(time.RFC3339)
+	}
+	cp := l.Published()
 	switch st {
 	case Usable:
+		e.Status = loglist.StatusActive
 		if !since.IsZero() {
 			e.State = &loglist.LogStates{Usable: &loglist.LogState{Timestamp: since}}
 		}
-	case Retired:
-		e.State = &loglist.LogStates{Retired: &loglist.LogState{Timestamp: since}}
-	case ReadOnly:
-		cp := l.Published()
-		if cp == nil {
-			return nil, errors.New("the log is read-only and its final tree head is not known yet")
+		if f := l.Lifecycle.FreezeAt; !f.IsZero() {
+			e.PlannedChanges = []loglist.PlannedChange{{
+				NewStatus:     loglist.StatusReadOnly,
+				EffectiveDate: f.UTC().Format(time.RFC3339),
+				Comment:       "the log stops accepting submissions readonly_grace after not_after_limit",
+			}}
 		}
+	case ReadOnly, Retired:
+		if cp == nil {
+			return nil, fmt.Errorf("the log is %s and its final tree head is not known yet", st)
+		}
+		e.FinalTreeHead = finalTreeHead(cp)
+		if st == Retired {
+			e.Status = loglist.StatusInactive
+			e.State = &loglist.LogStates{Retired: &loglist.LogState{Timestamp: since}}
+			break
+		}
+		e.Status = loglist.StatusReadOnly
 		e.State = &loglist.LogStates{ReadOnly: &loglist.ReadOnlyLogState{
 			LogState:      loglist.LogState{Timestamp: since},
 			FinalTreeHead: loglist.TreeHead{SHA256RootHash: cp.Hash[:], TreeSize: cp.Size},
 		}}
 	}
 	return e, nil
+}
+
+// finalTreeHead is cp as the metadata's final_tree_head.
+func finalTreeHead(cp *checkpoint.Verified) *loglist.FinalTreeHead {
+	return &loglist.FinalTreeHead{SHA256RootHash: cp.Hash[:], TreeSize: cp.Size, Timestamp: int64(cp.Timestamp)}
 }
 
 // LogIDBase64 returns the log ID as log lists and the home page show it.

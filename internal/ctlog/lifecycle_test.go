@@ -18,6 +18,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/loglist/loglisttest"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/tile"
@@ -44,21 +45,31 @@ func testLog(t *testing.T) *Log {
 	return l
 }
 
-// decodeStrict decodes an entry the way a log list consumer that refuses
-// unknown fields does, into certificate-transparency-go's loglist3 type.
-func decodeStrict(t *testing.T, v any) *loglist3.TiledLog {
+// decodeStrict checks an entry against the v3 log list and operator
+// metadata schemas and decodes it strictly, as a log list consumer that
+// refuses unknown fields does.
+func decodeStrict(t *testing.T, v any) *loglisttest.TiledLog {
 	t.Helper()
 	data, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var e loglist3.TiledLog
-	if err := dec.Decode(&e); err != nil {
-		t.Fatalf("strict decoding into loglist3.TiledLog: %v\n%s", err, data)
+	return loglisttest.CheckEntry(t, data)
+}
+
+// entryAt returns l's entry at now with lifecycle lc, usable since usable
+// if not zero, checked and decoded by decodeStrict.
+func entryAt(t *testing.T, l *Log, lc Lifecycle, usable, now time.Time) *loglisttest.TiledLog {
+	t.Helper()
+	l.Lifecycle = lc
+	if !usable.IsZero() {
+		l.SetUsableSince(usable)
 	}
-	return &e
+	e, err := l.ListEntry(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeStrict(t, e)
 }
 
 func TestListEntryStates(t *testing.T) {
@@ -102,15 +113,7 @@ func TestListEntryStates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := testLog(t)
-			l.Lifecycle = tt.lc
-			if !tt.usable.IsZero() {
-				l.SetUsableSince(tt.usable)
-			}
-			e, err := l.ListEntry(tt.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := decodeStrict(t, e)
+			got := entryAt(t, l, tt.lc, tt.usable, tt.now)
 			if got.SubmissionURL != "https://ct.example.org/2026h1/" || got.MonitoringURL != "https://static.example.org/2026h1/" ||
 				got.MMD != 60 || !bytes.Equal(got.LogID, l.LogID[:]) || !bytes.Equal(got.Key, l.Keys.PublicKeyDER()) ||
 				got.Description != "Mosaic log 2026h1" || got.TemporalInterval == nil ||
@@ -132,11 +135,76 @@ func sha(t *testing.T, s string) []byte {
 }
 
 func TestListEntryReadOnlyNeedsCheckpoint(t *testing.T) {
+	for _, st := range []State{ReadOnly, Retired} {
+		l := testLog(t)
+		l.SetStandby("", nil, errors.New("unreachable"))
+		l.Lifecycle = Lifecycle{State: st, Since: time.Now()}
+		if _, err := l.ListEntry(time.Now()); err == nil {
+			t.Fatalf("a %s log without a known checkpoint gave an entry", st)
+		}
+	}
+}
+
+// TestListEntryMetadata: the operator metadata fields follow the log's
+// lifecycle: status and its timestamp, the planned freeze of a usable log,
+// the final tree head of one that is not active, and the configured
+// intended use and TLS-only policy.
+func TestListEntryMetadata(t *testing.T) {
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	since := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	freeze := time.Date(2026, 7, 8, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name        string
+		lc          Lifecycle
+		usable      time.Time
+		now         time.Time
+		status      string
+		statusSince string
+		planned     string // the planned change's effective date, if any
+		final       bool
+	}{
+		{"usable, freeze planned", Lifecycle{Since: since, FreezeAt: freeze}, time.Time{}, now, "active", "2025-12-01T00:00:00Z", "2026-07-08T00:00:00Z", false},
+		{"usable, no freeze", Lifecycle{}, since, now, "active", "2025-12-01T00:00:00Z", "", false},
+		{"usable, start not known", Lifecycle{FreezeAt: freeze}, time.Time{}, now, "active", "", "2026-07-08T00:00:00Z", false},
+		{"frozen", Lifecycle{FreezeAt: freeze}, since, freeze.Add(time.Second), "readonly", "2026-07-08T00:00:00Z", "", true},
+		{"readonly by config", Lifecycle{State: ReadOnly, Since: since, FreezeAt: freeze}, time.Time{}, now, "readonly", "2025-12-01T00:00:00Z", "", true},
+		{"retired", Lifecycle{State: Retired, Since: since}, time.Time{}, now, "inactive", "2025-12-01T00:00:00Z", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLog(t)
+			l.IntendedUse = "test"
+			l.TLSOnly = true
+			got := entryAt(t, l, tt.lc, tt.usable, tt.now)
+			if got.LogSpec != "static-ct-api" || got.MMDSeconds != 60 || !got.TLSOnly || got.IntendedUse != "test" ||
+				got.LogSoftware.Name != "github.com/mosaic-ct/mosaic" || got.LogSoftware.Version == "" {
+				t.Errorf("metadata %+v", got.Metadata)
+			}
+			if got.Status != tt.status || got.StatusTimestamp != tt.statusSince {
+				t.Errorf("status %q since %q, want %q since %q", got.Status, got.StatusTimestamp, tt.status, tt.statusSince)
+			}
+			switch {
+			case tt.planned == "" && len(got.PlannedChanges) != 0:
+				t.Errorf("planned changes %+v", got.PlannedChanges)
+			case tt.planned != "" && (len(got.PlannedChanges) != 1 || got.PlannedChanges[0].NewStatus != "readonly" ||
+				got.PlannedChanges[0].EffectiveDate != tt.planned):
+				t.Errorf("planned changes %+v, want readonly at %s", got.PlannedChanges, tt.planned)
+			}
+			if f := got.FinalTreeHead; tt.final != (f != nil) ||
+				f != nil && (f.TreeSize != 1234 || !bytes.Equal(f.SHA256RootHash, sha(t, "root")) || f.Timestamp != 1) {
+				t.Errorf("final tree head %+v", f)
+			}
+		})
+	}
+	// Without the options, the fields are absent rather than false or empty.
 	l := testLog(t)
-	l.SetStandby("", nil, errors.New("unreachable"))
-	l.Lifecycle = Lifecycle{State: ReadOnly, Since: time.Now()}
-	if _, err := l.ListEntry(time.Now()); err == nil {
-		t.Fatal("a read-only log without a known checkpoint gave an entry")
+	e, err := l.ListEntry(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(e)
+	if got := decodeStrict(t, e); got.TLSOnly || got.IntendedUse != "" ||
+		bytes.Contains(data, []byte("tls_only")) || bytes.Contains(data, []byte("intended_use")) {
+		t.Errorf("a log without intended_use and TLS-only policy: %s", data)
 	}
 }
 

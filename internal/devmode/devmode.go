@@ -138,7 +138,7 @@ func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created b
 			Name:             logName,
 			SubmissionPrefix: scheme + "://" + addr + "/",
 			Key:              KeyFile,
-			Roots:            config.Roots{File: RootsFile},
+			Roots:            config.Roots{File: []string{RootsFile}},
 			NotAfterStart:    day.AddDate(-1, 0, 0),
 			NotAfterLimit:    day.AddDate(2, 0, 0),
 			Storage:          config.Storage{Dir: "data"},

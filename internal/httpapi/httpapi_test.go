@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/certificate-transparency-go/loglist3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/loglist/loglisttest"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
@@ -141,8 +141,10 @@ func testLog(t *testing.T, sub, mon string, st storage.Backend) *ctlog.Log {
 }
 
 // TestListEntry checks the served log.v3.json field by field, after
-// decoding it strictly into certificate-transparency-go's loglist3 type (the
-// old document's extra "url" field made that fail).
+// checking it against the v3 log list and operator metadata schemas and
+// decoding it strictly into certificate-transparency-go's loglist3 type
+// and the metadata fields (the old document's extra "url" field made that
+// fail).
 func TestListEntry(t *testing.T) {
 	l := testLog(t, "https://ct.example.org/2026h1/", "https://static.example.org/2026h1/", nil)
 	e := getListEntry(t, l, "/2026h1/log.v3.json")
@@ -334,7 +336,8 @@ func TestReadPathSeparateMonitoringPrefix(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s: status %d", p, resp.StatusCode)
 		}
-		e := decodeStrict[loglist3.TiledLog](t, resp.Body)
+		body, _ := io.ReadAll(resp.Body)
+		e := loglisttest.CheckEntry(t, body)
 		if e.SubmissionURL != "https://ct.example.org/sub/" || e.MonitoringURL != "https://static.example.org/mon/" {
 			t.Errorf("GET %s = %+v", p, e)
 		}

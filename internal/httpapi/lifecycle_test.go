@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/loglist/loglisttest"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
@@ -29,13 +29,7 @@ func decodeStrict[T any](t *testing.T, r io.Reader) *T {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var v T
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("strict decoding into %T: %v\n%s", v, err, data)
-	}
-	return &v
+	return loglisttest.DecodeStrict[T](t, data)
 }
 
 func serve(t *testing.T, h http.Handler, method, path string, body string) *httptest.ResponseRecorder {
@@ -51,7 +45,7 @@ func serve(t *testing.T, h http.Handler, method, path string, body string) *http
 	return w
 }
 
-func getListEntry(t *testing.T, l *ctlog.Log, path string) *loglist3.TiledLog {
+func getListEntry(t *testing.T, l *ctlog.Log, path string) *loglisttest.TiledLog {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	h := New([]*ctlog.Log{l}, slog.New(slog.DiscardHandler), reg, reg).Handler()
@@ -59,7 +53,7 @@ func getListEntry(t *testing.T, l *ctlog.Log, path string) *loglist3.TiledLog {
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("GET %s: %d %s %q", path, w.Code, w.Header().Get("Content-Type"), w.Body)
 	}
-	return decodeStrict[loglist3.TiledLog](t, w.Body)
+	return loglisttest.CheckEntry(t, w.Body.Bytes())
 }
 
 func withCheckpoint(l *ctlog.Log, size int64) *checkpoint.Verified {
@@ -70,7 +64,8 @@ func withCheckpoint(l *ctlog.Log, size int64) *checkpoint.Verified {
 }
 
 // TestLogListDocument: /logs.v3.json lists every log under one operator,
-// each in its current state, and decodes strictly as a loglist3.LogList.
+// each in its current state with its operator metadata, validates against
+// the v3 log list and metadata schemas and decodes as a loglist3.LogList.
 func TestLogListDocument(t *testing.T) {
 	a := testLog(t, "https://ct.example.org/a/", "https://ct.example.org/a/", nil)
 	a.Name = "a"
@@ -88,7 +83,7 @@ func TestLogListDocument(t *testing.T) {
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /logs.v3.json: %d %q", w.Code, w.Body)
 	}
-	ll := decodeStrict[loglist3.LogList](t, w.Body)
+	ll, tiled := loglisttest.CheckList(t, w.Body.Bytes())
 	if len(ll.Operators) != 1 {
 		t.Fatalf("%d operators", len(ll.Operators))
 	}
@@ -108,9 +103,15 @@ func TestLogListDocument(t *testing.T) {
 		ub.State.ReadOnly.FinalTreeHead.TreeSize != 777 || !bytes.Equal(ub.State.ReadOnly.FinalTreeHead.SHA256RootHash, cp.Hash[:]) {
 		t.Errorf("log b: %+v %+v", ub, ub.State)
 	}
+	// Each log carries its operator metadata as well.
+	if ma, mb := tiled[0][0], tiled[0][1]; ma.Status != "active" || ma.StatusTimestamp != "2026-01-02T03:04:05Z" ||
+		mb.Status != "readonly" || mb.FinalTreeHead == nil || mb.FinalTreeHead.TreeSize != 777 ||
+		mb.SubmissionEndpoint.URL != "https://ct.example.org/b/" || mb.MonitoringEndpoint.URL != "https://static.example.org/b/" {
+		t.Errorf("metadata: %+v, %+v", ma.Metadata, mb.Metadata)
+	}
 
 	s.Operator = Operator{Name: "Example CT", Email: []string{"ct@example.org"}}
-	ll = decodeStrict[loglist3.LogList](t, serve(t, h, "GET", "/logs.v3.json", "").Body)
+	ll, _ = loglisttest.CheckList(t, serve(t, h, "GET", "/logs.v3.json", "").Body.Bytes())
 	if op := ll.Operators[0]; op.Name != "Example CT" || len(op.Email) != 1 || op.Email[0] != "ct@example.org" {
 		t.Errorf("configured operator: %+v", op)
 	}

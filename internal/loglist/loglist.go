@@ -1,13 +1,17 @@
 // Package loglist is the CT log list v3 schema
 // (https://www.gstatic.com/ct/log_list/v3/log_list_schema.json) for what
 // Mosaic publishes about its logs: each log's log.v3.json (a tiled log
-// entry) and a process's /logs.v3.json (a list with one operator).
+// entry) and a process's /logs.v3.json (a list with one operator), with
+// the fields of the "Operator-published CT Log Metadata" proposal next to
+// the v3 fields of each log (as Sunlight v0.9.0 publishes them), so one
+// document serves log lists and the metadata Chrome asks operators to
+// host.
 //
-// The types mirror certificate-transparency-go's loglist3, field for field
-// and with the same JSON names, and the tests decode Mosaic's documents
-// strictly (unknown fields refused) into loglist3's types. They are
-// declared here rather than imported because loglist3 carries a log
-// filter that links the klog logging library into whatever imports it.
+// The v3 types mirror certificate-transparency-go's loglist3, field for
+// field and with the same JSON names; they are declared here rather than
+// imported because loglist3 carries a log filter that links the klog
+// logging library into whatever imports it. The tests check Mosaic's
+// documents against JSON schemas of both (package loglisttest).
 package loglist
 
 import (
@@ -42,6 +46,69 @@ type TiledLog struct {
 	MMD              int32             `json:"mmd"`
 	State            *LogStates        `json:"state,omitempty"`
 	TemporalInterval *TemporalInterval `json:"temporal_interval,omitempty"`
+
+	Metadata
+}
+
+// Metadata is a log's fields from the "Operator-published CT Log
+// Metadata" proposal. Log lists that know only v3 ignore them.
+type Metadata struct {
+	// LogSpec is the API the log implements: always "static-ct-api".
+	LogSpec string `json:"log_spec"`
+	// MMDSeconds is the maximum merge delay in seconds (as MMD).
+	MMDSeconds int32 `json:"mmd_seconds"`
+	// TLSOnly says the log accepts only certificates usable for TLS
+	// servers; absent otherwise.
+	TLSOnly bool `json:"tls_only,omitempty"`
+	// IntendedUse is "production" or "test", if the operator said.
+	IntendedUse string `json:"intended_use,omitempty"`
+	// Status is "active", "readonly" or "inactive" (Mosaic's usable,
+	// readonly and retired).
+	Status string `json:"status"`
+	// StatusTimestamp is when the status began (RFC 3339); absent only
+	// while a usable log's start is not known yet, as the v3 state is.
+	StatusTimestamp string `json:"status_timestamp,omitempty"`
+	// PlannedChanges are the status changes already scheduled.
+	PlannedChanges []PlannedChange `json:"planned_changes,omitempty"`
+	// FinalTreeHead is a log's last tree, once it is not active.
+	FinalTreeHead      *FinalTreeHead `json:"final_tree_head,omitempty"`
+	SubmissionEndpoint Endpoint       `json:"submission_endpoint"`
+	MonitoringEndpoint Endpoint       `json:"monitoring_endpoint"`
+	LogSoftware        Software       `json:"log_software"`
+}
+
+// The proposal's statuses.
+const (
+	StatusActive   = "active"
+	StatusReadOnly = "readonly"
+	StatusInactive = "inactive"
+)
+
+// PlannedChange is a status the log will enter at EffectiveDate (RFC
+// 3339).
+type PlannedChange struct {
+	NewStatus     string `json:"new_status"`
+	EffectiveDate string `json:"effective_date"`
+	Comment       string `json:"comment,omitempty"`
+}
+
+// FinalTreeHead is the tree a log stopped at, with its checkpoint's
+// timestamp (milliseconds since the epoch).
+type FinalTreeHead struct {
+	SHA256RootHash []byte `json:"sha256_root_hash"`
+	TreeSize       int64  `json:"tree_size"`
+	Timestamp      int64  `json:"timestamp"`
+}
+
+// Endpoint is where an API is served.
+type Endpoint struct {
+	URL string `json:"url"`
+}
+
+// Software names the program running the log.
+type Software struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }
 
 // TemporalInterval is the NotAfter range the log accepts.

@@ -1,8 +1,9 @@
 // Package roots keeps the set of root certificates a log accepts. It sits
-// between a log's configured sources of roots (a PEM file, the CCADB's CSV
-// report, a file of extra roots), the log's storage, where the accepted set
-// is persisted next to the checkpoint, and the chain Validator, whose roots
-// it replaces atomically when the set changes.
+// between a log's configured sources of roots (PEM files, CCADB CSV
+// reports, files of extra roots, merged by SHA-256 fingerprint) and its
+// reject list, the log's storage, where the accepted set is persisted next
+// to the checkpoint, and the chain Validator, whose roots it replaces
+// atomically when the set changes.
 //
 // The set is append-only: a root is accepted once any source lists it and
 // stays accepted when the source stops listing it (a root store may drop a
@@ -11,6 +12,12 @@
 // remove`). The server refreshes the set at startup, on SIGHUP and every
 // roots.refresh; a source that fails adds nothing, and the set never
 // shrinks because of a failure.
+//
+// The reject list (roots.reject: fingerprints and PEM files) overrides
+// every source: a rejected root is never added, and one accepted before it
+// was rejected stays in the persisted set but out of the live one (the
+// validator's roots, get-roots), so that taking it off the list restores
+// it. A reject file that cannot be read makes the refresh add nothing.
 package roots
 
 import (
@@ -33,21 +40,38 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
-// Source names, as written in the persisted file and in log lines.
+// Source kinds, as written in the persisted file and in log lines.
 const (
 	SourceFile  = "file"
 	SourceExtra = "extra"
 	SourceCCADB = "ccadb"
 )
 
+// Source is one configured place roots come from (or, in Config.Reject,
+// a PEM file of roots to refuse).
+type Source struct {
+	// Kind is SourceFile, SourceExtra or SourceCCADB (a PEM file for
+	// every kind but SourceCCADB, whose Location is a report URL).
+	Kind string
+	// Location is the file's path or the report's URL.
+	Location string
+	// Field names it in errors, as the config does ("roots.file[1]").
+	Field string
+}
+
 // Config is what a Manager needs.
 type Config struct {
 	// Log and Origin name the log (in log lines and in the persisted
 	// file).
 	Log, Origin string
-	// File, Extra and CCADB are the sources: PEM files and a CCADB report
-	// URL; empty ones are not used.
-	File, Extra, CCADB string
+	// Sources are where roots come from, merged by fingerprint; a root
+	// listed by several is recorded as from the first.
+	Sources []Source
+	// Reject lists roots never accepted, whatever the sources say: by
+	// fingerprint, and in PEM files (Kind SourceFile), read again at
+	// every refresh.
+	Reject      []Fingerprint
+	RejectFiles []Source
 	// Storage is the log's storage, where the set is persisted.
 	Storage storage.Backend
 	// MACKey authenticates the persisted set (see MACKey).
@@ -75,9 +99,11 @@ type Manager struct {
 	m   *metrics
 
 	mu        sync.Mutex
-	state     *State // the live set, as last applied and persisted
+	state     *State   // the set as last persisted: the live set and the rejected roots it still holds
+	live      []Record // the live set, as last handed to the target
 	target    Target
-	needCCADB bool // the CCADB has not been fetched yet
+	needCCADB bool                 // a CCADB report has not been fetched yet
+	told      map[Fingerprint]bool // rejected roots already logged as listed by a source
 }
 
 // New returns a Manager; Load must be called before anything else.
@@ -92,7 +118,12 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, m: newMetrics(cfg.Registerer)}
+	return &Manager{cfg: cfg, m: newMetrics(cfg.Registerer), told: map[Fingerprint]bool{}}
+}
+
+// hasCCADB reports whether a source is a CCADB report.
+func (m *Manager) hasCCADB() bool {
+	return slices.ContainsFunc(m.cfg.Sources, func(s Source) bool { return s.Kind == SourceCCADB })
 }
 
 // Result is what a refresh changed.
@@ -101,7 +132,9 @@ type Result struct {
 	Added []Record
 	// Removed are roots an operator removed that this process dropped.
 	Removed []Fingerprint
-	// Total is the number of accepted roots afterwards.
+	// Rejected are roots a source lists that the reject list refuses.
+	Rejected []Record
+	// Total is the number of accepted roots afterwards (the live set).
 	Total int
 }
 
@@ -116,32 +149,35 @@ func (m *Manager) Load(ctx context.Context) ([]*x509.Certificate, error) {
 	defer m.mu.Unlock()
 	m.state = newState()
 	res, err := m.update(ctx, false)
-	if err == nil && res.Total == 0 && m.cfg.CCADB != "" {
+	if err == nil && res.Total == 0 && m.hasCCADB() {
 		res, err = m.update(ctx, true)
 	} else {
-		m.needCCADB = m.cfg.CCADB != ""
+		m.needCCADB = m.hasCCADB()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if res.Total == 0 {
+		if len(m.state.Roots) > 0 || len(res.Rejected) > 0 {
+			return nil, errors.New("no roots: every root the sources and storage list is refused by roots.reject")
+		}
 		return nil, errors.New("no roots: the sources list none and storage holds none")
 	}
-	m.m.success(len(m.state.Roots), m.cfg.Now())
-	return m.state.Certificates(), nil
+	m.m.success(len(m.live), m.cfg.Now())
+	return certificates(m.live), nil
 }
 
-// CheckFiles reads the configured PEM files (roots.file and roots.extra)
-// as Load would, without touching storage or the CCADB: `mosaic create`
-// uses it so that a log is not created with a roots file its first serve
-// would refuse.
+// CheckFiles reads the configured PEM files (roots.file, roots.extra and
+// the files in roots.reject) as Load would, without touching storage or
+// the CCADB: `mosaic create` uses it so that a log is not created with a
+// roots file its first serve would refuse.
 func (m *Manager) CheckFiles() error {
-	for _, src := range []struct{ name, path string }{{SourceFile, m.cfg.File}, {SourceExtra, m.cfg.Extra}} {
-		if src.path == "" {
+	for _, src := range append(slices.Clone(m.cfg.Sources), m.cfg.RejectFiles...) {
+		if src.Kind == SourceCCADB {
 			continue
 		}
-		if _, err := readPEM(src.path); err != nil {
-			return fmt.Errorf("roots.%s: %w", src.name, err)
+		if _, err := readPEM(src.Location); err != nil {
+			return fmt.Errorf("%s: %w", src.Field, err)
 		}
 	}
 	return nil
@@ -161,14 +197,14 @@ func (m *Manager) SetTarget(t Target) {
 func (m *Manager) Refresh(ctx context.Context) (*Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res, err := m.update(ctx, m.cfg.CCADB != "")
+	res, err := m.update(ctx, m.hasCCADB())
 	if err != nil {
-		m.m.failure(len(m.state.Roots))
+		m.m.failure(len(m.live))
 		m.cfg.Logger.Warn("roots: refresh failed; the accepted set keeps its other roots", "log", m.cfg.Log, "err", err,
-			"added", len(res.Added), "roots", len(m.state.Roots))
+			"added", len(res.Added), "roots", len(m.live))
 		return res, err
 	}
-	m.m.success(len(m.state.Roots), m.cfg.Now())
+	m.m.success(len(m.live), m.cfg.Now())
 	return res, nil
 }
 
@@ -196,8 +232,13 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration) {
 // update does one refresh; m.mu is held. It returns a non-nil Result even
 // with an error.
 func (m *Manager) update(ctx context.Context, withCCADB bool) (*Result, error) {
-	res := &Result{Total: len(m.state.Roots)}
+	res := &Result{Total: len(m.live)}
 	now := m.cfg.Now().UTC().Truncate(time.Second)
+	// The reject list first: without all of it, nothing may be added.
+	rejected, err := m.rejected()
+	if err != nil {
+		return res, err
+	}
 	storedRaw, stored, err := m.readStored(ctx)
 	if err != nil {
 		return res, err
@@ -225,42 +266,64 @@ func (m *Manager) update(ctx context.Context, withCCADB bool) (*Result, error) {
 	})
 
 	var errs []error
-	add := func(source string, certs []*x509.Certificate) {
+	add := func(src Source, certs []*x509.Certificate) {
 		for _, c := range certs {
 			fp := Fingerprint(sha256.Sum256(c.Raw))
 			if _, gone := next.Removed[fp]; gone || next.has(fp) {
 				continue
 			}
-			r := Record{Cert: c, FP: fp, Added: now, Source: source}
+			r := Record{Cert: c, FP: fp, Added: now, Source: src.Kind, From: src.Location}
+			// Why a rejected root cannot get in: every root any source
+			// lists passes here, at every refresh, and is refused while
+			// its fingerprint is on the list; roots already in the set
+			// are filtered out of the live set by the same list below.
+			if rejected[fp] {
+				if !slices.ContainsFunc(res.Rejected, func(x Record) bool { return x.FP == fp }) {
+					res.Rejected = append(res.Rejected, r)
+				}
+				continue
+			}
 			next.Roots = append(next.Roots, r)
 			res.Added = append(res.Added, r)
 		}
 	}
-	for _, src := range []struct{ name, path string }{{SourceFile, m.cfg.File}, {SourceExtra, m.cfg.Extra}} {
-		if src.path == "" {
-			continue
-		}
-		certs, err := readPEM(src.path)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("roots.%s: %w", src.name, err))
-			continue
-		}
-		add(src.name, certs)
-	}
-	if withCCADB {
-		cr, err := FetchCCADB(ctx, m.cfg.Client, m.cfg.CCADB)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("roots.ccadb: %w", err))
-		} else {
-			m.needCCADB = false
-			add(SourceCCADB, cr.Roots)
+	ccadbFailed := false
+	for _, src := range m.cfg.Sources {
+		var certs []*x509.Certificate
+		switch src.Kind {
+		case SourceCCADB:
+			if !withCCADB {
+				continue
+			}
+			cr, err := FetchCCADB(ctx, m.cfg.Client, src.Location)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", src.Field, err))
+				ccadbFailed = true
+				continue
+			}
 			if cr.Skipped > 0 {
-				m.cfg.Logger.Warn("roots: CCADB rows skipped", "log", m.cfg.Log, "skipped", cr.Skipped, "examples", cr.Problems)
+				m.cfg.Logger.Warn("roots: CCADB rows skipped", "log", m.cfg.Log, "from", src.Location, "skipped", cr.Skipped, "examples", cr.Problems)
+			}
+			certs = cr.Roots
+		default:
+			certs, err = readPEM(src.Location)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", src.Field, err))
+				continue
 			}
 		}
+		add(src, certs)
+	}
+	if withCCADB && !ccadbFailed {
+		m.needCCADB = false
 	}
 
-	changed := len(next.Roots) != len(m.state.Roots) || slices.ContainsFunc(next.Roots, func(r Record) bool { return !m.state.has(r.FP) })
+	live := liveSet(next, rejected)
+	was := make(map[Fingerprint]bool, len(m.live))
+	for _, r := range m.live {
+		was[r.FP] = true
+	}
+	changed := len(live) != len(m.live) || slices.ContainsFunc(live, func(r Record) bool { return !was[r.FP] })
 	if len(next.Roots) > 0 {
 		out := next.Marshal(m.cfg.MACKey, m.cfg.Log, m.cfg.Origin)
 		if string(out) != string(storedRaw) {
@@ -273,15 +336,48 @@ func (m *Manager) update(ctx context.Context, withCCADB bool) (*Result, error) {
 		}
 	}
 	if changed && m.target != nil {
-		if err := m.target.SetRoots(next.Certificates()); err != nil {
+		if err := m.target.SetRoots(certificates(live)); err != nil {
 			res.Added, res.Removed = nil, nil
 			return res, errors.Join(append(errs, err)...)
 		}
 	}
-	m.state = next
-	res.Total = len(next.Roots)
+	m.state, m.live = next, live
+	res.Total = len(live)
 	m.logChanges(res)
 	return res, errors.Join(errs...)
+}
+
+// rejected reads the reject list: the configured fingerprints and those of
+// the roots in the reject files. Any file that cannot be read is an error.
+func (m *Manager) rejected() (map[Fingerprint]bool, error) {
+	out := make(map[Fingerprint]bool, len(m.cfg.Reject))
+	for _, fp := range m.cfg.Reject {
+		out[fp] = true
+	}
+	for _, src := range m.cfg.RejectFiles {
+		certs, err := readPEM(src.Location)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w; no root is added until the reject list can be read", src.Field, err)
+		}
+		for _, c := range certs {
+			out[Fingerprint(sha256.Sum256(c.Raw))] = true
+		}
+	}
+	return out, nil
+}
+
+// liveSet is the roots of s that the reject list does not refuse.
+func liveSet(s *State, rejected map[Fingerprint]bool) []Record {
+	return slices.DeleteFunc(slices.Clone(s.Roots), func(r Record) bool { return rejected[r.FP] })
+}
+
+// certificates returns the records' certificates.
+func certificates(rs []Record) []*x509.Certificate {
+	out := make([]*x509.Certificate, len(rs))
+	for i, r := range rs {
+		out[i] = r.Cert
+	}
+	return out
 }
 
 // readStored reads and authenticates the persisted set: (nil, nil, nil) if
@@ -306,6 +402,14 @@ func (m *Manager) readStored(ctx context.Context) ([]byte, *State, error) {
 // logChanges logs what a refresh changed: each root when there are few,
 // else a count per source.
 func (m *Manager) logChanges(res *Result) {
+	for _, r := range res.Rejected {
+		// Once per process and root: a CCADB report keeps listing it.
+		if !m.told[r.FP] {
+			m.told[r.FP] = true
+			m.cfg.Logger.Info("roots: a source lists a root on roots.reject; it is not accepted", "log", m.cfg.Log,
+				"source", r.Source, "from", r.From, "sha256", r.FP.String(), "subject", r.Cert.Subject.String())
+		}
+	}
 	if len(res.Added) == 0 && len(res.Removed) == 0 {
 		return
 	}
@@ -313,7 +417,7 @@ func (m *Manager) logChanges(res *Result) {
 	for _, r := range res.Added {
 		bySource[r.Source]++
 		if len(res.Added) <= 20 {
-			m.cfg.Logger.Info("roots: accepted a new root", "log", m.cfg.Log, "source", r.Source,
+			m.cfg.Logger.Info("roots: accepted a new root", "log", m.cfg.Log, "source", r.Source, "from", r.From,
 				"sha256", r.FP.String(), "subject", r.Cert.Subject.String())
 		}
 	}

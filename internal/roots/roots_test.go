@@ -193,20 +193,17 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) writePEM(cas ...*testca.CA) {
 	e.t.Helper()
-	var b bytes.Buffer
-	for _, ca := range cas {
-		pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: ca.DER})
-	}
-	if err := os.WriteFile(e.pemFile, b.Bytes(), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
+	e.writePEMFile(filepath.Base(e.pemFile), cas...)
 }
 
 func (e *env) manager() *Manager {
 	e.reg = prometheus.NewRegistry()
-	cfg := Config{Log: "test", Origin: "log.example/test", File: e.pemFile, Storage: e.store, MACKey: e.macKey, Registerer: e.reg}
+	cfg := Config{Log: "test", Origin: "log.example/test", Storage: e.store, MACKey: e.macKey, Registerer: e.reg}
+	if e.pemFile != "" {
+		cfg.Sources = append(cfg.Sources, Source{Kind: SourceFile, Location: e.pemFile, Field: "roots.file"})
+	}
 	if e.ccadb != nil {
-		cfg.CCADB = e.ccadb.URL + "/ccadb.csv"
+		cfg.Sources = append(cfg.Sources, Source{Kind: SourceCCADB, Location: e.ccadb.URL + "/ccadb.csv", Field: "roots.ccadb"})
 	}
 	return New(cfg)
 }
@@ -461,7 +458,7 @@ func TestCCADBRedirects(t *testing.T) {
 	// elsewhere is refused by the default client.
 	srv := httptest.NewServer(http.RedirectHandler("http://ccadb.invalid/report.csv", http.StatusFound))
 	defer srv.Close()
-	m := New(Config{CCADB: srv.URL})
+	m := New(Config{Sources: []Source{{Kind: SourceCCADB, Location: srv.URL, Field: "roots.ccadb"}}})
 	if _, err := FetchCCADB(context.Background(), m.cfg.Client, srv.URL); err == nil || !strings.Contains(err.Error(), "https only") {
 		t.Errorf("fetch through a downgrading redirect: %v", err)
 	}

@@ -45,10 +45,13 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 
 // Record is one accepted root and where it came from.
 type Record struct {
-	Cert   *x509.Certificate
-	FP     Fingerprint
-	Added  time.Time
+	Cert  *x509.Certificate
+	FP    Fingerprint
+	Added time.Time
+	// Source is the kind of source (SourceFile, ...), persisted; From is
+	// its file or URL, known only in the process that added the root.
 	Source string
+	From   string
 }
 
 // State is a log's accepted root set as persisted: the roots in the order
@@ -64,15 +67,6 @@ func newState() *State { return &State{Removed: map[Fingerprint]time.Time{}} }
 // has reports whether fp is an accepted root.
 func (s *State) has(fp Fingerprint) bool {
 	return slices.ContainsFunc(s.Roots, func(r Record) bool { return r.FP == fp })
-}
-
-// Certificates returns the accepted roots.
-func (s *State) Certificates() []*x509.Certificate {
-	out := make([]*x509.Certificate, len(s.Roots))
-	for i, r := range s.Roots {
-		out[i] = r.Cert
-	}
-	return out
 }
 
 // clone returns a copy that shares only the (immutable) certificates.

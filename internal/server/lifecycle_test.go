@@ -89,7 +89,7 @@ func TestLifecycleWithStandby(t *testing.T) {
 		waitUntil(t, "a usable log.v3.json in storage", func() bool { return bytes.Contains(e.stored(t), []byte(`"usable"`)) })
 		waitUntil(t, "b serves what a stored", func() bool { return bytes.Equal(entryJSON(t, b.log), e.stored(t)) })
 	}
-	waitUntil(t, "a read-only log.v3.json in storage", func() bool { return bytes.Contains(e.stored(t), []byte(`"readonly"`)) })
+	waitUntil(t, "a read-only log.v3.json in storage", func() bool { return bytes.Contains(e.stored(t), []byte(`"status": "readonly"`)) })
 	stored := e.stored(t)
 	if !bytes.Contains(stored, []byte(`"tree_size": 1`)) {
 		t.Fatalf("stored read-only entry does not have the final tree size 1:\n%s", stored)

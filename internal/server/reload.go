@@ -91,8 +91,8 @@ func (p *logParts) loadRoots(ctx context.Context) error {
 }
 
 // Reload reloads what can change without a restart, as on SIGHUP: each
-// log's roots (its PEM files and the CCADB; the set only grows, or loses
-// roots an operator removed) and each TLS listener's certificate. It logs
+// log's roots (its PEM files, reject files and CCADB reports; the set only
+// grows, or loses roots an operator removed or the reject list refuses) and each TLS listener's certificate. It logs
 // what it did; a failure keeps what was in use.
 func (s *Server) Reload(ctx context.Context) {
 	start := time.Now()
@@ -103,7 +103,8 @@ func (s *Server) Reload(ctx context.Context) {
 			// Refresh has logged the failure.
 			continue
 		}
-		s.logger.Info("reload: roots refreshed", "log", p.log.Name, "added", len(res.Added), "removed", len(res.Removed), "roots", res.Total)
+		s.logger.Info("reload: roots refreshed", "log", p.log.Name, "added", len(res.Added), "removed", len(res.Removed),
+			"rejected", len(res.Rejected), "roots", res.Total)
 	}
 	for i, lt := range s.tls {
 		if lt == nil || lt.files == nil {

@@ -244,6 +244,8 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
 		Description:      lc.Description,
+		IntendedUse:      lc.IntendedUse,
+		TLSOnly:          lc.Policy.TLSOnly(),
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 		ClientLimits:     ctlog.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
@@ -261,9 +263,10 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if err != nil {
 		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
 	}
+	rejectFPs, rejectFiles := lc.Roots.RejectList()
 	rm := roots.New(roots.Config{
 		Log: lc.Name, Origin: id.Origin,
-		File: lc.Roots.File, Extra: lc.Roots.Extra, CCADB: lc.Roots.CCADB,
+		Sources: lc.Roots.Sources(), Reject: rejectFPs, RejectFiles: rejectFiles,
 		Storage: store, MACKey: macKey, Logger: logger, Registerer: logReg,
 	})
 	var metrics *sequencer.Metrics

@@ -421,7 +421,7 @@ func TestDedupMetrics(t *testing.T) {
 func TestCreateRefusesMissingRootsFile(t *testing.T) {
 	_, c, _ := devConfig(t, "")
 	missing := filepath.Join(t.TempDir(), "roots.pem")
-	c.Logs[0].Roots.File = missing
+	c.Logs[0].Roots.File = []string{missing}
 	err := server.CreateLogs(context.Background(), c, nil, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "roots.file") || !strings.Contains(err.Error(), missing+" does not exist") {
 		t.Fatalf("create with a missing roots file: %v; want an error naming roots.file and the path", err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/devmode"
+	"github.com/mosaic-ct/mosaic/internal/loglist/loglisttest"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
@@ -62,19 +62,6 @@ func setLogFields(fields string) func(string) string {
 	return func(s string) string {
 		return strings.Replace(s, "    - name: dev\n", "    - name: dev\n"+fields, 1)
 	}
-}
-
-// strict decodes data into T refusing unknown fields, as a strict log list
-// consumer does.
-func strict[T any](t *testing.T, what string, data []byte) *T {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var v T
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("%s does not decode strictly into %T: %v\n%s", what, v, err, data)
-	}
-	return &v
 }
 
 // getRaw fetches url and returns the response with its body read.
@@ -121,8 +108,8 @@ func waitStoredState(t *testing.T, dir string, state loglist3.LogStatus) *loglis
 	for {
 		data, err := os.ReadFile(filepath.Join(dir, "data", "log.v3.json"))
 		if err == nil {
-			if e := strict[loglist3.TiledLog](t, "the stored log.v3.json", data); e.State.LogStatus() == state {
-				return e
+			if e := loglisttest.CheckEntry(t, data); e.State.LogStatus() == state {
+				return &e.TiledLog
 			}
 		}
 		if time.Now().After(deadline) {
@@ -133,8 +120,10 @@ func waitStoredState(t *testing.T, dir string, state loglist3.LogStatus) *loglis
 }
 
 // TestLogListMetadata: log.v3.json, served and stored, and /logs.v3.json
-// decode strictly into certificate-transparency-go's loglist3 types, say
-// mmd 60 and usable since the log's creation; every response, errors and
+// validate against the v3 log list and operator metadata schemas and
+// decode into certificate-transparency-go's loglist3 types, say mmd 60,
+// usable (active) since the log's creation, the freeze planned at
+// not_after_limit + readonly_grace, and the binary's version; every response, errors and
 // preflights included, carries CORS headers; mosaic version and
 // mosaic_build_info describe the build.
 func TestLogListMetadata(t *testing.T) {
@@ -146,7 +135,7 @@ func TestLogListMetadata(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET log.v3.json: %s %q", resp.Status, resp.Header.Get("Content-Type"))
 	}
-	e := strict[loglist3.TiledLog](t, "log.v3.json", served)
+	e := loglisttest.CheckEntry(t, served)
 	logID, _ := base64.StdEncoding.DecodeString(s.info.LogID)
 	if e.SubmissionURL != s.info.SubmissionPrefix || e.MonitoringURL != s.info.MonitoringPrefix || e.MMD != 60 ||
 		!bytes.Equal(e.LogID, logID) || !bytes.Equal(e.Key, s.publicKey(t)) || e.TemporalInterval == nil ||
@@ -156,8 +145,16 @@ func TestLogListMetadata(t *testing.T) {
 	if e.State.LogStatus() != loglist3.UsableLogStatus || e.State.Usable.Timestamp.Before(before) || e.State.Usable.Timestamp.After(time.Now()) {
 		t.Errorf("state: %s, want usable since the log was created", served)
 	}
+	if e.Status != "active" || e.StatusTimestamp != e.State.Usable.Timestamp.UTC().Format(time.RFC3339) || len(e.PlannedChanges) != 1 ||
+		e.LogSoftware.Name != "github.com/mosaic-ct/mosaic" || e.LogSoftware.Version == "" || e.FinalTreeHead != nil {
+		t.Errorf("operator metadata: %s", served)
+	}
+	if limit, err := time.Parse(time.RFC3339, s.info.NotAfterLimit); err != nil || len(e.PlannedChanges) == 1 &&
+		(e.PlannedChanges[0].NewStatus != "readonly" || e.PlannedChanges[0].EffectiveDate != limit.Add(7*24*time.Hour).UTC().Format(time.RFC3339)) {
+		t.Errorf("planned changes %+v, want readonly a week after not_after_limit %s", e.PlannedChanges, s.info.NotAfterLimit)
+	}
 	stored := storedListEntry(t, dir)
-	strict[loglist3.TiledLog](t, "the stored log.v3.json", stored)
+	loglisttest.CheckEntry(t, stored)
 	if !bytes.Equal(stored, served) {
 		t.Errorf("stored log.v3.json differs from the served one:\n%s\nserved:\n%s", stored, served)
 	}
@@ -166,7 +163,7 @@ func TestLogListMetadata(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /logs.v3.json: %s", resp.Status)
 	}
-	ll := strict[loglist3.LogList](t, "/logs.v3.json", body)
+	ll, _ := loglisttest.CheckList(t, body)
 	if len(ll.Operators) != 1 || len(ll.Operators[0].TiledLogs) != 1 || ll.Operators[0].TiledLogs[0].SubmissionURL != s.info.SubmissionPrefix {
 		t.Errorf("/logs.v3.json: %s", body)
 	}
@@ -256,7 +253,7 @@ func TestReadOnlyByConfig(t *testing.T) {
 	}
 	check := func(what string, data []byte) {
 		t.Helper()
-		e := strict[loglist3.TiledLog](t, what, data)
+		e := loglisttest.CheckEntry(t, data)
 		ro := e.State.ReadOnly
 		if e.State.LogStatus() != loglist3.ReadOnlyLogStatus || !ro.Timestamp.Equal(since) ||
 			ro.FinalTreeHead.TreeSize != 2 || !bytes.Equal(ro.FinalTreeHead.SHA256RootHash, cp.Hash[:]) {
@@ -311,7 +308,7 @@ func TestFreezesItself(t *testing.T) {
 	})
 	s = startDev(t, dir)
 	_, served := getRaw(t, "GET", s.url("log.v3.json"), nil)
-	if e := strict[loglist3.TiledLog](t, "log.v3.json", served); e.State.LogStatus() != loglist3.UsableLogStatus {
+	if e := loglisttest.CheckEntry(t, served); e.State.LogStatus() != loglist3.UsableLogStatus {
 		t.Fatalf("before %v the log should still be usable: %s", freeze, served)
 	}
 	// An expired certificate inside the window is still accepted.
@@ -377,7 +374,7 @@ func TestLogListOnS3(t *testing.T) {
 	if info.ContentType != "application/json" {
 		t.Errorf("stored log.v3.json has Content-Type %q", info.ContentType)
 	}
-	e := strict[loglist3.TiledLog](t, "log.v3.json in the bucket", stored)
+	e := loglisttest.CheckEntry(t, stored)
 	if e.State.LogStatus() != loglist3.UsableLogStatus || e.SubmissionURL != l.info.SubmissionPrefix {
 		t.Errorf("log.v3.json in the bucket: %s", stored)
 	}

@@ -366,3 +366,94 @@ func metrics(t *testing.T, addr string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestRootsSeveralSourcesAndReject runs a log whose roots come from two
+// PEM files and two CCADB reports served on loopback, with a reject list
+// (a fingerprint and a PEM file), against the real binary: the sources are
+// merged, every accepted root is logged with the file or URL it came from;
+// a rejected root is not in get-roots and chains to it are refused, both
+// when a report lists it from the start and when a file adds it later
+// (SIGHUP); and the restart keeps it out.
+func TestRootsSeveralSourcesAndReject(t *testing.T) {
+	mustCA := caMust(t)
+	rootA := mustCA(testca.NewRoot("E2E Root A (first file)", testca.ECDSAP256))
+	rootB := mustCA(testca.NewRoot("E2E Root B (second file)", testca.ECDSAP256))
+	rootC := mustCA(testca.NewRoot("E2E Root C (first report)", testca.ECDSAP256))
+	rootD := mustCA(testca.NewRoot("E2E Root D (second report)", testca.ECDSAP256))
+	rootR := mustCA(testca.NewRoot("E2E Root R (rejected by fingerprint)", testca.ECDSAP256))
+	rootF := mustCA(testca.NewRoot("E2E Root F (rejected by file)", testca.ECDSAP256))
+	interD := mustCA(rootD.NewIntermediate("E2E Intermediate D", testca.ECDSAP256))
+	interR := mustCA(rootR.NewIntermediate("E2E Intermediate R", testca.ECDSAP256))
+	interF := mustCA(rootF.NewIntermediate("E2E Intermediate F", testca.ECDSAP256))
+	precert := func(ca *testca.CA) []byte { return leaf(t, ca, "reject.example", testca.LeafOptions{Precert: true}) }
+
+	one := newCCADBServer(t, rootC)
+	two := newCCADBServer(t, rootD, rootR)
+	l := newConfiguredLog(t, fmt.Sprintf(`    roots:
+      file: [a.pem, b.pem]
+      ccadb: [%s/one.csv, %s/two.csv]
+      reject:
+        - %s
+        - file: reject.pem
+`, one.URL, two.URL, fingerprint(rootR.DER)), "")
+	writeRootsPEM(t, filepath.Join(l.dir, "a.pem"), rootA)
+	writeRootsPEM(t, filepath.Join(l.dir, "b.pem"), rootB)
+	writeRootsPEM(t, filepath.Join(l.dir, "reject.pem"), rootF)
+	l.start()
+
+	// A, B, C, D and the fixture's two real roots, listed by both reports.
+	l.waitRoots("every source's roots", func(r map[string]bool) bool {
+		return r[fingerprint(rootA.DER)] && r[fingerprint(rootB.DER)] && r[fingerprint(rootC.DER)] && r[fingerprint(rootD.DER)] && len(r) == 6
+	})
+	if r := l.roots(); r[fingerprint(rootR.DER)] {
+		t.Fatal("get-roots lists the root rejected by fingerprint")
+	}
+	if code, body := l.submit(precert(interD), interD.DER); code != 200 {
+		t.Fatalf("a chain to the second report's root: %d %s", code, body)
+	}
+	if code, body := l.submit(precert(interR), interR.DER); code != 400 {
+		t.Fatalf("a chain to the rejected root: %d %s, want 400", code, body)
+	}
+	accepted := func(fp string) string {
+		for line := range strings.SplitSeq(l.s.logBuf.String(), "\n") {
+			if strings.Contains(line, "roots: accepted a new root") && strings.Contains(line, fp) {
+				return line
+			}
+		}
+		return ""
+	}
+	for ca, from := range map[*testca.CA]string{
+		rootA: filepath.Join(l.dir, "a.pem"), rootB: filepath.Join(l.dir, "b.pem"),
+		rootC: one.URL + "/one.csv", rootD: two.URL + "/two.csv",
+	} {
+		if line := accepted(fingerprint(ca.DER)); !strings.Contains(line, "from="+from) {
+			t.Errorf("%s: accepted as %q, want from=%s", ca.Cert.Subject.CommonName, line, from)
+		}
+	}
+	if !strings.Contains(l.s.logBuf.String(), "on roots.reject") {
+		t.Error("the log does not say a source lists a rejected root")
+	}
+
+	// The first file adds F, which the reject file lists: after SIGHUP it
+	// is still refused.
+	writeRootsPEM(t, filepath.Join(l.dir, "a.pem"), rootA, rootF)
+	l.hup()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(l.s.logBuf.String(), "on roots.reject") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refresh after SIGHUP did not see F\n%s", l.s.logBuf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := l.roots(); r[fingerprint(rootF.DER)] || len(r) != 6 {
+		t.Fatalf("after a file added a rejected root: %d roots, F listed %v", len(r), r[fingerprint(rootF.DER)])
+	}
+	if code, body := l.submit(precert(interF), interF.DER); code != 400 {
+		t.Fatalf("a chain to the root rejected by file: %d %s, want 400", code, body)
+	}
+
+	l.s.stop()
+	l.start()
+	if r := l.roots(); r[fingerprint(rootF.DER)] || r[fingerprint(rootR.DER)] || len(r) != 6 {
+		t.Fatalf("after a restart: %d roots, F %v R %v", len(r), r[fingerprint(rootF.DER)], r[fingerprint(rootR.DER)])
+	}
+}
