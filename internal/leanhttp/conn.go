@@ -166,6 +166,17 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 	c.filled = 0
 	n += copy(buf[n:], c.pending)
 	c.pending = nil
+	// A kept-alive connection's next request, as net/http reads it: it
+	// waits for four bytes (bufio's Peek(4)) before anything else, and
+	// closes without an answer if the connection ends first (a handed-off
+	// connection is new to net/http, which would answer those bytes 400).
+	for afterPost && n < 4 {
+		m, err := c.nc.Read(buf[n:])
+		n += m
+		if err != nil && n < 4 {
+			return false, false
+		}
+	}
 	skipped := 0
 	var h head
 	for {
@@ -182,15 +193,7 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 			break
 		}
 		if v == handOff {
-			// net/http reads the request from the first byte, as if
-			// it had read everything itself, and by the deadline the
-			// head already had (prefixConn holds it to that).
-			pc := &prefixConn{Conn: c.nc, prefix: bytes.Clone(buf[:n])}
-			if d := headTimeout(s.HTTP); d > 0 {
-				pc.headDeadline = start.Add(d)
-			}
-			c.nc.SetReadDeadline(time.Time{})
-			s.handoff.give(pc)
+			c.handOff(buf[:n], start)
 			return false, true
 		}
 		if n == len(buf) {
@@ -201,8 +204,15 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 		m, err := c.nc.Read(buf[n:])
 		n += m
 		if err != nil && m == 0 {
-			// EOF, a timeout or a reset before a whole head: there is
-			// nobody to answer, as net/http would conclude too.
+			if err == io.EOF && n > 0 {
+				// The client sent part of a head and closed its
+				// side: net/http answers that (400 Bad Request),
+				// so it reads it, as it would have.
+				c.handOff(buf[:n], start)
+				return false, true
+			}
+			// A timeout or a reset, or EOF before a request: there
+			// is nobody to answer, as net/http concludes too.
 			return false, false
 		}
 	}
@@ -258,8 +268,13 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 		body.stopWatch()
 		setReadDeadline(c.nc, start, s.HTTP.ReadTimeout)
 	}
-	closeAfter := !clean || h.close || w.wantsClose() || body.err != nil ||
-		body.remaining > maxDrain || s.closing.Load()
+	// A body cut short by the client's EOF ends the connection as it
+	// does with net/http: the answer says nothing of closing (the client
+	// can send nothing more anyway) and the read past the body below
+	// finds the EOF. Any other read error closes it, saying so.
+	clientDone := body.err == io.ErrUnexpectedEOF
+	closeAfter := !clean || h.close || w.wantsClose() || (body.err != nil && !clientDone) ||
+		(body.remaining > maxDrain && !clientDone) || s.closing.Load()
 	out := w.appendTo(c.borrow()[:0], closeAfter)
 	if _, err := c.nc.Write(out); err != nil {
 		return false, false
@@ -277,6 +292,20 @@ func (c *conn) serveRequest(start time.Time, afterPost bool) (keep, handedOff bo
 		}
 	}
 	return true, false
+}
+
+// handOff gives the connection to the HTTP server for good, with read, the
+// bytes of the request read so far, which started at start: net/http
+// reads the request from its first byte, as if it had read everything
+// itself, and by the deadline the head already had (prefixConn holds it
+// to that).
+func (c *conn) handOff(read []byte, start time.Time) {
+	pc := &prefixConn{Conn: c.nc, prefix: bytes.Clone(read)}
+	if d := headTimeout(c.s.HTTP); d > 0 {
+		pc.headDeadline = start.Add(d)
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	c.s.handoff.give(pc)
 }
 
 // headTimeout is the time a request's head may take, as net/http reads it.

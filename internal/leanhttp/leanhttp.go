@@ -24,15 +24,18 @@
 // start. So a client sees net/http's behaviour everywhere but on the
 // submission endpoints, and there the same handler answers.
 //
-// One thing net/http does is not done here: a lean request's context is
-// not cancelled when its client goes away mid-request, since noticing that
-// is what the background read is for. The handler's waits are bounded
-// anyway (a submission waits for its round, a forward for its timeout),
-// and the connection still counts towards the limiter's caps until then;
-// the answer to a client that left fails to write and closes the
-// connection.
+// A lean request's context is cancelled when its client goes away once
+// the body is read, as net/http's is: while the handler runs, the socket
+// is watched for EOF or a reset (watchClose), without reading a pipelined
+// next request.
 //
-// Only plain-HTTP listeners use it; TLS listeners stay on net/http.
+// It reads the socket directly (for the wait without a buffer, and the
+// watch) only under the wrappers Mosaic owns, which pass the socket's
+// bytes through (see rawConn); on any other connection, TLS included, it
+// reads through the connection and does without both. Mosaic's server
+// uses it for plain-HTTP listeners only: TLS listeners stay on net/http,
+// which negotiates HTTP/2 where configured, and whose TLS connection
+// holds its own buffers while it waits anyway.
 package leanhttp
 
 import (

@@ -85,7 +85,10 @@ func parseHead(b []byte, isLean func(string) bool, maxBody int64) (head, verdict
 	}
 	end := bytes.Index(b, endOfHead)
 	if end < 0 {
-		if len(b) >= maxHead {
+		// A bare CR or LF rules the lean path out already: hand off
+		// now rather than wait for a blank line a client ending its
+		// lines in LF alone never sends.
+		if len(b) >= maxHead || bareCRorLF(b) {
 			return head{}, handOff
 		}
 		return head{}, incomplete
@@ -208,4 +211,18 @@ func digits(s string) bool {
 		}
 	}
 	return true
+}
+
+// bareCRorLF reports whether b has an LF without a CR before it, or a CR
+// followed by anything but LF (a CR at its end may yet be followed by one).
+func bareCRorLF(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == '\n' && (i == 0 || b[i-1] != '\r'):
+			return true
+		case c == '\r' && i+1 < len(b) && b[i+1] != '\n':
+			return true
+		}
+	}
+	return false
 }

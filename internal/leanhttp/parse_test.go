@@ -35,6 +35,7 @@ func TestParseHead(t *testing.T) {
 		{"empty", "", incomplete},
 		{"method prefix", "PO", incomplete},
 		{"no blank line yet", strings.TrimSuffix(goodHead, "\r\n"), incomplete},
+		{"ends in CR", strings.TrimSuffix(goodHead, "\n"), incomplete},
 
 		{"GET", strings.Replace(goodHead, "POST", "GET", 1), handOff},
 		{"GET prefix", "GE", handOff},
@@ -61,6 +62,9 @@ func TestParseHead(t *testing.T) {
 		{"folded line", strings.Replace(goodHead, "Content-Type: application/json", "Content-Type: application/\r\n json", 1), handOff},
 		{"bare LF", strings.Replace(goodHead, "Host: log.example\r\n", "Host: log.example\n", 1), handOff},
 		{"bare CR", strings.Replace(goodHead, "application/json", "application\r/json", 1), handOff},
+		{"bare LF, no blank line yet", "POST /log/ct/v1/add-chain HTTP/1.1\nHost: x\n", handOff},
+		{"LF LF ends the head", "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\r\nContent-Length: 0\n\n", handOff},
+		{"bare CR, no blank line yet", "POST /log/ct/v1/add-chain HTTP/1.1\r\nHost: x\rY", handOff},
 		{"space before colon", strings.Replace(goodHead, "Content-Type:", "Content-Type :", 1), handOff},
 		{"no colon", strings.Replace(goodHead, "Content-Type: application/json", "Content-Type", 1), handOff},
 		{"control byte", strings.Replace(goodHead, "application/json", "application/\x01json", 1), handOff},

@@ -20,10 +20,10 @@ import (
 // again. So an idle keep-alive connection holds no buffer, only its
 // goroutine, and a request's first bytes cost one read. It returns the
 // buffer (nil if it read nothing) and how much it holds; the error is
-// the read's (io.EOF if the client closed). For a connection that is not
-// a socket it returns nothing at once, and the request's first read
-// waits instead (with a buffer, and under the header's deadline rather
-// than the idle one).
+// the read's (io.EOF if the client closed). For a connection whose socket
+// may not be read directly (rawConn: not a socket, or TLS) it returns
+// nothing at once, and the request's first read waits instead (with a
+// buffer, and under the header's deadline rather than the idle one).
 func readWhenReadable(nc net.Conn) (*[bufSize]byte, int, error) {
 	rc := rawConn(nc)
 	if rc == nil {
@@ -86,18 +86,45 @@ func (r *socketReader) read(fd uintptr) bool {
 	}
 }
 
-// rawConn finds the socket under nc, through wrappers that expose the
-// connection they wrap (netlimit's, for one).
+// rawConn finds the socket under nc, or returns nil if it may not be read
+// directly. It descends only through the wrappers Mosaic owns and whose
+// reads are the socket's bytes passed through unchanged: the limiter's
+// *netlimit.Conn and a handed-off *prefixConn (only once its prefix is
+// read), down to a *net.TCPConn or *net.UnixConn.
+//
+// Why this is safe: reading the socket under a wrapper bypasses the
+// wrapper. A *tls.Conn also has NetConn, but its socket carries TLS
+// records: reading them there would hand ciphertext to the parser and
+// take the records from the TLS layer (its client saw EOF). Any wrapper
+// not listed here (TLS, or one that counts or rewrites bytes) therefore
+// gets nil, and the lean path reads through nc itself (TestTLSListener,
+// TestRawConn).
 func rawConn(nc net.Conn) syscall.RawConn {
-	sc, ok := netlimit.Find[syscall.Conn](nc)
-	if !ok {
-		return nil
+	for {
+		var sc syscall.Conn
+		switch c := nc.(type) {
+		case *netlimit.Conn:
+			nc = c.NetConn()
+			continue
+		case *prefixConn:
+			if len(c.prefix) > 0 {
+				return nil // its next bytes are not the socket's
+			}
+			nc = c.Conn
+			continue
+		case *net.TCPConn:
+			sc = c
+		case *net.UnixConn:
+			sc = c
+		default:
+			return nil
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return nil
+		}
+		return rc
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
 }
 
 // watchClose watches nc, while a handler runs, for its client going away:

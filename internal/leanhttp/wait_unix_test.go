@@ -3,6 +3,7 @@
 package leanhttp
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"testing"
@@ -15,7 +16,8 @@ import (
 
 // TestRawConn: readWhenReadable finds the socket through the wrappers a lean
 // connection comes in (the limiter's, and a handed-off one's), and gives
-// up, rather than fail, on a connection that is not a socket.
+// up, rather than fail, on a connection that is not a socket or whose
+// reads are not the socket's bytes (TLS).
 func TestRawConn(t *testing.T) {
 	lim, err := netlimit.New(netlimit.Config{Max: 16, PerClient: 16, Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -42,11 +44,16 @@ func TestRawConn(t *testing.T) {
 			t.Errorf("no socket found under %T", c)
 		}
 	}
+	// Under wrappers whose reads are not the socket's bytes, it finds
+	// none: TLS (whose NetConn leads to the socket's records), a handed-off
+	// connection with bytes still to return, or a pipe.
 	p1, p2 := net.Pipe()
 	defer p1.Close()
 	defer p2.Close()
-	if rawConn(p1) != nil {
-		t.Error("a socket found under a pipe")
+	for _, c := range []net.Conn{tls.Server(nc, &tls.Config{}), &prefixConn{Conn: nc, prefix: []byte("P")}, p1} {
+		if rawConn(c) != nil {
+			t.Errorf("a socket found under %T", c)
+		}
 	}
 	// readWhenReadable waits for the client's byte, and reads it.
 	go client.Write([]byte("P"))

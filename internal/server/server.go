@@ -790,7 +790,10 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		}
 		ln := limiter.Wrap(ln, refusal)
 		serve := srv.Serve
-		if lt == nil && !s.cfg.Limits.NetHTTPOnly {
+		// TLS listeners stay on net/http (package leanhttp says why);
+		// the log line below says which path a listener takes.
+		lean := lt == nil && !s.cfg.Limits.NetHTTPOnly
+		if lean {
 			// Submissions on a lean path, everything else through srv
 			// (package leanhttp says why and how).
 			ls := &leanhttp.Server{HTTP: srv, IsLean: func(p string) bool { return leanPaths[p] }, MaxBody: httpapi.MaxBodyBytes, Logger: s.logger}
@@ -808,7 +811,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
-		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lt == nil && !s.cfg.Limits.NetHTTPOnly)
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean)
 	}
 
 	var runErr error

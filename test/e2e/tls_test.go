@@ -252,14 +252,17 @@ func TestTLSCertificateFileRotation(t *testing.T) {
 
 // TestDevTLS runs `mosaic serve -dev -tls`: the dev log serves HTTPS with a
 // self-signed certificate that dev.json names, which verifies for the
-// listener's address; hammer -dev and fsck -dev trust it without
-// -insecure; and a restart of the directory without -tls is refused.
+// listener's address, on net/http rather than the lean HTTP path; hammer
+// -dev and fsck -dev trust it without -insecure; and a restart of the directory without -tls is refused.
 func TestDevTLS(t *testing.T) {
 	dir := t.TempDir()
 	s := startDev(t, dir, "-tls")
 	if !strings.HasPrefix(s.info.SubmissionPrefix, "https://") || s.info.TLSCACert == "" {
 		t.Fatalf("dev.json: submission prefix %q, tls_ca_cert %q", s.info.SubmissionPrefix, s.info.TLSCACert)
 	}
+	// TLS listeners stay on net/http (package leanhttp says why), and the
+	// startup log says so.
+	waitLog(t, s, "lean_http=false", 10*time.Second)
 	pemData, err := os.ReadFile(s.info.TLSCACert)
 	if err != nil {
 		t.Fatal(err)
