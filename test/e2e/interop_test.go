@@ -21,6 +21,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -191,6 +192,9 @@ type sunlightLog struct {
 	witnessMLDSA44 string
 }
 
+// sunlightWitnessName is the cosigner name of Sunlight's witness.
+const sunlightWitnessName = "witness.interop.test"
+
 // sunlightOptions configures startSunlight.
 type sunlightOptions struct {
 	// roots and window are the log's accepted roots (PEM file) and
@@ -245,8 +249,7 @@ func startSunlight(t *testing.T, sl *testenv.Sunlight, o sunlightOptions) *sunli
 	}
 	witness := ""
 	if o.witnessLogList != "" {
-		const name = "witness.interop.test"
-		wk := keygenJSON(t, sl, "-f", filepath.Join(dir, "witness-seed.bin"), "-witness", name)
+		wk := keygenJSON(t, sl, "-f", filepath.Join(dir, "witness-seed.bin"), "-witness", sunlightWitnessName)
 		l.witnessEd25519, l.witnessMLDSA44 = wk["witness_vkey_ed25519"], wk["witness_vkey_mldsa44"]
 		if l.witnessEd25519 == "" || l.witnessMLDSA44 == "" {
 			t.Fatalf("sunlight-keygen -witness printed no Ed25519 or ML-DSA-44 vkey: %v", wk)
@@ -259,7 +262,7 @@ func startSunlight(t *testing.T, sl *testenv.Sunlight, o sunlightOptions) *sunli
   localdirectory: %s/witness
   loglists:
     - %s
-`, name, dir, dir, dir, o.witnessLogList)
+`, sunlightWitnessName, dir, dir, dir, o.witnessLogList)
 	}
 	cfg := filepath.Join(dir, "sunlight.yaml")
 	for try := 0; ; try++ {
@@ -440,12 +443,12 @@ func TestInteropSunlightWitnessCosignsMosaic(t *testing.T) {
 	s := startDev(t, dir)
 	ca := newCAs(t, s)
 	submitN(t, s, ca, 5, "interop-witness")
-	b := s.cosignedByKeys(t, 5, l.witnessEd25519, l.witnessMLDSA44)
+	b := s.cosignedByKeys(t, 5, sunlightWitnessName, l.witnessEd25519, l.witnessMLDSA44)
 	t.Logf("checkpoint cosigned by Sunlight's witness:\n%s", b)
 	// A second checkpoint: sent with a consistency proof from the size
 	// the witness cosigned, which Sunlight checks.
 	submitN(t, s, ca, 3, "interop-witness-2")
-	s.cosignedByKeys(t, 8, l.witnessEd25519, l.witnessMLDSA44)
+	s.cosignedByKeys(t, 8, sunlightWitnessName, l.witnessEd25519, l.witnessMLDSA44)
 	if v := s.metric(t, "mosaic_witness_quorum_met", `log="dev"`); v != 1 {
 		t.Errorf("mosaic_witness_quorum_met = %v, want 1", v)
 	}
@@ -480,39 +483,24 @@ func vkeyType(vkey string) byte {
 }
 
 // cosignedByKeys waits until the published checkpoint covers size entries
-// and carries a valid cosignature by each of the cosigner vkeys (checked
-// one key at a time, since a witness's two keys share its name), and
-// returns it.
-func (s *devServer) cosignedByKeys(t *testing.T, size int64, vkeys ...string) []byte {
+// and carries a valid cosignature by each of the vkeys, all of cosigner
+// name (one witness's keys share its name, so they are checked one at a
+// time), and returns it. The log must be quiet: the checkpoint returned
+// is checked for every key.
+func (s *devServer) cosignedByKeys(t *testing.T, size int64, name string, vkeys ...string) []byte {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		cp := s.checkpoint(t) // verifies the log's signatures
-		b, err := s.get(context.Background(), "checkpoint")
+	var b []byte
+	for _, vk := range vkeys {
+		b = s.cosignedBy(t, size, []string{name}, &witnesstest.Witness{VerifierKey: vk})
+	}
+	for _, vk := range vkeys {
+		v, err := checkpoint.ParseCosignerKey(vk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		missing := ""
-		for _, vk := range vkeys {
-			v, err := checkpoint.ParseCosignerKey(vk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, err := checkpoint.VerifyCosignatures(b, []note.Verifier{v})
-			if err != nil {
-				t.Fatalf("published checkpoint: %v\n%s", err, b)
-			}
-			if len(names) != 1 {
-				missing = vk
-				break
-			}
+		if names, err := checkpoint.VerifyCosignatures(b, []note.Verifier{v}); err != nil || len(names) != 1 {
+			t.Fatalf("published checkpoint: cosigned by %v (%v) with key %.60s…, want %s\n%s", names, err, vk, name, b)
 		}
-		if cp.Size >= size && missing == "" {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("published checkpoint: size %d, no cosignature by %.60s…; want size ≥ %d cosigned by every key\n%s", cp.Size, missing, size, b)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	return b
 }
