@@ -85,6 +85,15 @@ cmd_install() {
 	mkdir -p "$(dirname "$dir")"
 	rm -rf "$dir"
 	mv "$tmp/bin" "$dir"
+	# Builds of older helper sources in the default place are stale now.
+	if [[ -z "${SUNLIGHT_DIR:-}" ]]; then
+		local old
+		for old in "$(dirname "$(dirname "$dir")")"/sunlight-"$SUNLIGHT_VERSION"-*; do
+			if [[ "$old" != "$(dirname "$dir")" && -d "$old" ]]; then
+				rm -rf "$old"
+			fi
+		done
+	fi
 	echo "installed sunlight $SUNLIGHT_VERSION at $dir"
 }
 

@@ -10,7 +10,7 @@
 //
 // Usage:
 //
-//	sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]...
+//	sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]... [-sct BASE64]...
 //
 // The checkpoint is fetched and verified by sunlight.Client.Checkpoint
 // (the RFC6962NoteSignature by -pubkey, a base64 DER SubjectPublicKeyInfo);
@@ -20,11 +20,15 @@
 // Sunlight's witness tells them apart. Every entry of the tree is then
 // read with sunlight.Client.AllEntries (authenticated against the
 // checkpoint's root) and every issuer with sunlight.Client.Issuer (checked
-// against its fingerprint). It prints one JSON object on stdout:
+// against its fingerprint). Each -sct (base64 of a TLS-encoded SCT) is
+// checked by sunlight.Client.CheckInclusion: its log ID and signature over
+// the entry its leaf_index extension names, and that entry's inclusion in
+// the tree. It prints one JSON object on stdout:
 //
 //	{"origin": ..., "size": N, "root_hash": base64, "verified": [vkey names],
 //	 "entries": [{"index", "leaf_hash" (base64 Merkle leaf hash), "timestamp",
-//	              "precert", "issuers": [hex SHA-256]}]}
+//	              "precert", "issuers": [hex SHA-256]}],
+//	 "scts": [the index of each -sct's entry]}
 //
 // and on any failure a one-line error on stderr and exit status 1.
 package main
@@ -47,10 +51,10 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 )
 
-type vkeys []string
+type list []string
 
-func (v *vkeys) String() string     { return fmt.Sprint(*v) }
-func (v *vkeys) Set(s string) error { *v = append(*v, s); return nil }
+func (v *list) String() string     { return fmt.Sprint(*v) }
+func (v *list) Set(s string) error { *v = append(*v, s); return nil }
 
 type entry struct {
 	Index     int64    `json:"index"`
@@ -66,21 +70,23 @@ type result struct {
 	RootHash []byte   `json:"root_hash"`
 	Verified []string `json:"verified"`
 	Entries  []entry  `json:"entries"`
+	SCTs     []int64  `json:"scts"`
 }
 
 func main() {
 	monitoring := flag.String("monitoring", "", "the log's monitoring prefix (http://, https:// or file://)")
 	pubkey := flag.String("pubkey", "", "the log's public key, base64 DER SubjectPublicKeyInfo")
-	var vks vkeys
+	var vks, scts list
 	flag.Var(&vks, "vkey", "a verifier key whose signature the checkpoint must carry (repeatable)")
+	flag.Var(&scts, "sct", "an SCT (base64 of its TLS encoding) to check against the log (repeatable)")
 	flag.Parse()
 	if *monitoring == "" || *pubkey == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]...")
+		fmt.Fprintln(os.Stderr, "usage: sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]... [-sct BASE64]...")
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := read(ctx, *monitoring, *pubkey, vks)
+	r, err := read(ctx, *monitoring, *pubkey, vks, scts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sunlight_read: %v\n", err)
 		os.Exit(1)
@@ -91,7 +97,7 @@ func main() {
 	}
 }
 
-func read(ctx context.Context, monitoring, pubkey string, vks []string) (*result, error) {
+func read(ctx context.Context, monitoring, pubkey string, vks, scts []string) (*result, error) {
 	der, err := base64.StdEncoding.DecodeString(pubkey)
 	if err != nil {
 		return nil, fmt.Errorf("-pubkey is not base64: %w", err)
@@ -160,6 +166,19 @@ func read(ctx context.Context, monitoring, pubkey string, vks []string) (*result
 	}
 	if int64(len(r.Entries)) != cp.N {
 		return nil, fmt.Errorf("read %d entries of a tree of %d", len(r.Entries), cp.N)
+	}
+
+	r.SCTs = []int64{}
+	for i, b64 := range scts {
+		sct, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("-sct #%d is not base64: %w", i+1, err)
+		}
+		e, _, err := c.CheckInclusion(ctx, cp.Tree, sct)
+		if err != nil {
+			return nil, fmt.Errorf("SCT #%d: %w", i+1, err)
+		}
+		r.SCTs = append(r.SCTs, e.LeafIndex)
 	}
 	return r, nil
 }

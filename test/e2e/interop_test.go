@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -15,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/certificate-transparency-go/tls"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
@@ -47,19 +50,26 @@ type sunlightRead struct {
 		Precert   bool     `json:"precert"`
 		Issuers   []string `json:"issuers"`
 	} `json:"entries"`
+	SCTs []int64 `json:"scts"`
 }
 
-// runSunlightRead reads the dev log with Sunlight's client, requiring a
-// valid signature by each vkey; it returns the read, or the tool's output
-// and false when it failed.
-func runSunlightRead(t *testing.T, sl *testenv.Sunlight, s *devServer, vkeys ...string) (*sunlightRead, string, bool) {
+// vkeyFlags returns a -vkey flag for each vkey.
+func vkeyFlags(vkeys ...string) []string {
+	var f []string
+	for _, vk := range vkeys {
+		f = append(f, "-vkey", vk)
+	}
+	return f
+}
+
+// runSunlightRead reads the dev log with Sunlight's client, given more
+// flags (-vkey, -sct); it returns the read, or the tool's output and false
+// when it failed.
+func runSunlightRead(t *testing.T, sl *testenv.Sunlight, s *devServer, flags ...string) (*sunlightRead, string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
-	args := []string{"-monitoring", s.info.MonitoringPrefix, "-pubkey", s.info.PublicKey}
-	for _, vk := range vkeys {
-		args = append(args, "-vkey", vk)
-	}
+	args := append([]string{"-monitoring", s.info.MonitoringPrefix, "-pubkey", s.info.PublicKey}, flags...)
 	cmd := exec.CommandContext(ctx, sl.Bin("sunlight_read"), args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -88,13 +98,16 @@ func otherMLDSA44VKey(t *testing.T, origin string) string {
 
 // TestInteropSunlightClientReadsMosaic: Sunlight's client
 // (filippo.io/sunlight.Client) reads a Mosaic dev log filled by the hammer
-// (certificates and precertificates, more than one data tile): its own
-// RFC 6962 verifier accepts the checkpoint, the note and torchwood
-// cosignature verifiers accept the Ed25519 and ML-DSA-44 lines with the
-// vkeys dev.json lists, and every entry and issuer it reads (authenticated
-// against the checkpoint) matches what Mosaic's staticct client reads.
-// Given another key's ML-DSA-44 vkey for the log's origin, Sunlight's
-// verifier refuses the checkpoint.
+// (certificates and precertificates, more than one data tile) and three
+// chosen submissions: its own RFC 6962 verifier accepts the checkpoint,
+// the note and torchwood cosignature verifiers accept the Ed25519 and
+// ML-DSA-44 lines with the vkeys dev.json lists, every entry and issuer it
+// reads (authenticated against the checkpoint) matches what Mosaic's
+// staticct client reads, and its CheckInclusion accepts the SCTs of a
+// certificate, a precertificate and a precertificate issued through a
+// Precertificate Signing Certificate. Given another key's ML-DSA-44 vkey
+// for the log's origin, or an SCT with one bit of its signature flipped,
+// Sunlight's client refuses.
 func TestInteropSunlightClientReadsMosaic(t *testing.T) {
 	sl := testenv.FindSunlight(t)
 	dir := t.TempDir()
@@ -107,14 +120,35 @@ func TestInteropSunlightClientReadsMosaic(t *testing.T) {
 		"-rate", "0", "-workers", "8", "-precert", "0.5", "-dup", "0", "-ui=false", "-drain", "60s", "-report", report).CombinedOutput(); err != nil {
 		t.Fatalf("hammer: %v\n%s", err, out)
 	}
-	cp := s.waitForSize(t, n)
+	ca := newCAs(t, s)
+	subs := []*submission{
+		{name: "certificate", chain: [][]byte{leaf(t, ca.ecInt, "cert.interop.example", testca.LeafOptions{}), ca.ecInt.DER}},
+		{name: "precert", precert: true, chain: [][]byte{leaf(t, ca.rsaInt, "pre.interop.example", testca.LeafOptions{Precert: true}), ca.rsaInt.DER}},
+		{name: "precert via precert signing cert", precert: true, chain: [][]byte{leaf(t, ca.psc, "psc.interop.example", testca.LeafOptions{Precert: true}), ca.psc.DER, ca.ecInt.DER}},
+	}
+	client := newClient(t, s)
+	var sctFlags []string
+	for _, sub := range subs {
+		submit(t, client, sub)
+		b, err := tls.Marshal(*sub.sct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctFlags = append(sctFlags, "-sct", base64.StdEncoding.EncodeToString(b))
+	}
+	cp := s.waitForSize(t, n+int64(len(subs)))
 
 	if len(s.info.CheckpointVKeys) != 2 {
 		t.Fatalf("dev.json checkpoint_vkeys = %q, want the Ed25519 and ML-DSA-44 vkeys", s.info.CheckpointVKeys)
 	}
-	r, out, ok := runSunlightRead(t, sl, s, s.info.CheckpointVKeys...)
+	r, out, ok := runSunlightRead(t, sl, s, append(vkeyFlags(s.info.CheckpointVKeys...), sctFlags...)...)
 	if !ok {
 		t.Fatalf("Sunlight's client on the Mosaic log: %s", out)
+	}
+	for i, sub := range subs {
+		if i >= len(r.SCTs) || r.SCTs[i] != int64(sub.index(t)) {
+			t.Fatalf("Sunlight's client found the SCTs' entries at %v; the SCT of %s names %d", r.SCTs, sub.name, sub.index(t))
+		}
 	}
 	if r.Origin != s.info.Origin || r.Size != cp.Size || [32]byte(r.RootHash) != [32]byte(cp.Hash) {
 		t.Fatalf("Sunlight read %s size %d root %x; Mosaic's checkpoint is %s size %d root %x",
@@ -165,14 +199,25 @@ func TestInteropSunlightClientReadsMosaic(t *testing.T) {
 			}
 		}
 	}
-	if precerts == 0 || precerts == n {
-		t.Errorf("%d of %d entries are precertificates; the hammer was asked for about half", precerts, n)
+	if hp := precerts - 2; hp <= 0 || hp >= n { // two of subs are precertificates
+		t.Errorf("%d of the hammer's %d entries are precertificates; it was asked for about half", hp, n)
 	}
 
 	// Sunlight's verifier does check the ML-DSA-44 line: another key's
 	// vkey under the log's origin is refused.
-	if _, out, ok := runSunlightRead(t, sl, s, otherMLDSA44VKey(t, s.info.Origin)); ok || !strings.Contains(out, "checkpoint with vkey") {
+	if _, out, ok := runSunlightRead(t, sl, s, vkeyFlags(otherMLDSA44VKey(t, s.info.Origin))...); ok || !strings.Contains(out, "checkpoint with vkey") {
 		t.Fatalf("Sunlight's client with another ML-DSA-44 key's vkey: accepted (ok=%v), want a refusal\n%s", ok, out)
+	}
+	// And does check the SCT's signature.
+	bad := *subs[0].sct
+	bad.Signature.Signature = bytes.Clone(bad.Signature.Signature)
+	bad.Signature.Signature[len(bad.Signature.Signature)-1] ^= 1
+	b, err := tls.Marshal(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, out, ok := runSunlightRead(t, sl, s, "-sct", base64.StdEncoding.EncodeToString(b)); ok || !strings.Contains(out, "SCT #1") {
+		t.Fatalf("Sunlight's client with a tampered SCT: accepted (ok=%v), want a refusal\n%s", ok, out)
 	}
 }
 
@@ -465,7 +510,7 @@ func TestInteropSunlightWitnessCosignsMosaic(t *testing.T) {
 		}
 	}
 	// Sunlight's own client verifies the cosignatures with torchwood.
-	if _, out, ok := runSunlightRead(t, sl, s, l.witnessEd25519, l.witnessMLDSA44); !ok {
+	if _, out, ok := runSunlightRead(t, sl, s, vkeyFlags(l.witnessEd25519, l.witnessMLDSA44)...); !ok {
 		t.Fatalf("Sunlight's client with its witness's vkeys: %s", out)
 	}
 }
