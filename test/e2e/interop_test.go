@@ -345,6 +345,17 @@ logs:
 	l.submission = fmt.Sprintf("http://127.0.0.1:%d/interop/", l.port)
 	if o.witnessLogList != "" {
 		l.witnessURL = fmt.Sprintf("http://127.0.0.1:%d/witness/", l.port)
+		// The witness reads its log list in the background after it
+		// starts serving: wait for it (Sunlight v0.9.0 logs each log it
+		// adds), so that no add-checkpoint meets a witness that does not
+		// know the log yet.
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(l.output.String(), "adding new log to witness config") {
+			if time.Now().After(deadline) {
+				t.Fatalf("Sunlight's witness did not load its log list within 30s\n%s", l.output.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	return l
 }
@@ -496,6 +507,20 @@ func TestInteropSunlightWitnessCosignsMosaic(t *testing.T) {
 	s.cosignedByKeys(t, 8, sunlightWitnessName, l.witnessEd25519, l.witnessMLDSA44)
 	if v := s.metric(t, "mosaic_witness_quorum_met", `log="dev"`); v != 1 {
 		t.Errorf("mosaic_witness_quorum_met = %v, want 1", v)
+	}
+	// Sunlight's witness never failed a request. Conflicts (409) are
+	// expected: the two entries share the witness's state, so each
+	// checkpoint sent for one key finds the witness already at that size
+	// for the other, and is resent from it.
+	for _, w := range []string{"sunlight-ed25519", "sunlight-mldsa44"} {
+		for _, r := range []string{"error", "timeout"} {
+			if v := s.metric(t, "mosaic_witness_requests_total", `witness="`+w+`"`, `result="`+r+`"`); v != 0 {
+				t.Errorf("mosaic_witness_requests_total{witness=%q,result=%q} = %v, want 0", w, r, v)
+			}
+		}
+		t.Logf("add-checkpoint requests to %s: %v ok, %v conflict", w,
+			s.metric(t, "mosaic_witness_requests_total", `witness="`+w+`"`, `result="ok"`),
+			s.metric(t, "mosaic_witness_requests_total", `witness="`+w+`"`, `result="conflict"`))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
