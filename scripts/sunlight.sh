@@ -7,14 +7,16 @@
 # binaries. This script builds them from source with the Go toolchain,
 # because the only registry we rely on is the Go module proxy (no prebuilt
 # downloads): in a scratch module, as bench/compare.sh builds v0.8.1, with
-# CGO_ENABLED=1 (Sunlight's SQLite driver needs gcc). Besides Sunlight's
+# CGO_ENABLED=1 (Sunlight's SQLite driver needs gcc); the go command checks
+# every module against the Go checksum database, as usual. Besides Sunlight's
 # own commands it builds two small programs of Mosaic's in that module:
 #   sunlight_mkdb   bench/_compare/sunlight_mkdb.go: the SQLite checkpoints
 #                   database Sunlight needs before its first start;
 #   sunlight_read   scripts/sunlight_read.go: reads a Static CT log with
 #                   Sunlight's client package and verifies its checkpoint
-#                   with Sunlight's and torchwood's verifiers.
-# The first build takes a minute or two; later runs are no-ops.
+#                   and SCTs with Sunlight's and torchwood's verifiers.
+# The first build takes a few minutes (Sunlight pulls in the AWS SDK);
+# later runs are no-ops.
 #
 # Usage:
 #   bash scripts/sunlight.sh install   build the pinned Sunlight and the helpers (idempotent)
@@ -64,7 +66,7 @@ cmd_install() {
 		echo "Sunlight needs cgo for its SQLite driver, and there is no gcc (apt-get install gcc)" >&2
 		exit 1
 	fi
-	echo "building sunlight $SUNLIGHT_VERSION in a scratch module (first build takes a minute or two)..." >&2
+	echo "building sunlight $SUNLIGHT_VERSION in a scratch module (first build takes a few minutes)..." >&2
 	tmp="$(mktemp -d)"
 	trap 'rm -rf "$tmp"' RETURN
 	if ! (
@@ -112,7 +114,7 @@ case "${1:-}" in
 install) cmd_install ;;
 path) cmd_path ;;
 *)
-	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac
