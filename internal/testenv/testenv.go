@@ -9,8 +9,9 @@
 // saying how to get it, except under CI (env CI=true), where a skip would
 // hide a broken build, so the test fails instead:
 //
-//	bash scripts/minio.sh install   # builds the pinned MinIO with the Go toolchain
-//	bash scripts/postgres.sh        # installs and starts PostgreSQL (Debian)
+//	bash scripts/minio.sh install     # builds the pinned MinIO with the Go toolchain
+//	bash scripts/postgres.sh          # installs and starts PostgreSQL (Debian)
+//	bash scripts/sunlight.sh install  # builds Sunlight v0.9.0 for the interop tests (cgo)
 //
 // Outage tests make a service unavailable under a running Mosaic:
 // StartOwnMinIO gives a test its own MinIO process to freeze and thaw, and

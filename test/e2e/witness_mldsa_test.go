@@ -20,9 +20,9 @@ import (
 // witness key (witnesses.list[].key, type 0x06): a malformed one stops it
 // at startup naming the field; a good one gets the log's checkpoints
 // cosigned, and fsck verifies them with the key. The witness is
-// witnesstest.Fake with checkpoint.NewMLDSA44Signer: no independent
-// ML-DSA-44 witness runs in CI yet (Sunlight v0.9.0's is the interop step
-// for a later session).
+// witnesstest.Fake with checkpoint.NewMLDSA44Signer, so that this runs
+// without Sunlight; TestInteropSunlightWitnessCosignsMosaic runs an
+// independent ML-DSA-44 witness, Sunlight v0.9.0's.
 func TestWitnessesMLDSA44(t *testing.T) {
 	dir, s, k, vkey := stoppedDevLog(t)
 	origin := s.info.Origin
