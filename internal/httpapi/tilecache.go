@@ -34,9 +34,9 @@ type tileCache struct {
 type cachedTile struct {
 	key    string
 	data   []byte
-	length []string // Content-Length of data, for the response header
-	refs int           // requests serving it
-	el   *list.Element // in lru, or nil
+	length []string      // Content-Length of data, for the response header
+	refs   int           // requests serving it
+	el     *list.Element // in lru, or nil
 }
 
 // tileLoad is one storage read that concurrent misses of a key share.
