@@ -4,7 +4,8 @@
 # PostgreSQL and MinIO, and a short run of every fuzz target.
 #
 # With CI=true the services (and tmux, for the hammer's terminal tests, and
-# Chromium, for the dashboard's browser tests) are installed/started first
+# Chromium, for the dashboard's browser tests, and nginx, for the deployment
+# example's test) are installed/started first
 # and the tests that need them fail instead of skipping. Without it they are
 # used when present and skipped (loudly, saying how to get them) when not.
 #
@@ -27,12 +28,13 @@ echo "== staticcheck"
 bash scripts/staticcheck.sh
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux and Chromium are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium and nginx are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
   bash scripts/pebble.sh install
   bash scripts/tmux.sh
   bash scripts/chromium.sh
+  bash scripts/nginx.sh
 fi
 
 echo "== go test"
