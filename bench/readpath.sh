@@ -25,6 +25,12 @@
 # (KEEP=1 keeps it). With PROFILE=1, a 10 s CPU profile of Mosaic under wrk
 # is written to OUTDIR/mosaic.pprof (from a separate wrk run).
 #
+# With BACKEND=s3, only Mosaic, on a log in S3 (MinIO, scripts/minio.sh)
+# with PostgreSQL as lock backend (127.0.0.1:5432, trust auth, database
+# test) and a 256 MiB cache of immutable objects (storage.s3.read_cache_mb),
+# filled afresh: each round also reports the read path's S3 GETs per 1,000
+# requests (mosaic_storage_requests_total{client="read_path"}).
+#
 # With BASE=<git ref>, one more server, "base": mosaic built from that
 # commit (git archive), serving a copy of the dev log, measured in the same
 # alternation for before/after pairs.
@@ -33,7 +39,8 @@
 #
 # Settings (environment variables, with defaults):
 #   ENTRIES=110000  DEV=  KEEP=0  ROUNDS=2  DURATION=12  CONNS=64  PROFILE=0
-#   SERVERS=mosaic,nginx,skylight  BASE=
+#   SERVERS=mosaic,nginx,skylight  BASE=  BACKEND=local
+#   PGHOST=127.0.0.1  PGPORT=5432
 #
 # nginx and wrk are installed with apt-get if missing (needs root). Results:
 # OUTDIR/results.md (default bench/results/<UTC timestamp>-readpath) and
@@ -50,6 +57,21 @@ CONNS=${CONNS:-64}
 PROFILE=${PROFILE:-0}
 SERVERS=${SERVERS:-mosaic,nginx,skylight}
 BASE=${BASE:-}
+BACKEND=${BACKEND:-local}
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+case $BACKEND in
+local) ;;
+s3)
+	SERVERS=mosaic
+	BASE=
+	[[ -z $DEV ]] || { echo "BACKEND=s3 fills a log of its own: DEV cannot be used with it" >&2; exit 2; }
+	;;
+*)
+	echo "BACKEND must be local or s3, not '$BACKEND'" >&2
+	exit 2
+	;;
+esac
 SKYLIGHT_VERSION=v0.8.1
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mosaic/compare
 out=${1:-$root/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-readpath}
@@ -98,8 +120,13 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mosaic-readpath.XXXXXX")
 pids=()
+minio_pid= pg_db= pg_role=
 cleanup() {
 	for p in "${pids[@]}"; do stop "$p"; done
+	stop "$minio_pid"
+	if [[ -n $pg_db ]]; then
+		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" || echo "could not drop database $pg_db" >&2
+	fi
 	if [[ $KEEP == 1 ]]; then
 		echo "kept $work" >&2
 	else
@@ -137,8 +164,36 @@ if [[ ,$SERVERS, == *,skylight,* ]]; then
 	build_skylight || { echo "Skylight $SKYLIGHT_VERSION did not build" >&2; exit 1; }
 fi
 
-# The dev log: filled now, or the one DEV names.
-if [[ -z $DEV ]]; then
+declare -A url pid
+# The dev log: filled now, or the one DEV names. On S3, the dev log only
+# makes the key, roots, test CA and dev.json; the S3 log then takes its
+# address (so dev.json describes it, for the hammer) and is filled.
+if [[ $BACKEND == s3 ]]; then
+	s3_services "$out" "$work"
+	DEV=$work/dev
+	"$work/mosaic" serve -dev -data "$DEV" -listen "127.0.0.1:$(free_port)" >"$work/dev.log" 2>&1 &
+	dev_pid=$!
+	pids+=("$dev_pid")
+	for _ in $(seq 1 300); do
+		[[ -f $DEV/dev.json ]] && break
+		sleep 0.1
+	done
+	stop "$dev_pid"
+	addr=$(sed -n 's|^ *"submission_prefix": *"http://\([^/]*\)/".*|\1|p' "$DEV/dev.json")
+	[[ -n $addr ]] || { echo "no dev.json with a submission prefix in $DEV" >&2; exit 1; }
+	s3_config "$addr" "$DEV" "$work/s3.creds" "Mosaic read path benchmark log on S3" >"$work/s3.yaml"
+	s3_dport=$(free_port)
+	printf 'debug:\n  listen: 127.0.0.1:%s\n' "$s3_dport" >>"$work/s3.yaml"
+	"$work/mosaic" create -config "$work/s3.yaml" >"$out/mosaic.log" 2>&1 || { cat "$out/mosaic.log" >&2; exit 1; }
+	"$work/mosaic" serve -config "$work/s3.yaml" >>"$out/mosaic.log" 2>&1 &
+	pid[mosaic]=$!
+	pids+=("${pid[mosaic]}")
+	url[mosaic]=http://$addr
+	wait_http "${url[mosaic]}/checkpoint" "${pid[mosaic]}" "$out/mosaic.log"
+	echo "filling the S3 log with $ENTRIES entries" >&2
+	"$work/mosaic" hammer -dev "$DEV" -rate 0 -count "$ENTRIES" -duration 0 -workers 1000 -dup 0 \
+		-premint "$ENTRIES" -progress 10s >"$out/fill.txt" 2>&1 || { tail "$out/fill.txt" >&2; exit 1; }
+elif [[ -z $DEV ]]; then
 	DEV=$work/dev
 	port=$(free_port)
 	"$work/mosaic" serve -dev -data "$DEV" -listen "127.0.0.1:$port" >"$work/fill.log" 2>&1 &
@@ -151,9 +206,28 @@ if [[ -z $DEV ]]; then
 	stop "$fill_pid"
 fi
 data=$DEV/data
-[[ -f $data/checkpoint ]] || { echo "$data/checkpoint is missing: DEV must be a filled dev log's directory" >&2; exit 1; }
-size=$(sed -n 2p "$data/checkpoint")
-(cd "$data" && find tile -type f ! -path '*.p/*' ! -name '.*' | sort) >"$work/tiles.txt"
+if [[ $BACKEND == s3 ]]; then
+	size=$(curl -fsS "${url[mosaic]}/checkpoint" | sed -n 2p)
+	# Every full tile of the tree (tlog-tiles paths), data and levels 0-2.
+	awk -v size="$size" '
+		function enc(n,   s) {
+			s = sprintf("%03d", n % 1000)
+			for (n = int(n / 1000); n > 0; n = int(n / 1000)) s = sprintf("x%03d/", n % 1000) s
+			return s
+		}
+		BEGIN {
+			for (i = 0; i < int(size / 256); i++) print "tile/data/" enc(i)
+			w = 256
+			for (l = 0; l <= 2; l++) {
+				for (i = 0; i < int(size / w); i++) print "tile/" l "/" enc(i)
+				w *= 256
+			}
+		}' | sort >"$work/tiles.txt"
+else
+	[[ -f $data/checkpoint ]] || { echo "$data/checkpoint is missing: DEV must be a filled dev log's directory" >&2; exit 1; }
+	size=$(sed -n 2p "$data/checkpoint")
+	(cd "$data" && find tile -type f ! -path '*.p/*' ! -name '.*' | sort) >"$work/tiles.txt"
+fi
 ndata=$(grep -c '^tile/data/' "$work/tiles.txt" || true)
 nhash=$(grep -vc '^tile/data/' "$work/tiles.txt" || true)
 echo "log of $size entries: $ndata full data tiles, $nhash full hash tiles" >&2
@@ -161,7 +235,7 @@ echo "log of $size entries: $ndata full data tiles, $nhash full hash tiles" >&2
 # Mosaic: the dev log's own config, on a port of our choosing, with the
 # debug listener for profiles.
 mport=$(free_port)
-dport=$(free_port)
+dport=${s3_dport:-$(free_port)}
 cp "$DEV/config.yaml" "$work/mosaic.yaml"
 printf 'debug:\n  listen: 127.0.0.1:%s\n' "$dport" >>"$work/mosaic.yaml"
 sed "s#^\(\s*\)\(key\|roots\|dir\|database\): \([^/].*\)#\1\2: $work/dev-base/\3#" "$work/mosaic.yaml" >"$work/base.yaml"
@@ -231,32 +305,37 @@ logs:
     localdirectory: $data
 YAML
 
-declare -A url pid
 for s in "${servers[@]}"; do
-	case $s in
-	base)
+	case $BACKEND/$s in
+	s3/*) ;; # running since the fill
+	*/base)
 		"$work/mosaic-base" serve -config "$work/base.yaml" -listen "127.0.0.1:$bport" >"$out/base.log" 2>&1 &
 		url[$s]=http://127.0.0.1:$bport
 		;;
-	mosaic)
+	*/mosaic)
 		"$work/mosaic" serve -config "$work/mosaic.yaml" -listen "127.0.0.1:$mport" >"$out/mosaic.log" 2>&1 &
 		url[$s]=http://127.0.0.1:$mport
 		;;
-	nginx)
+	*/nginx)
 		nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' >"$out/nginx.log" 2>&1 &
 		url[$s]=http://127.0.0.1:$nport
 		;;
-	skylight)
+	*/skylight)
 		(cd "$work" && exec "$cache/skylight-$SKYLIGHT_VERSION/bin/skylight" -c "$work/skylight.yaml") >"$out/skylight.log" 2>&1 &
 		url[$s]=http://127.0.0.1:$sport
 		;;
 	esac
-	pid[$s]=$!
-	pids+=("${pid[$s]}")
+	if [[ $BACKEND == local ]]; then
+		pid[$s]=$!
+		pids+=("${pid[$s]}")
+	fi
 	wait_http "${url[$s]}/checkpoint" "${pid[$s]}" "$out/$s.log" || exit 1
 	# The same bytes from every server.
 	curl -fsS -H 'Accept-Encoding: gzip' -D "$out/$s.headers" -o "$work/$s.tile" "${url[$s]}/$(sed -n 1p "$work/tiles.txt")"
-	cmp -s "$work/$s.tile" "$data/$(sed -n 1p "$work/tiles.txt")" || { echo "$s served other bytes than stored" >&2; exit 1; }
+	if [[ $BACKEND == local ]] && ! cmp -s "$work/$s.tile" "$data/$(sed -n 1p "$work/tiles.txt")"; then
+		echo "$s served other bytes than stored" >&2
+		exit 1
+	fi
 done
 
 # cpu_ticks SERVER: utime+stime of the server's processes, in clock ticks.
@@ -272,6 +351,12 @@ cpu_ticks() {
 	echo "$t"
 }
 
+# s3_gets: the read path's S3 GET requests so far (every attempt), from
+# Mosaic's /metrics.
+s3_gets() {
+	curl -fsS "${url[mosaic]}/metrics" | awk '/^mosaic_storage_requests_total\{/ && /client="read_path"/ && /op="get"/ {n += $NF} END {print n + 0}'
+}
+
 hz=$(getconf CLK_TCK)
 export READPATH_LIST=$work/tiles.txt
 {
@@ -279,8 +364,8 @@ export READPATH_LIST=$work/tiles.txt
 	echo
 	echo "Log of $size entries ($ndata full data tiles, $nhash full hash tiles); wrk 1 thread, $CONNS connections, ${DURATION} s per round, 10% checkpoint, gzip accepted. Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| round | server | requests/s | server CPU per request (µs) | server cores | socket errors |"
-	echo "|---|---|---:|---:|---:|---:|"
+	echo "| round | server | requests/s | server CPU per request (µs) | server cores | socket errors | S3 GETs per 1,000 requests |"
+	echo "|---|---|---:|---:|---:|---:|---:|"
 } >"$out/results.md"
 for r in $(seq 1 "$ROUNDS"); do
 	for s in "${servers[@]}"; do
@@ -288,8 +373,11 @@ for r in $(seq 1 "$ROUNDS"); do
 		[[ $s == skylight ]] && host=(READPATH_HOST=127.0.0.1)
 		env "${host[@]}" wrk -t1 -c"$CONNS" -d2s -s "$root/bench/_readpath/tiles.lua" "${url[$s]}" >/dev/null
 		c0=$(cpu_ticks "$s")
+		[[ $BACKEND == s3 ]] && g0=$(s3_gets)
 		env "${host[@]}" wrk -t1 -c"$CONNS" -d"${DURATION}s" -s "$root/bench/_readpath/tiles.lua" "${url[$s]}" >"$out/wrk-$r-$s.txt"
 		c1=$(cpu_ticks "$s")
+		gets=—
+		[[ $BACKEND == s3 ]] && gets=$(awk -v g=$(($(s3_gets) - g0)) -v n="$(awk '/requests in/ {print $1}' "$out/wrk-$r-$s.txt")" 'BEGIN {printf "%.1f", g * 1000 / n}')
 		if grep -q 'Non-2xx' "$out/wrk-$r-$s.txt"; then
 			cat "$out/wrk-$r-$s.txt" >&2
 			echo "$s: errors in round $r" >&2
@@ -302,13 +390,13 @@ for r in $(seq 1 "$ROUNDS"); do
 		# Timeouts (2 s, wrk's default) happen on a loaded machine; they
 		# are counted, not failed.
 		errs=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out/wrk-$r-$s.txt")
-		echo "| $r | $s | $rps | $us | $cores | ${errs:-0} |" | tee -a "$out/results.md" >&2
+		echo "| $r | $s | $rps | $us | $cores | ${errs:-0} | $gets |" | tee -a "$out/results.md" >&2
 	done
 done
 echo >>"$out/results.md"
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$out/results.md"
 
-if [[ $PROFILE == 1 && -n ${pid[mosaic]:-} ]]; then
+if [[ $PROFILE == 1 && -n ${url[mosaic]:-} ]]; then
 	echo "profiling Mosaic under wrk for 10 s" >&2
 	wrk -t1 -c"$CONNS" -d14s -s "$root/bench/_readpath/tiles.lua" "${url[mosaic]}" >/dev/null &
 	wpid=$!

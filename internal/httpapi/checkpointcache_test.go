@@ -4,8 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
 // TestCheckpointCacheFreshness walks the checkpoint cache through a log's
@@ -86,5 +96,52 @@ func TestCheckpointSize(t *testing.T) {
 		if got := checkpointSize([]byte(note)); got != want {
 			t.Errorf("checkpointSize(%q) = %d, want %d", note, got, want)
 		}
+	}
+}
+
+// TestCheckpointFromStorage checks the read path's checkpoint both ways:
+// held in memory by default (a rewrite of the same tree within a second
+// is not yet served), read from storage for every request with
+// CheckpointFromStorage (limits.checkpoint_in_memory: false).
+func TestCheckpointFromStorage(t *testing.T) {
+	for _, fromStorage := range []bool{false, true} {
+		t.Run(fmt.Sprint("fromStorage=", fromStorage), func(t *testing.T) {
+			st, err := localfs.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			put := func(cp string) {
+				if err := st.Put(context.Background(), "checkpoint", []byte(cp), storage.Options("checkpoint")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prefix, _ := url.Parse("http://127.0.0.1:8080/")
+			l := &ctlog.Log{Name: "test2026h1", SubmissionPrefix: prefix, MonitoringPrefix: prefix, Storage: st, ReadPath: true}
+			reg := prometheus.NewRegistry()
+			s := New([]*ctlog.Log{l}, slog.New(slog.NewTextHandler(io.Discard, nil)), reg, reg)
+			s.CheckpointFromStorage = fromStorage
+			h := s.Handler()
+			get := func() string {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", "/checkpoint", nil))
+				if w.Code != 200 || w.Header().Get("Content-Length") != fmt.Sprint(w.Body.Len()) {
+					t.Fatalf("status %d, Content-Length %q for %d bytes", w.Code, w.Header().Get("Content-Length"), w.Body.Len())
+				}
+				return w.Body.String()
+			}
+			a, b := "log\n5\nroot\n\n— sig A\n", "log\n5\nroot\n\n— sig B\n"
+			put(a)
+			if got := get(); got != a {
+				t.Fatalf("first GET %q, want %q", got, a)
+			}
+			put(b)
+			want := a
+			if fromStorage {
+				want = b
+			}
+			if got := get(); got != want {
+				t.Fatalf("GET right after storage changed: %q, want %q", got, want)
+			}
+		})
 	}
 }

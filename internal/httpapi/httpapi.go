@@ -56,6 +56,10 @@ type Server struct {
 	HealthMaxAge time.Duration
 	// Operator is who runs the logs, as /logs.v3.json says (see loglist.go).
 	Operator Operator
+	// CheckpointFromStorage makes the read path read the checkpoint from
+	// storage for every request instead of holding it in memory
+	// (checkpointcache.go; limits.checkpoint_in_memory: false).
+	CheckpointFromStorage bool
 	// dash is the dashboard's state: each log's recent figures (see
 	// dashboard.go and history.go).
 	dash *dashboard

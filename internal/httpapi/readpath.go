@@ -59,7 +59,8 @@ const (
 // gzip-accepting client gets them with no storage read, decompression or
 // allocation of headers. The checkpoint is held in memory too
 // (checkpointCache, re-read as soon as this process publishes a larger
-// tree, and at least every second). Partial tiles always come from storage.
+// tree, and at least every second) unless s.CheckpointFromStorage.
+// Partial tiles always come from storage.
 func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	prefix := l.MonitoringPrefix.Path
 	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
@@ -73,6 +74,9 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	case "issuer":
 		objects = newTileCache(issuerCacheBytes)
 	case "checkpoint":
+		if s.CheckpointFromStorage {
+			break
+		}
 		cp = newCheckpointCache(func() int64 {
 			if p := l.Published(); p != nil {
 				return p.Size
