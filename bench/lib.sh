@@ -111,6 +111,21 @@ s3_services() {
 	echo "PostgreSQL database $pg_db on $PGHOST:$PGPORT (role $pg_role)" >&2
 }
 
+# s3_cleanup KEEP WORK: stop $minio_pid, drop $pg_db, and delete WORK
+# unless KEEP is 1: the end of a script that called s3_services.
+s3_cleanup() {
+	stop "$minio_pid"
+	if [[ -n $pg_db ]]; then
+		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" ||
+			echo "could not drop database $pg_db on $PGHOST:$PGPORT" >&2
+	fi
+	if [[ $1 == 1 ]]; then
+		echo "kept $2" >&2
+	else
+		rm -rf "$2"
+	fi
+}
+
 # s3_config ADDR DEVDIR CREDS DESCRIPTION prints the config of a log with
 # the dev log in DEVDIR's key, roots, NotAfter window, period and pool size,
 # listening on ADDR, on the S3 bucket and PostgreSQL database s3_services

@@ -123,15 +123,7 @@ pids=()
 minio_pid= pg_db= pg_role=
 cleanup() {
 	for p in "${pids[@]}"; do stop "$p"; done
-	stop "$minio_pid"
-	if [[ -n $pg_db ]]; then
-		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" || echo "could not drop database $pg_db" >&2
-	fi
-	if [[ $KEEP == 1 ]]; then
-		echo "kept $work" >&2
-	else
-		rm -rf "$work"
-	fi
+	s3_cleanup "$KEEP" "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -72,16 +72,7 @@ server_pid= minio_pid= bench_pid= pg_role= pg_db=
 cleanup() {
 	stop "$bench_pid"
 	stop "$server_pid"
-	stop "$minio_pid"
-	if [[ -n $pg_db ]]; then
-		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" ||
-			echo "could not drop database $pg_db on $PGHOST:$PGPORT" >&2
-	fi
-	if [[ $KEEP == 1 ]]; then
-		echo "kept $work" >&2
-	else
-		rm -rf "$work"
-	fi
+	s3_cleanup "$KEEP" "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
