@@ -3,18 +3,8 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/testca"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -45,17 +36,16 @@ func needNginx(t *testing.T) string {
 }
 
 // deployNginxConf is docs/deploy/nginx.conf made runnable on loopback in
-// dir: the listen addresses, Mosaic's address, the certificate and the
-// cache directory replaced, nothing else. Each replaced line must be in
+// dir: the listen addresses, Mosaic's address, the certificate (files cert
+// and key) and the cache directory replaced, nothing else. Each replaced line must be in
 // the file exactly once, so the file and this test cannot drift apart.
-func deployNginxConf(t *testing.T, dir, listen, upstream string) string {
+func deployNginxConf(t *testing.T, dir, listen, upstream, cert, key string) string {
 	t.Helper()
 	b, err := os.ReadFile("../../docs/deploy/nginx.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	conf := string(b)
-	cert, key := selfSignedCert(t, dir)
 	for _, r := range [][2]string{
 		{"    listen 443 ssl http2;\n", "    listen " + listen + " ssl http2;\n"},
 		{"    listen [::]:443 ssl http2;\n", ""},
@@ -100,40 +90,6 @@ http {
 	return path
 }
 
-// selfSignedCert writes a certificate for 127.0.0.1 and its key to dir.
-func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
 // TestNginxInFront runs docs/deploy/nginx.conf in a real nginx in front of
 // a real dev log, and checks that every kind of object a monitor reads
 // comes through with Mosaic's own Content-Type, Content-Encoding and
@@ -158,7 +114,14 @@ func TestNginxInFront(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(ndir, "tmp"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	conf := deployNginxConf(t, ndir, "127.0.0.1:"+port, upstream)
+	// The server certificate: a test CA's own, which the client pins
+	// (it names no IP address to verify).
+	tlsCert := caMust(t)(testca.NewRoot("E2E nginx", testca.ECDSAP256))
+	certFile, keyFile := filepath.Join(ndir, "cert.pem"), filepath.Join(ndir, "key.pem")
+	if err := tlsCert.WritePEM(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	conf := deployNginxConf(t, ndir, "127.0.0.1:"+port, upstream, certFile, keyFile)
 	if out, err := exec.Command(nginx, "-t", "-c", conf, "-e", filepath.Join(ndir, "error.log")).CombinedOutput(); err != nil {
 		t.Fatalf("nginx -t rejects docs/deploy/nginx.conf: %v\n%s", err, out)
 	}
@@ -184,17 +147,19 @@ func TestNginxInFront(t *testing.T) {
 		}
 	})
 
-	pool := x509.NewCertPool()
-	pemCert, err := os.ReadFile(filepath.Join(ndir, "cert.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AppendCertsFromPEM(pemCert)
 	// Over HTTP/2, as browsers and most monitors talk to nginx; the
 	// transport must not ask for gzip itself, so that each request says
 	// exactly what it accepts.
 	viaNginx := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:    &tls.Config{RootCAs: pool},
+		TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, // replaced by the exact-certificate check below
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				if !bytes.Equal(cs.PeerCertificates[0].Raw, tlsCert.DER) {
+					return fmt.Errorf("unexpected server certificate %q", cs.PeerCertificates[0].Subject)
+				}
+				return nil
+			},
+		},
 		ForceAttemptHTTP2:  true,
 		DisableCompression: true,
 	}}
@@ -226,13 +191,13 @@ func TestNginxInFront(t *testing.T) {
 	for _, p := range paths {
 		for _, enc := range []string{"gzip", ""} {
 			t.Run(fmt.Sprintf("%s/%q", p, enc), func(t *testing.T) {
-				want, wantBody := fetch(t, direct, s.info.MonitoringPrefix+p, enc)
+				want, wantBody := getVia(t, direct, "GET", s.info.MonitoringPrefix+p, accept(enc))
 				if want.StatusCode != 200 {
 					t.Fatalf("Mosaic answers %s", want.Status)
 				}
 				// Twice: the second answer may come from nginx's cache.
 				for i := range 2 {
-					got, body := fetch(t, viaNginx, nginxURL+p, enc)
+					got, body := getVia(t, viaNginx, "GET", nginxURL+p, accept(enc))
 					if got.StatusCode != 200 {
 						t.Fatalf("through nginx (request %d): %s: %s", i+1, got.Status, body)
 					}
@@ -265,33 +230,18 @@ func TestNginxInFront(t *testing.T) {
 
 	// Anything outside the read path is nginx's 404 or Mosaic's, never
 	// a 5xx; the dashboard is not cached.
-	resp, _ := fetch(t, viaNginx, nginxURL+"tile/9/000", "")
+	resp, _ := getVia(t, viaNginx, "GET", nginxURL+"tile/9/000", nil)
 	if resp.StatusCode != 404 {
 		t.Errorf("a tile path Mosaic refuses: %s through nginx, want 404", resp.Status)
 	}
 }
 
-// fetch GETs url accepting enc ("" for no Accept-Encoding) and returns the
-// response with its whole body.
-func fetch(t *testing.T, c *http.Client, url, enc string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
+// accept is the header of a request accepting enc ("": none).
+func accept(enc string) map[string]string {
+	if enc == "" {
+		return nil
 	}
-	if enc != "" {
-		req.Header.Set("Accept-Encoding", enc)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, body
+	return map[string]string{"Accept-Encoding": enc}
 }
 
 // waitOK waits up to 10 s for url to answer 200.
