@@ -9,7 +9,10 @@
 #              serves through Mosaic; this one reads the directory);
 #   Skylight   Sunlight v0.8.1's read server, built once in a scratch module
 #              from the Go module proxy and cached like Sunlight in
-#              bench/compare.sh.
+#              bench/compare.sh;
+#   gofs       a reference, not a log server: Go's plain http.FileServer on
+#              the directory (bench/_readpath/fileserver.go), what net/http
+#              itself costs on these tiles.
 #
 # The client is wrk (Debian package), 1 thread and CONNS connections, with
 # bench/_readpath/tiles.lua: random full tiles (data and hash) and the
@@ -39,7 +42,7 @@
 #
 # Settings (environment variables, with defaults):
 #   ENTRIES=110000  DEV=  KEEP=0  ROUNDS=2  DURATION=12  CONNS=64  PROFILE=0
-#   SERVERS=mosaic,nginx,skylight  BASE=  BACKEND=local
+#   SERVERS=mosaic,nginx,skylight,gofs  BASE=  BACKEND=local
 #   PGHOST=127.0.0.1  PGPORT=5432
 #
 # nginx and wrk are installed with apt-get if missing (needs root). Results:
@@ -55,7 +58,7 @@ ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-12}
 CONNS=${CONNS:-64}
 PROFILE=${PROFILE:-0}
-SERVERS=${SERVERS:-mosaic,nginx,skylight}
+SERVERS=${SERVERS:-mosaic,nginx,skylight,gofs}
 BASE=${BASE:-}
 BACKEND=${BACKEND:-local}
 PGHOST=${PGHOST:-127.0.0.1}
@@ -85,9 +88,9 @@ done
 IFS=, read -r -a servers <<<"${BASE:+base,}$SERVERS"
 for s in "${servers[@]}"; do
 	case $s in
-	mosaic | nginx | skylight | base) ;;
+	mosaic | nginx | skylight | gofs | base) ;;
 	*)
-		echo "SERVERS: unknown server '$s' (want mosaic, nginx, skylight)" >&2
+		echo "SERVERS: unknown server '$s' (want mosaic, nginx, skylight, gofs)" >&2
 		exit 2
 		;;
 	esac
@@ -132,6 +135,9 @@ mkdir -p "$out" "$cache"
 
 echo "building mosaic" >&2
 (cd "$root" && go build -o "$work/mosaic" ./cmd/mosaic)
+if [[ ,$SERVERS, == *,gofs,* ]]; then
+	(cd "$root" && go build -o "$work/fileserver" bench/_readpath/fileserver.go)
+fi
 if [[ -n $BASE ]]; then
 	echo "building mosaic at $BASE" >&2
 	mkdir -p "$work/base-src"
@@ -311,6 +317,11 @@ for s in "${servers[@]}"; do
 	*/nginx)
 		nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' >"$out/nginx.log" 2>&1 &
 		url[$s]=http://127.0.0.1:$nport
+		;;
+	*/gofs)
+		gport=$(free_port)
+		"$work/fileserver" "127.0.0.1:$gport" "$data" >"$out/gofs.log" 2>&1 &
+		url[$s]=http://127.0.0.1:$gport
 		;;
 	*/skylight)
 		(cd "$work" && exec "$cache/skylight-$SKYLIGHT_VERSION/bin/skylight" -c "$work/skylight.yaml") >"$out/skylight.log" 2>&1 &
