@@ -112,6 +112,7 @@ need_apt() { # need_apt COMMAND PACKAGE
 		exit 1
 	fi
 	echo "installing $2 with apt-get" >&2
+	apt-get update -q >&2
 	# policy-rc.d or not, the script never uses the system's nginx service.
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$2" >&2
 }
