@@ -1,5 +1,6 @@
-# Shell helpers shared by bench/run.sh and bench/compare.sh (sourced, not
-# run): process control, free loopback ports, waiting for a server.
+# Shell helpers shared by bench/run.sh, bench/compare.sh and
+# bench/readpath.sh (sourced, not run): process control, free loopback
+# ports, waiting for a server, MinIO and PostgreSQL for a log on S3.
 
 # alive PID: the process runs (a child that exited but was not yet waited
 # for is a zombie, which kill -0 would still find).
@@ -61,4 +62,102 @@ bench_commit() {
 		c="$c-dirty"
 	fi
 	echo "$c"
+}
+
+# rand_hex N prints N random bytes in hex.
+rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+# psql_admin ARGS...: psql on the test database as $pg_role.
+psql_admin() {
+	psql -h "$PGHOST" -p "$PGPORT" -U "$pg_role" -d test -v ON_ERROR_STOP=1 -Atq "$@"
+}
+
+# s3_services OUT WORK: MinIO (scripts/minio.sh) on a free loopback port
+# with random credentials (in WORK/s3.creds) and the bucket mosaic-bench,
+# its log in OUT/minio.log; and a fresh database on the PostgreSQL at
+# PGHOST:PGPORT (trust auth, as role postgres or else root). Sets
+# minio_port, minio_pid, bucket, pg_role and pg_db: the caller's cleanup
+# stops $minio_pid and drops $pg_db (psql_admin).
+s3_services() {
+	local out=$1 work=$2 minio_user minio_secret try role
+	bash "$root/scripts/minio.sh" install >&2
+	minio_user=bench$(rand_hex 6)
+	minio_secret=$(rand_hex 20)
+	for try in 1 2 3; do
+		minio_port=$(free_port)
+		MINIO_ROOT_USER=$minio_user MINIO_ROOT_PASSWORD=$minio_secret \
+			bash "$root/scripts/minio.sh" start "$work/minio" "$minio_port" >>"$out/minio.log" 2>&1 &
+		minio_pid=$!
+		wait_http "http://127.0.0.1:$minio_port/minio/health/live" "$minio_pid" "$out/minio.log" && break
+		stop "$minio_pid"
+		minio_pid=
+		[[ $try == 3 ]] && { echo "MinIO did not start" >&2; exit 1; }
+	done
+	bucket=mosaic-bench
+	curl -fsS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$minio_user:$minio_secret" \
+		-X PUT "http://127.0.0.1:$minio_port/$bucket" >/dev/null
+	(umask 077 && printf 'access_key_id = %s\nsecret_access_key = %s\n' "$minio_user" "$minio_secret" >"$work/s3.creds")
+	echo "MinIO up on 127.0.0.1:$minio_port (pid $minio_pid), bucket $bucket" >&2
+
+	for role in postgres root; do
+		if psql -h "$PGHOST" -p "$PGPORT" -U "$role" -d test -Atqc 'SELECT 1' >/dev/null 2>&1; then
+			pg_role=$role
+			break
+		fi
+	done
+	[[ -n $pg_role ]] || { echo "cannot connect to PostgreSQL at $PGHOST:$PGPORT database test as postgres or root" >&2; exit 1; }
+	pg_db=mosaic_bench_$(rand_hex 6)
+	psql_admin -c "CREATE DATABASE $pg_db"
+	echo "PostgreSQL database $pg_db on $PGHOST:$PGPORT (role $pg_role)" >&2
+}
+
+# s3_cleanup KEEP WORK: stop $minio_pid, drop $pg_db, and delete WORK
+# unless KEEP is 1: the end of a script that called s3_services.
+s3_cleanup() {
+	stop "$minio_pid"
+	if [[ -n $pg_db ]]; then
+		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" ||
+			echo "could not drop database $pg_db on $PGHOST:$PGPORT" >&2
+	fi
+	if [[ $1 == 1 ]]; then
+		echo "kept $2" >&2
+	else
+		rm -rf "$2"
+	fi
+}
+
+# s3_config ADDR DEVDIR CREDS DESCRIPTION prints the config of a log with
+# the dev log in DEVDIR's key, roots, NotAfter window, period and pool size,
+# listening on ADDR, on the S3 bucket and PostgreSQL database s3_services
+# made (lock backend and dedup cache), with a 256 MiB read cache.
+s3_config() {
+	local addr=$1 dev=$2 creds=$3 desc=$4
+	field() { sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' "$dev/dev.json"; }
+	cat <<YAML
+# bench/lib.sh s3_config: the dev log's key, roots and address, its period
+# and pool size, on S3 (MinIO) with PostgreSQL as lock backend and dedup cache.
+listen:
+  - address: $addr
+postgres: postgres://$pg_role@$PGHOST:$PGPORT/$pg_db?sslmode=disable
+logs:
+  - name: bench
+    submission_prefix: http://$addr/
+    key: $dev/log.key
+    roots: $(field roots)
+    not_after_start: $(field not_after_start)
+    not_after_limit: $(field not_after_limit)
+    storage:
+      s3:
+        endpoint: http://127.0.0.1:$minio_port
+        region: us-east-1
+        bucket: $bucket
+        prefix: bench
+        path_style: true
+        credentials_file: $creds
+        read_cache_mb: 256
+    lock: postgres
+    period: 200ms
+    pool_size: 4000
+    description: $desc
+YAML
 }

@@ -69,67 +69,21 @@ server_pid= minio_pid= bench_pid= pg_role= pg_db=
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
 
-psql_admin() {
-	psql -h "$PGHOST" -p "$PGPORT" -U "$pg_role" -d test -v ON_ERROR_STOP=1 -Atq "$@"
-}
-
 cleanup() {
 	stop "$bench_pid"
 	stop "$server_pid"
-	stop "$minio_pid"
-	if [[ -n $pg_db ]]; then
-		psql_admin -c "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" ||
-			echo "could not drop database $pg_db on $PGHOST:$PGPORT" >&2
-	fi
-	if [[ $KEEP == 1 ]]; then
-		echo "kept $work" >&2
-	else
-		rm -rf "$work"
-	fi
+	s3_cleanup "$KEEP" "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
 
 echo "building mosaic and the benchmark driver" >&2
 (cd "$root" && go build -o "$work/mosaic" ./cmd/mosaic && go build -o "$work/benchrun" ./bench/benchrun)
 mkdir -p "$out"
 
 if [[ $BACKEND == s3 ]]; then
-	bash "$root/scripts/minio.sh" install >&2
-
-	# MinIO on a free loopback port, random credentials, one bucket.
-	minio_user=bench$(rand_hex 6)
-	minio_secret=$(rand_hex 20)
-	for try in 1 2 3; do
-		minio_port=$(free_port)
-		MINIO_ROOT_USER=$minio_user MINIO_ROOT_PASSWORD=$minio_secret \
-			bash "$root/scripts/minio.sh" start "$work/minio" "$minio_port" >>"$out/minio.log" 2>&1 &
-		minio_pid=$!
-		wait_http "http://127.0.0.1:$minio_port/minio/health/live" "$minio_pid" "$out/minio.log" && break
-		stop "$minio_pid"
-		minio_pid=
-		[[ $try == 3 ]] && { echo "MinIO did not start" >&2; exit 1; }
-	done
-	bucket=mosaic-bench
-	curl -fsS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$minio_user:$minio_secret" \
-		-X PUT "http://127.0.0.1:$minio_port/$bucket" >/dev/null
-	(umask 077 && printf 'access_key_id = %s\nsecret_access_key = %s\n' "$minio_user" "$minio_secret" >"$work/s3.creds")
-	echo "MinIO up on 127.0.0.1:$minio_port (pid $minio_pid), bucket $bucket" >&2
-
-	# A fresh PostgreSQL database, as the first role that can connect.
-	for role in postgres root; do
-		if psql -h "$PGHOST" -p "$PGPORT" -U "$role" -d test -Atqc 'SELECT 1' >/dev/null 2>&1; then
-			pg_role=$role
-			break
-		fi
-	done
-	[[ -n $pg_role ]] || { echo "cannot connect to PostgreSQL at $PGHOST:$PGPORT database test as postgres or root" >&2; exit 1; }
-	pg_db=mosaic_bench_$(rand_hex 6)
-	psql_admin -c "CREATE DATABASE $pg_db"
-	echo "PostgreSQL database $pg_db on $PGHOST:$PGPORT (role $pg_role)" >&2
+	s3_services "$out" "$work"
 fi
 
 # The dev log. With BACKEND=s3 it runs only to make the key, roots, test CA
@@ -155,33 +109,7 @@ if [[ $BACKEND == s3 ]]; then
 	json_field() { sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' "$work/devlog/dev.json"; }
 	addr=$(json_field submission_prefix | sed -n 's|^http://\([^/]*\)/$|\1|p')
 	[[ -n $addr ]] || { echo "unexpected submission_prefix in $work/devlog/dev.json" >&2; exit 1; }
-	cat >"$work/s3.yaml" <<YAML
-# bench/run.sh BACKEND=s3: the dev log's key, roots and address, its period
-# and pool size, on S3 (MinIO) with PostgreSQL as lock backend and dedup cache.
-listen:
-  - address: $addr
-postgres: postgres://$pg_role@$PGHOST:$PGPORT/$pg_db?sslmode=disable
-logs:
-  - name: bench
-    submission_prefix: http://$addr/
-    key: $work/devlog/log.key
-    roots: $(json_field roots)
-    not_after_start: $(json_field not_after_start)
-    not_after_limit: $(json_field not_after_limit)
-    storage:
-      s3:
-        endpoint: http://127.0.0.1:$minio_port
-        region: us-east-1
-        bucket: $bucket
-        prefix: bench
-        path_style: true
-        credentials_file: $work/s3.creds
-        read_cache_mb: 256
-    lock: postgres
-    period: 200ms
-    pool_size: 4000
-    description: Mosaic benchmark log on S3
-YAML
+	s3_config "$addr" "$work/devlog" "$work/s3.creds" "Mosaic benchmark log on S3" >"$work/s3.yaml"
 	cp "$work/s3.yaml" "$out/config.yaml"
 	"$work/mosaic" create -config "$work/s3.yaml" >"$out/serve.log" 2>&1 ||
 		{ echo "mosaic create failed:" >&2; cat "$out/serve.log" >&2; exit 1; }

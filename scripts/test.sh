@@ -4,8 +4,9 @@
 # PostgreSQL and MinIO, and a short run of every fuzz target.
 #
 # With CI=true the services (and tmux, for the hammer's terminal tests,
-# Chromium, for the dashboard's browser tests, and Sunlight, for the
-# interoperability tests) are installed/started first
+# Chromium, for the dashboard's browser tests, Sunlight, for the
+# interoperability tests, and nginx, for the deployment example's test) are
+# installed/started first
 # and the tests that need them fail instead of skipping. Without it they are
 # used when present and skipped (loudly, saying how to get them) when not.
 #
@@ -28,13 +29,14 @@ echo "== staticcheck"
 bash scripts/staticcheck.sh
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium and Sunlight are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium, Sunlight and nginx are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
   bash scripts/pebble.sh install
   bash scripts/tmux.sh
   bash scripts/chromium.sh
   bash scripts/sunlight.sh install
+  bash scripts/nginx.sh
 fi
 
 echo "== go test"

@@ -102,6 +102,18 @@ type Limits struct {
 	// crypto/ecdsa (package p256key), its accepts sampled by crypto/ecdsa.
 	// Default true; false verifies every leaf with crypto/x509 alone.
 	FastP256 *bool `yaml:"fast_p256,omitempty"`
+	// CheckpointInMemory lets the read path serve the checkpoint from
+	// memory, re-read from storage within 50 ms of a larger tree being
+	// published by this process and at least every second (package
+	// httpapi, checkpointcache.go). Default true; false reads it from
+	// storage for every request.
+	CheckpointInMemory *bool `yaml:"checkpoint_in_memory,omitempty"`
+}
+
+// UseCheckpointInMemory reports whether limits.checkpoint_in_memory is on
+// (the default).
+func (l *Limits) UseCheckpointInMemory() bool {
+	return l.CheckpointInMemory == nil || *l.CheckpointInMemory
 }
 
 // UseFastP256 reports whether limits.fast_p256 is on (the default).

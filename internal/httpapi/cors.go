@@ -15,13 +15,19 @@ import (
 // submission is accepted from anyone anyway. The headers are set before
 // the handler runs, so errors (400, 404, 405, 410, 503) and the mux's own
 // answers carry them too. The debug listener is deliberately not wrapped.
+//
+// The values are made once, not per request (every read-path response
+// carries them); each slice has len == cap and is only ever replaced in a
+// header, never written into, so sharing them is safe (see readHeaders).
 func cors(mux *http.ServeMux) http.Handler {
+	anyOrigin := []string{"*"}
+	// Retry-After (on 429/503) is not a CORS-safelisted response header;
+	// a script needs it to back off.
+	expose := []string{"Retry-After"}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", "*")
-		// Retry-After (on 429/503) is not a CORS-safelisted response
-		// header; a script needs it to back off.
-		h.Set("Access-Control-Expose-Headers", "Retry-After")
+		h["Access-Control-Allow-Origin"] = anyOrigin
+		h["Access-Control-Expose-Headers"] = expose
 		if r.Method == http.MethodOptions {
 			preflight(w, r, mux)
 			return

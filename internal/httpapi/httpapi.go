@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +21,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,8 +30,6 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/logagg"
-	"github.com/mosaic-ct/mosaic/internal/storage"
-	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // MaxBodyBytes bounds an add-chain request body. A maximal chain (10
@@ -63,6 +60,10 @@ type Server struct {
 	// HealthChecks are the process's other parts /health reports on
 	// beside the logs (the witness's state store), by name.
 	HealthChecks map[string]func(context.Context) error
+	// CheckpointFromStorage makes the read path read the checkpoint from
+	// storage for every request instead of holding it in memory
+	// (checkpointcache.go; limits.checkpoint_in_memory: false).
+	CheckpointFromStorage bool
 	// dash is the dashboard's state: each log's recent figures (see
 	// dashboard.go and history.go).
 	dash *dashboard
@@ -194,6 +195,12 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 	if ld := s.dash.byLg[l]; ld != nil && (endpoint == "add-chain" || endpoint == "add-pre-chain") {
 		refusals = &ld.refusals
 	}
+	// The series every successful request updates, looked up once (a
+	// lookup hashes the labels; on the read path it was a tenth of a
+	// request's CPU) and only when first used, so /metrics shows no series
+	// of endpoints never asked.
+	var okCount atomic.Pointer[prometheus.Counter]
+	var latency atomic.Pointer[prometheus.Observer]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
@@ -211,11 +218,27 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 			if code == 0 {
 				code = http.StatusOK
 			}
-			s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code), rec.reason).Inc()
+			if code == http.StatusOK && rec.reason == "" {
+				c := okCount.Load()
+				if c == nil {
+					cc := s.requests.WithLabelValues(l.Name, endpoint, "200", "")
+					c = &cc
+					okCount.Store(c)
+				}
+				(*c).Inc()
+			} else {
+				s.requests.WithLabelValues(l.Name, endpoint, strconv.Itoa(code), rec.reason).Inc()
+			}
 			if refusals != nil && code >= 400 {
 				refusals.count(code, rec.reason)
 			}
-			s.latency.WithLabelValues(l.Name, endpoint).Observe(time.Since(start).Seconds())
+			o := latency.Load()
+			if o == nil {
+				oo := s.latency.WithLabelValues(l.Name, endpoint)
+				o = &oo
+				latency.Store(o)
+			}
+			(*o).Observe(time.Since(start).Seconds())
 		}()
 		h.ServeHTTP(rec, r)
 	})
@@ -526,120 +549,6 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(resp)
 	}
-}
-
-// readPath serves the monitoring prefix from storage.
-func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
-	prefix := l.MonitoringPrefix.Path
-	var gunzippers sync.Pool // of *tileStream, for uncompressed data tiles
-	var tiles *tileCache     // full data tiles (tilecache.go)
-	var plain *plainCache    // the same, decompressed (plaincache.go)
-	if kind == "tile" {
-		tiles = newTileCache(tileCacheBytes)
-		plain = newPlainCache(plainCacheBytes)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := strings.TrimPrefix(r.URL.Path, prefix)
-		var isData, full bool
-		switch kind {
-		case "checkpoint":
-		case "tile":
-			t, err := tile.ParsePath(key)
-			if err != nil {
-				http.Error(w, "Not found: no such tile path.", http.StatusNotFound)
-				return
-			}
-			isData, full = t.Data, t.Full()
-		case "issuer":
-			fp := strings.TrimPrefix(key, "issuer/")
-			if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
-				http.Error(w, "Not found: an issuer path is issuer/<64 lowercase hex digits>.", http.StatusNotFound)
-				return
-			}
-			full = true
-		}
-		var data []byte
-		var err error
-		if isData && full {
-			// Shared, read-only below: written as is or read by a
-			// Gunzipper, never modified.
-			var release func()
-			data, release, err = tiles.get(r.Context(), key, func(ctx context.Context) ([]byte, error) { return l.Storage.Get(ctx, key) })
-			if err == nil {
-				defer release()
-			}
-		} else {
-			data, err = l.Storage.Get(r.Context(), key)
-		}
-		if errors.Is(err, storage.ErrNotFound) {
-			http.Error(w, "Not found.", http.StatusNotFound)
-			return
-		}
-		if err != nil {
-			s.warnings.Warn("read-path", "read path storage error", "log", l.Name, "key", key, "err", err)
-			w.Header().Set("Retry-After", "5")
-			http.Error(w, "The log's storage is unavailable; retry later.", http.StatusServiceUnavailable)
-			return
-		}
-		h := w.Header()
-		h.Set("Content-Type", storage.Options(key).ContentType)
-		switch {
-		case kind == "checkpoint":
-			h.Set("Cache-Control", "no-cache, max-age=0")
-		case full:
-			h.Set("Cache-Control", "public, max-age=31536000, immutable")
-		default:
-			h.Set("Cache-Control", "public, max-age=60")
-		}
-		if isData {
-			h.Add("Vary", "Accept-Encoding")
-			if acceptsGzip(r) {
-				h.Set("Content-Encoding", "gzip")
-			} else {
-				var p *plainCache
-				if full {
-					p = plain
-				}
-				s.serveGunzipped(w, r, l, key, data, &gunzippers, p) // tilestream.go
-				return
-			}
-		}
-		h.Set("Content-Length", strconv.Itoa(len(data)))
-		if r.Method == http.MethodHead {
-			return
-		}
-		w.Write(data)
-	})
-}
-
-// acceptsGzip reports whether the request's Accept-Encoding allows gzip
-// (RFC 9110 §12.5.3): gzip's own q-value decides if gzip is listed, else
-// that of "*"; without either, gzip is not acceptable.
-func acceptsGzip(r *http.Request) bool {
-	gzipQ, starQ := -1.0, -1.0
-	for _, part := range strings.Split(strings.Join(r.Header.Values("Accept-Encoding"), ","), ",") {
-		params := strings.Split(part, ";")
-		coding := strings.ToLower(strings.TrimSpace(params[0]))
-		q := 1.0
-		for _, p := range params[1:] {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(k), "q") {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					q = f
-				}
-			}
-		}
-		switch coding {
-		case "gzip", "x-gzip":
-			gzipQ = q
-		case "*":
-			starQ = q
-		}
-	}
-	if gzipQ >= 0 {
-		return gzipQ > 0
-	}
-	return starQ > 0
 }
 
 // absPath is an absolute file path in an error message: a slash at the

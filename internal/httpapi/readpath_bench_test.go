@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +32,30 @@ func BenchmarkReadPathDataTile(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				h.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+			}
+		})
+	}
+}
+
+// BenchmarkReadPathObjects serves, through the whole handler (CORS, mux,
+// metrics), each kind of object a monitor fetches most: a full hash tile,
+// the checkpoint, and an issuer, from local disk.
+func BenchmarkReadPathObjects(b *testing.B) {
+	issuer := "issuer/" + strings.Repeat("ab", 32)
+	h := readPathServer(b, map[string][]byte{
+		"tile/0/000": bytes.Repeat([]byte{7}, 8192),
+		"checkpoint": []byte("127.0.0.1:8080\n110000\nAAAA\n\n— 127.0.0.1:8080 sig\n"),
+		issuer:       bytes.Repeat([]byte{3}, 1200),
+	})
+	for _, path := range []string{"tile/0/000", "checkpoint", issuer} {
+		b.Run(strings.SplitN(path, "/", 2)[0], func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/"+path, nil)
+			r.Header.Set("Accept-Encoding", "gzip")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
 			}
 		})
 	}

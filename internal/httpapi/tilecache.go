@@ -4,17 +4,15 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 )
 
-// tileCacheBytes bounds each log's cache of full data tiles (gzip bytes):
-// about 80 production tiles (~100 KB each compressed).
-const tileCacheBytes = 8 << 20
-
-// tileCache keeps the stored (gzip-compressed) bytes of a log's full data
-// tiles, shared by every request that serves them: a gzip-accepting client
-// gets them as they are, others through a Gunzipper. Full tiles never
-// change once written, so the cache needs no invalidation.
+// tileCache keeps the stored bytes of a log's full tiles (data tiles
+// gzip-compressed) or issuers, shared by every request that serves them: a
+// gzip-accepting client gets a data tile as it is, others through a
+// Gunzipper. Full tiles and issuers never change once written, so the
+// cache needs no invalidation.
 //
 // Memory: the least recently used tiles are kept up to max bytes. Beyond
 // that, a tile stays shared only while a request is serving it: every
@@ -34,10 +32,11 @@ type tileCache struct {
 }
 
 type cachedTile struct {
-	key  string
-	data []byte
-	refs int           // requests serving it
-	el   *list.Element // in lru, or nil
+	key    string
+	data   []byte
+	length []string      // Content-Length of data, for the response header
+	refs   int           // requests serving it
+	el     *list.Element // in lru, or nil
 }
 
 // tileLoad is one storage read that concurrent misses of a key share.
@@ -55,6 +54,16 @@ func newTileCache(max int64) *tileCache {
 // it no longer uses the tile. The returned slice is shared: the caller
 // must not modify it.
 func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
+	t, err := c.acquire(ctx, key, func(ctx context.Context, _ string) ([]byte, error) { return load(ctx) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.data, func() { c.release(t) }, nil
+}
+
+// acquire is get without the closure: the caller calls c.release(t) once
+// it no longer uses t, and must not modify t.data or t.length.
+func (c *tileCache) acquire(ctx context.Context, key string, load func(context.Context, string) ([]byte, error)) (*cachedTile, error) {
 	for {
 		c.mu.Lock()
 		if t, ok := c.byKey[key]; ok {
@@ -63,14 +72,14 @@ func (c *tileCache) get(ctx context.Context, key string, load func(context.Conte
 			}
 			t.refs++
 			c.mu.Unlock()
-			return t.data, func() { c.release(t) }, nil
+			return t, nil
 		}
 		if f, ok := c.loading[key]; ok {
 			c.mu.Unlock()
 			select {
 			case <-f.done:
 			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+				return nil, ctx.Err()
 			}
 			if f.err == nil || ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
 				// Loaded (take it from byKey, or read it again if every
@@ -78,29 +87,29 @@ func (c *tileCache) get(ctx context.Context, key string, load func(context.Conte
 				// or the loader's client went away, not ours: try again.
 				continue
 			}
-			return nil, nil, f.err
+			return nil, f.err
 		}
 		f := &tileLoad{done: make(chan struct{})}
 		c.loading[key] = f
 		c.mu.Unlock()
 
-		data, err := load(ctx)
+		data, err := load(ctx, key)
 
 		c.mu.Lock()
 		delete(c.loading, key)
 		f.err = err
 		var t *cachedTile
 		if err == nil {
-			t = &cachedTile{key: key, data: data, refs: 1}
+			t = &cachedTile{key: key, data: data, length: []string{strconv.Itoa(len(data))}, refs: 1}
 			c.byKey[key] = t
 			c.keep(t)
 		}
 		c.mu.Unlock()
 		close(f.done)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return data, func() { c.release(t) }, nil
+		return t, nil
 	}
 }
 

@@ -585,6 +585,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
 	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	s.api.CheckpointFromStorage = !c.Limits.UseCheckpointInMemory()
 	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
 	for _, p := range s.parts {
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})

@@ -67,6 +67,12 @@ func setLogFields(fields string) func(string) string {
 // getRaw fetches url and returns the response with its body read.
 func getRaw(t *testing.T, method, url string, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
+	return getVia(t, http.DefaultClient, method, url, header)
+}
+
+// getVia is getRaw through the client c.
+func getVia(t *testing.T, c *http.Client, method, url string, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +84,7 @@ func getRaw(t *testing.T, method, url string, header map[string]string) (*http.R
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
