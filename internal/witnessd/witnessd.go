@@ -24,9 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +94,11 @@ type Witness struct {
 	edID uint32
 	ml   *keys.WitnessKeys
 	mlID uint32
-	logs map[string]*witnessedLog
+	// logs are the witnessed logs by origin. The map is never changed
+	// once stored: AddLogs stores a new one (under addMu), so a request
+	// reads it without a lock.
+	logs  atomic.Pointer[map[string]*witnessedLog]
+	addMu sync.Mutex
 	// cosigners verify the witness's own cosignatures (sign-subtree's
 	// reference checkpoints).
 	cosigners note.Verifiers
@@ -104,6 +112,7 @@ type Witness struct {
 type witnessedLog struct {
 	origin    string
 	key       [32]byte // the store key: SHA-256 of the origin
+	keys      []string // its vkeys, sorted
 	verifiers note.Verifiers
 }
 
@@ -137,7 +146,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 	if cfg.Keys == nil || cfg.Store == nil {
 		return nil, errors.New("the witness needs its keys and a state store")
 	}
-	w := &Witness{name: cfg.Name, ed: cfg.Keys.Ed25519, ml: cfg.Keys, logs: map[string]*witnessedLog{},
+	w := &Witness{name: cfg.Name, ed: cfg.Keys.Ed25519, ml: cfg.Keys,
 		store: cfg.Store, limit: ctlog.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
 	// The key IDs of the cosignature lines, from the vkeys (Ed25519 first,
 	// then ML-DSA-44): checkpoint.ParseCosignerKey also checks the name.
@@ -169,34 +178,88 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			return nil, err
 		}
 	}
-	for i, l := range cfg.Logs {
-		if _, dup := w.logs[l.Origin]; dup {
-			return nil, fmt.Errorf("witness log %d: origin %q is listed twice", i+1, l.Origin)
+	w.logs.Store(&map[string]*witnessedLog{})
+	seen := map[string]bool{}
+	for _, l := range cfg.Logs {
+		if seen[l.Origin] {
+			return nil, fmt.Errorf("witness log %q is listed twice", l.Origin)
 		}
-		var vs []note.Verifier
-		for _, k := range l.Keys {
-			v, err := checkpoint.ParseVerifierKey(k)
-			if err != nil {
-				return nil, fmt.Errorf("witness log %q: %w", l.Origin, err)
-			}
-			if v.Name() != l.Origin {
-				return nil, fmt.Errorf("witness log %q: a key is named %q, not the log's origin", l.Origin, v.Name())
-			}
-			vs = append(vs, v)
-		}
-		if len(vs) == 0 {
-			return nil, fmt.Errorf("witness log %q: no keys", l.Origin)
-		}
-		wl := &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), verifiers: note.VerifierList(vs...)}
-		st, err := w.state(ctx, wl)
-		if err != nil {
-			return nil, err
-		}
-		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
-		w.logs[l.Origin] = wl
+		seen[l.Origin] = true
+	}
+	if _, skipped, err := w.AddLogs(ctx, cfg.Logs); err != nil {
+		return nil, err
+	} else if len(skipped) > 0 {
+		return nil, skipped[0]
 	}
 	return w, nil
 }
+
+// newLog checks one log's keys: each is an Ed25519 note or ML-DSA-44 vkey
+// named by the origin.
+func newLog(l Log) (*witnessedLog, error) {
+	var vs []note.Verifier
+	for _, k := range l.Keys {
+		v, err := checkpoint.ParseVerifierKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("witness log %q: %w", l.Origin, err)
+		}
+		if v.Name() != l.Origin {
+			return nil, fmt.Errorf("witness log %q: a key is named %q, not the log's origin", l.Origin, v.Name())
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("witness log %q: no keys", l.Origin)
+	}
+	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: slices.Sorted(slices.Values(l.Keys)), verifiers: note.VerifierList(vs...)}, nil
+}
+
+// AddLogs starts witnessing the logs it is given that the witness does not
+// know yet (from a log list; New adds the configured ones). It returns
+// how many it added, and why it skipped others: a log it cannot verify
+// with the keys given, or a log it knows under other keys. err is a state
+// store that cannot be read.
+//
+// Safe against a list that is wrong or hostile: it only adds. A log's keys
+// never change once it is witnessed (a list that names other keys for a
+// known origin is skipped), so no list can make the witness accept
+// checkpoints signed by keys other than those it first trusted for that
+// origin, nor reset a log's state: the stored (size, hash) of an origin
+// is kept whatever list names it, and a log dropped from a list is still
+// witnessed until the process restarts without it.
+func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped []error, err error) {
+	w.addMu.Lock()
+	defer w.addMu.Unlock()
+	cur := *w.logs.Load()
+	next := maps.Clone(cur)
+	for _, l := range logs {
+		wl, err := newLog(l)
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		if known, ok := next[l.Origin]; ok {
+			if !slices.Equal(known.keys, wl.keys) {
+				skipped = append(skipped, fmt.Errorf("witness log %q: listed with other keys than the witness trusts for it; it keeps those", l.Origin))
+			}
+			continue
+		}
+		st, err := w.state(ctx, wl)
+		if err != nil {
+			return 0, skipped, err
+		}
+		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
+		next[l.Origin] = wl
+		added++
+	}
+	if added > 0 {
+		w.logs.Store(&next)
+	}
+	return added, skipped, nil
+}
+
+// Logs returns how many logs the witness witnesses.
+func (w *Witness) Logs() int { return len(*w.logs.Load()) }
 
 // VerifierKeys returns the witness's vkeys: Ed25519 cosignature/v1 (type
 // 0x04), then ML-DSA-44 (type 0x06).
@@ -262,7 +325,7 @@ func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
 
 // Check reads the state store, for /health.
 func (w *Witness) Check(ctx context.Context) error {
-	for _, l := range w.logs {
+	for _, l := range *w.logs.Load() {
 		if _, err := w.state(ctx, l); err != nil {
 			return err
 		}
