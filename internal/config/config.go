@@ -51,6 +51,8 @@ type Config struct {
 	Debug *Debug `yaml:"debug,omitempty"`
 	// Operator describes who runs the logs, for /logs.v3.json.
 	Operator Operator `yaml:"operator,omitempty"`
+	// Mirror, when set, runs a mirror of other logs (see mirror.go).
+	Mirror *MirrorServer `yaml:"mirror,omitempty"`
 }
 
 // Limits bounds the connections clients hold open and how long they may
@@ -207,6 +209,8 @@ type Log struct {
 	RFC6962ReadAPI bool `yaml:"rfc6962_read_api,omitempty"`
 	// Witnesses cosign the log's checkpoints (see witness.go).
 	Witnesses *Witnesses `yaml:"witnesses,omitempty"`
+	// Mirrors are pushed the log's entries (see mirror.go).
+	Mirrors []Mirror `yaml:"mirrors,omitempty"`
 }
 
 // Storage selects a storage backend: exactly one of Dir and S3.
@@ -406,6 +410,7 @@ func (c *Config) setDefaults() {
 			}
 		}
 	}
+	c.Mirror.setDefaults()
 	// Derived from the logs' periods, so after their defaults.
 	if c.Standby != nil && c.Standby.ForwardTimeout == 0 {
 		c.Standby.ForwardTimeout = c.longestPeriod() + forwardMargin
@@ -425,6 +430,7 @@ func (c *Config) resolve(dir string) {
 		}
 	}
 	abs(&c.Database)
+	c.Mirror.resolve(abs)
 	for i := range c.Listen {
 		abs(&c.Listen[i].TLSCert)
 		abs(&c.Listen[i].TLSKey)
@@ -473,9 +479,10 @@ func (c *Config) Validate() error {
 			bad(f+".http2", "only applies to TLS listeners (plain-HTTP listeners serve HTTP/1.1)")
 		}
 	}
-	if len(c.Logs) == 0 {
-		bad("logs", "at least one log is required")
+	if len(c.Logs) == 0 && c.Mirror == nil {
+		bad("logs", "at least one log (or a mirror) is required")
 	}
+	c.Mirror.validate(bad)
 	c.validateLimits(bad)
 	c.validateDebug(bad)
 	if sb := c.Standby; sb != nil {
@@ -599,6 +606,7 @@ func (c *Config) Validate() error {
 			bad(f+".mmd", "must not be negative")
 		}
 		l.Witnesses.validate(f+".witnesses", bad)
+		validateMirrors(f+".mirrors", l.Mirrors, bad)
 	}
 	return errors.Join(errs...)
 }

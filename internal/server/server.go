@@ -297,6 +297,10 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		l.Witnesses = pub
 		publisher = pub
 	}
+	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
+	if err != nil {
+		return nil, field("mirrors", err)
+	}
 	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
@@ -332,6 +336,11 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		p.seqCfg.Reference = ref
 	}
 	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
+	if pusher != nil {
+		// Mirrors get every committed checkpoint and its entries; rounds
+		// never wait for them (fail-open).
+		p.seqCfg.Followers = []sequencer.Publisher{pusher}
+	}
 	return p, nil
 }
 
@@ -406,6 +415,8 @@ type Server struct {
 	// tls are the listeners' certificate sources (nil for plain HTTP),
 	// by listener index; Reload re-reads certificate files.
 	tls []*listenerTLS
+	// mirror is the process's mirror (nil without mirror:).
+	mirror *mirrorServer
 }
 
 // registerDedupMetrics registers the embedded databases' dedup runs'
@@ -578,6 +589,12 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.logs = append(s.logs, p.log)
 		s.parts = append(s.parts, p)
 	}
+	if c.Mirror != nil {
+		if s.mirror, err = openMirror(ctx, c, reg, logger); err != nil {
+			s.b.close()
+			return nil, err
+		}
+	}
 	if err := s.registerDedupMetrics(reg); err != nil {
 		s.b.close()
 		return nil, err
@@ -656,6 +673,12 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	}
 	defer s.api.FlushWarnings()
 	handler := s.api.Handler()
+	if s.mirror != nil {
+		handler = s.mirror.route(handler)
+		mctx, stopMirror := context.WithCancel(ctx)
+		defer stopMirror()
+		s.mirror.m.Run(mctx)
+	}
 	exempt, err := s.cfg.PerClientExempt()
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
