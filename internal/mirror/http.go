@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -110,6 +111,8 @@ func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {
 		m.answer(rw, "add-entries", nil, refuse(http.StatusServiceUnavailable, "The mirror is busy with other uploads; retry later."))
 		return
 	}
+	// A client that stops sending loses its slot after a while.
+	_ = http.NewResponseController(rw).SetReadDeadline(time.Now().Add(addEntriesReadTimeout))
 	var body io.Reader = r.Body
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
@@ -128,6 +131,9 @@ func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {
 	lines, err := m.addEntries(r.Context(), bufio.NewReaderSize(body, 64<<10))
 	m.answer(rw, "add-entries", lines, err)
 }
+
+// addEntriesReadTimeout bounds how long an add-entries body may take.
+const addEntriesReadTimeout = 5 * time.Minute
 
 // serveRead serves a log's checkpoint and tiles, read-only.
 func (m *Mirror) serveRead(rw http.ResponseWriter, r *http.Request, rest string) {
