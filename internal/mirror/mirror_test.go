@@ -35,6 +35,8 @@ type testLog struct {
 	vkey    string
 	edge    *tile.Edge
 	entries [][]byte
+	// makeEntry, if set, makes entry i (else entry does).
+	makeEntry func(i int) []byte
 }
 
 func newTestLog(t testing.TB, format Format) *testLog {
@@ -53,6 +55,9 @@ func newTestLog(t testing.TB, format Format) *testLog {
 }
 
 func (l *testLog) entry(i int) []byte {
+	if l.makeEntry != nil {
+		return l.makeEntry(i)
+	}
 	if l.format == TlogTiles {
 		return fmt.Appendf(nil, "entry %d of %s", i, l.origin)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/mod/sumdb/note"
@@ -252,18 +253,22 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 			data []byte
 		}{ft.Tile.Path(), ft.Data})
 	}
-	// Partial tiles at every level, so that any package end can become a
-	// mirror checkpoint with all its tiles in place.
-	for _, pt := range edge.PartialTiles() {
-		writes = append(writes, struct {
-			key  string
-			data []byte
-		}{pt.Tile.Path(), pt.Data})
+	// Partial hash tiles are written by commitCheckpoint, for the one
+	// size that becomes a mirror checkpoint.
+	// The objects are written concurrently (each Put is durable on its
+	// own); the state moves only once every one succeeded.
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Go(func() {
+			if err := l.st.Put(ctx, w.key, w.data, storage.Options(w.key)); err != nil {
+				errs[i] = fmt.Errorf("storing %s: %w", w.key, err)
+			}
+		})
 	}
-	for _, w := range writes {
-		if err := l.st.Put(ctx, w.key, w.data, storage.Options(w.key)); err != nil {
-			return fmt.Errorf("storing %s: %w", w.key, err)
-		}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	l.edge = edge
 	if len(entries) == tile.Width {
@@ -303,6 +308,11 @@ func (m *Mirror) commitCheckpoint(ctx context.Context, l *mlog, target tree) ([]
 	if l.edge.RootHash() != target.Hash {
 		// Unreachable unless a proof check is broken: refuse to cosign.
 		return nil, fmt.Errorf("the stored tiles of size %d do not hash to the pending checkpoint's root", target.Size)
+	}
+	for _, pt := range l.edge.PartialTiles() {
+		if err := l.st.Put(ctx, pt.Tile.Path(), pt.Data, storage.Options(pt.Tile.Path())); err != nil {
+			return nil, fmt.Errorf("storing %s: %w", pt.Tile.Path(), err)
+		}
 	}
 	text, _, _ := bytes.Cut(target.Note, []byte("\n\n"))
 	text = append(text, '\n')
