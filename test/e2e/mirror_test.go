@@ -72,8 +72,6 @@ mirror:
 // up where it was and catches up.
 func TestMirrorEndToEnd(t *testing.T) {
 	dir, s, _, _ := stoppedDevLog(t)
-	s = startDev(t, dir)
-	s.stop()
 
 	mdir := t.TempDir()
 	seed := bytes.Repeat([]byte{42}, keys.SeedSize)
