@@ -39,6 +39,11 @@ import (
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
+// maxUploads bounds the add-entries bodies read at once: each holds at
+// most one package (256 entries of up to 64 KiB: 16 MiB), so together at
+// most 128 MiB however many connections clients open.
+const maxUploads = 8
+
 // keepPending is how many recent pending checkpoints are accepted as an
 // add-entries upload_end (the spec's "last several").
 const keepPending = 8
@@ -139,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Mirror, error) {
 		cfg.Logger = slog.Default()
 	}
 	m := &Mirror{cfg: cfg, logs: map[string]*mlog{}, byHash: map[string]*mlog{}, log: cfg.Logger,
-		inflight: make(chan struct{}, 16)}
+		inflight: make(chan struct{}, maxUploads)}
 	m.metrics = &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_mirror_requests_total",

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -63,9 +64,8 @@ type Pusher struct {
 	src     *source
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	pending []byte
-	wake    chan struct{}
+	// Latest holds the newest checkpoint not yet pushed;
+	mailbox *sequencer.Latest
 
 	requests *prometheus.CounterVec
 	entries  *prometheus.CounterVec
@@ -94,7 +94,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 			MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2: true, DisableCompression: true}}
 	}
-	p := &Pusher{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
+	p := &Pusher{cfg: cfg, log: cfg.Logger, mailbox: sequencer.NewLatest(),
 		src: &source{format: StaticCT, get: cfg.Storage.Get, notFound: isNotFound}}
 	p.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mosaic_mirror_push_requests_total",
@@ -142,16 +142,8 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 }
 
 // Publish implements sequencer.Publisher: it records signed as the
-// checkpoint to push next and returns at once.
-func (p *Pusher) Publish(signed []byte) {
-	p.mu.Lock()
-	p.pending = signed
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+// checkpoint to send next, replacing any not yet taken, and returns.
+func (p *Pusher) Publish(signed []byte) { p.mailbox.Publish(signed) }
 
 // Run implements sequencer.Publisher: it pushes the newest checkpoint to
 // every mirror, one cycle at a time, until ctx is done.
@@ -160,12 +152,9 @@ func (p *Pusher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.wake:
+		case <-p.mailbox.Wake():
 		}
-		p.mu.Lock()
-		signed := p.pending
-		p.pending = nil
-		p.mu.Unlock()
+		signed := p.mailbox.Take()
 		if signed == nil {
 			continue
 		}
@@ -240,6 +229,10 @@ func (p *Pusher) push(ctx context.Context, t *target, signed []byte, cp *checkpo
 			}
 			if info.next > cp.Size {
 				return fmt.Errorf("the mirror's next entry %d is past the checkpoint's size %d", info.next, cp.Size)
+			}
+			if code == http.StatusConflict && info.next == start {
+				// Resending the same upload would get the same answer.
+				return fmt.Errorf("the mirror refuses an upload from its own next entry %d", start)
 			}
 			start, t.next = info.next, info.next
 		default:
