@@ -363,7 +363,7 @@ func TestRefusals(t *testing.T) {
 	fork.edge.Append(tlog.RecordHash(fork.entries[599]))
 	fsigned := fork.grow(100)
 	fcp, _ := fork.verify(fsigned)
-	fthr := tlog.TileHashReader(tlog.Tree{N: fcp.Size, Hash: fcp.Hash}, tileReader{context.Background(), &source{format: TlogTiles, get: fork.st.Get, notFound: isNotFound}})
+	fthr := tlog.TileHashReader(tlog.Tree{N: fcp.Size, Hash: fcp.Hash}, tileReader{context.Background(), &source{format: TlogTiles, get: fork.st.Get, notFound: isNotFound}, nil})
 	fproof, err := tlog.ProveTree(fcp.Size, 600, fthr)
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 	if t.Size > cur.Size || cur.Note == nil {
 		body := fmt.Appendf(nil, "old %d\n", cur.Size)
 		if cur.Size > 0 && cur.Size < t.Size {
-			thr := tlog.TileHashReader(tlog.Tree{N: t.Size, Hash: t.Hash}, tileReader{ctx, src})
+			thr := tlog.TileHashReader(tlog.Tree{N: t.Size, Hash: t.Hash}, tileReader{ctx, src, nil})
 			proof, err := tlog.ProveTree(t.Size, cur.Size, thr)
 			if err != nil {
 				return 0, fmt.Errorf("consistency proof from %d: %w", cur.Size, err)

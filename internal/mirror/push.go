@@ -64,7 +64,7 @@ type Pusher struct {
 	src     *source
 	log     *slog.Logger
 
-	// Latest holds the newest checkpoint not yet pushed;
+	// mailbox holds the newest checkpoint not yet pushed.
 	mailbox *sequencer.Latest
 
 	requests *prometheus.CounterVec
@@ -254,7 +254,7 @@ func (p *Pusher) addCheckpoint(ctx context.Context, t *target, signed []byte, cp
 		var body bytes.Buffer
 		fmt.Fprintf(&body, "old %d\n", old)
 		if old > 0 && old < cp.Size {
-			thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tileReader{ctx, p.src})
+			thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tileReader{ctx, p.src, nil})
 			proof, err := tlog.ProveTree(cp.Size, old, thr)
 			if err != nil {
 				return fmt.Errorf("consistency proof from %d: %w", old, err)

@@ -114,10 +114,13 @@ type source struct {
 	notFound func(error) bool
 }
 
-// tileReader adapts s for tlog.TileHashReader.
+// tileReader adapts s for tlog.TileHashReader. With a cache, tiles read
+// are kept (the tiles above level 0 serve every package of a request);
+// tlog authenticates them on every use, cached or not.
 type tileReader struct {
-	ctx context.Context
-	s   *source
+	ctx   context.Context
+	s     *source
+	cache map[tlog.Tile][]byte
 }
 
 func (r tileReader) Height() int { return tile.Height }
@@ -125,9 +128,16 @@ func (r tileReader) Height() int { return tile.Height }
 func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(tiles))
 	for i, t := range tiles {
+		if b, ok := r.cache[t]; ok {
+			out[i] = b
+			continue
+		}
 		b, err := r.s.read(r.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W}, false)
 		if err != nil {
 			return nil, err
+		}
+		if r.cache != nil {
+			r.cache[t] = b
 		}
 		if len(b) < t.W*tlog.HashSize {
 			return nil, fmt.Errorf("hash tile %s is too short", tile.Tile{Level: t.L, N: t.N, W: t.W}.Path())
@@ -199,7 +209,8 @@ const maxPackages = 32
 // it carries.
 func (s *source) buildEntries(ctx context.Context, origin string, size int64, root tlog.Hash, start int64, pkgs int) ([]byte, int64, error) {
 	body := appendEntriesHeader(nil, origin, start, size, nil)
-	thr := tlog.TileHashReader(tlog.Tree{N: size, Hash: root}, tileReader{ctx, s})
+	// One request's proofs read about 2 + 32 tiles, a few KiB each.
+	thr := tlog.TileHashReader(tlog.Tree{N: size, Hash: root}, tileReader{ctx, s, map[tlog.Tile][]byte{}})
 	end := start
 	for i := int64(0); i < int64(pkgs); i++ {
 		subStart, lo, hi, ok := packageRange(start, size, i)

@@ -53,7 +53,7 @@ type Publisher struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	// Latest holds the newest checkpoint not yet taken by Run.
+	// mailbox holds the newest checkpoint not yet taken by Run.
 	mailbox *sequencer.Latest
 
 	mu     sync.Mutex
