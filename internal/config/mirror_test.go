@@ -33,7 +33,7 @@ mirror:
 	for _, tc := range []struct{ yaml, field string }{
 		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: []}", "mirror.logs"},
 		{"mirror: {key: k, prefix: 'https://m/', logs: [{origin: log.example/a, keys: [" + mirrorVKey + "]}]}", "mirror.storage"},
-		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: [{origin: other.example, keys: [" + mirrorVKey + "]}]}", "mirror.logs[0].keys[0]"},
+		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, keys: [notakey]}]}", "mirror.logs[0].keys[0]"},
 		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, format: x, keys: [" + mirrorVKey + "]}]}", "mirror.logs[0].format"},
 		{"mirror: {prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, keys: [" + mirrorVKey + "]}]}", "mirror.key"},
 	} {

@@ -55,8 +55,9 @@ type Log struct {
 	// Format is how its entries are stored.
 	Format Format
 	// Keys are vkeys of the log's checkpoint signatures (Ed25519 note type
-	// 0x01, ML-DSA-44 type 0x06); a checkpoint needs one valid signature
-	// by any of them, or by PublicKey.
+	// 0x01, ML-DSA-44 type 0x06), usually named by the origin (an MTC CA
+	// cosigner's is not); a checkpoint needs one valid signature by any of
+	// them, or by PublicKey.
 	Keys []string
 	// PublicKey, for a Static CT log, is its ECDSA P-256 key (DER), to
 	// check and keep its RFC6962NoteSignature, which Static CT clients of
@@ -189,9 +190,9 @@ func (m *Mirror) openLog(ctx context.Context, lc Log) (*mlog, error) {
 		if err != nil {
 			return nil, err
 		}
-		if v.Name() != lc.Origin {
-			return nil, fmt.Errorf("the key %s is not named by the log's origin", k)
-		}
+		// A key may be named otherwise than the origin: an MTC issuance
+		// log's checkpoint is signed by its CA cosigner (mtc-tlog), whose
+		// name is the CA's ID, not the log's.
 		l.verifiers = append(l.verifiers, v)
 	}
 	if len(lc.PublicKey) > 0 {

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/mldsa"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -37,6 +39,8 @@ type testLog struct {
 	entries [][]byte
 	// makeEntry, if set, makes entry i (else entry does).
 	makeEntry func(i int) []byte
+	// signCheckpoint, if set, signs the checkpoints (else signer does).
+	signCheckpoint func(checkpoint.Checkpoint) []byte
 }
 
 func newTestLog(t testing.TB, format Format) *testLog {
@@ -88,10 +92,15 @@ func (l *testLog) grow(n int) []byte {
 	if w := size % tile.Width; w != 0 {
 		l.putData(tile.Tile{N: size / tile.Width, W: int(w)}, l.entries[size-w:])
 	}
-	text := checkpoint.Checkpoint{Origin: l.origin, Size: size, Hash: l.edge.RootHash()}.Marshal()
-	signed, err := note.Sign(&note.Note{Text: string(text)}, l.signer)
-	if err != nil {
-		l.t.Fatal(err)
+	c := checkpoint.Checkpoint{Origin: l.origin, Size: size, Hash: l.edge.RootHash()}
+	var signed []byte
+	if l.signCheckpoint != nil {
+		signed = l.signCheckpoint(c)
+	} else {
+		var err error
+		if signed, err = note.Sign(&note.Note{Text: string(c.Marshal())}, l.signer); err != nil {
+			l.t.Fatal(err)
+		}
 	}
 	l.put("checkpoint", signed)
 	return signed
@@ -112,7 +121,7 @@ func (l *testLog) put(key string, b []byte) {
 }
 
 func (l *testLog) verify(signed []byte) (*checkpoint.Verified, error) {
-	v, err := note.NewVerifier(l.vkey)
+	v, err := checkpoint.ParseVerifierKey(l.vkey)
 	if err != nil {
 		return nil, err
 	}
@@ -429,5 +438,77 @@ func TestPushFailOpen(t *testing.T) {
 	cp, _ := l.verify(signed)
 	if err := p.push(context.Background(), p.targets[0], signed, cp); err == nil {
 		t.Fatal("pushing to a mirror that is down succeeded")
+	}
+}
+
+// TestMTCIssuanceLog mirrors an MTC issuance log as mtc-tlog profiles it:
+// a tlog-tiles log of non-CT entries, origin oid/1.3.6.1.4.1.32473.2.0.42,
+// its checkpoint signed only by its CA cosigner (ML-DSA-44, named by the
+// CA's ID, not the origin). The mirror, itself named as an MTC cosigner
+// (oid/1.3.6.1.4.1.32473.3) with an ML-DSA-44 key, copies it and cosigns
+// with an ML-DSA-44 signed message of the subtree [0, size), which is what
+// mtc-tlog requires of a mirror's checkpoint cosignature. What it does not
+// do: sign-subtree (a SHOULD for cosigners used in standalone
+// certificates), so it cannot sign the landmark subtrees a CA asks for.
+func TestMTCIssuanceLog(t *testing.T) {
+	l := newTestLog(t, TlogTiles)
+	l.origin = "oid/1.3.6.1.4.1.32473.2.0.42"
+	ml, err := mldsa.GenerateKey(mldsa.MLDSA44())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := checkpoint.NewMLDSA44Signer("oid/1.3.6.1.4.1.32473.2", ml)
+	l.vkey = ca.VerifierKey()
+	l.makeEntry = func(i int) []byte { return fmt.Appendf(nil, "TBSCertificateLogEntry %d", i) }
+	l.signCheckpoint = func(c checkpoint.Checkpoint) []byte {
+		ns, err := ca.NoteSigner(c, 1700000000000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed, err := note.Sign(&note.Note{Text: string(c.Marshal())}, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signed
+	}
+	seed := bytes.Repeat([]byte{9}, keys.SeedSize)
+	mk, _ := keys.CosignerFromSeed(seed, "mirror")
+	cs, err := checkpoint.NewCosigner("oid/1.3.6.1.4.1.32473.3", nil, mk.MLDSA44)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := localfs.New(t.TempDir())
+	m, err := New(context.Background(), Config{Cosigner: cs, Storage: st, Logs: []Log{l.mirrorLog()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &testMirror{m: m, keys: cs.VerifierKeys(), srv: httptest.NewServer(m.Handler("/"))}
+	defer tm.srv.Close()
+	p := l.pusher(t, tm)
+	signed := l.grow(1000)
+	cp, err := l.verify(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.push(context.Background(), p.targets[0], signed, cp); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, tm.srv.URL+"/"+originHash(l.origin)+"/checkpoint")
+	caV, _ := checkpoint.NewMLDSA44Verifier(l.vkey)
+	mV, _ := checkpoint.NewMLDSA44Verifier(cs.VerifierKeys()[0])
+	n, err := note.Open(got, note.VerifierList(caV, mV))
+	if err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("the mirror's checkpoint of the MTC log: %v\n%s", err, got)
+	}
+	// The mirror's line is an ML-DSA-44 subtree/v1 signature of [0, 1000)
+	// under its MTC cosigner name, with a non-zero timestamp.
+	for _, s := range n.Sigs {
+		if s.Name == cs.Name() {
+			raw, _ := base64.StdEncoding.DecodeString(s.Base64)
+			msg, err := checkpoint.SubtreeMessage(cs.Name(), binary.BigEndian.Uint64(raw[4:12]), l.origin, 0, 1000, cp.Hash)
+			if err != nil || mldsa.Verify(mk.MLDSA44.PublicKey(), msg, raw[12:], nil) != nil {
+				t.Fatalf("the mirror's cosignature is not an ML-DSA-44 subtree signature of [0, 1000): %v", err)
+			}
+		}
 	}
 }
