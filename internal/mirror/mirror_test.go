@@ -22,8 +22,12 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/storage/s3"
+	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // testLog is a log written the way Mosaic writes one (data tiles, hash
 // tiles full and partial, a signed checkpoint) in a real directory.
@@ -145,6 +149,16 @@ type testMirror struct {
 
 func newTestMirror(t testing.TB, dir string, logs ...Log) *testMirror {
 	t.Helper()
+	st, err := localfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newTestMirrorOn(t, st, dir, testCosigner(t), logs...)
+}
+
+// testCosigner is the test mirror's identity.
+func testCosigner(t testing.TB) *checkpoint.Cosigner {
+	t.Helper()
 	seed := bytes.Repeat([]byte{7}, keys.SeedSize)
 	k, err := keys.CosignerFromSeed(seed, "mirror")
 	if err != nil {
@@ -154,10 +168,12 @@ func newTestMirror(t testing.TB, dir string, logs ...Log) *testMirror {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := localfs.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return cs
+}
+
+// newTestMirrorOn is newTestMirror on the storage st.
+func newTestMirrorOn(t testing.TB, st storage.Backend, dir string, cs *checkpoint.Cosigner, logs ...Log) *testMirror {
+	t.Helper()
 	m, err := New(context.Background(), Config{Cosigner: cs, Logs: logs, Storage: st})
 	if err != nil {
 		t.Fatal(err)
@@ -420,6 +436,34 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("genuine entries: %d %s", code, msg)
 	}
 	checkCopy(t, l, tm, 600)
+}
+
+// TestPushS3 keeps the mirror's copy in a real MinIO bucket (the S3
+// backend logs use), pushes to it, and restarts it from the bucket.
+func TestPushS3(t *testing.T) {
+	srv := testenv.MinIO(t)
+	st, err := s3.New(context.Background(), s3.Config{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
+		Prefix: "mirror", PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, AttemptTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLog(t, StaticCT)
+	tm := newTestMirrorOn(t, st, "", testCosigner(t), l.mirrorLog())
+	ctx := context.Background()
+	for _, n := range []int{300, 600} {
+		signed := l.grow(n)
+		cp, _ := l.verify(signed)
+		p := l.pusher(t, tm)
+		if err := p.push(ctx, p.targets[0], signed, cp); err != nil {
+			t.Fatal(err)
+		}
+		checkCopy(t, l, tm, cp.Size)
+		tm.srv.Close()
+		tm = newTestMirrorOn(t, st, "", testCosigner(t), l.mirrorLog())
+		if got := tm.m.logs[l.origin].next(); got != cp.Size {
+			t.Fatalf("restarted from the bucket at %d, want %d", got, cp.Size)
+		}
+	}
 }
 
 // TestPushFailOpen checks a pusher whose mirror is down returns an error
