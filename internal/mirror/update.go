@@ -216,14 +216,16 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 	if hi <= next {
 		return nil // already stored (a concurrent upload, or a resend)
 	}
-	if lo > next {
-		return refuse(http.StatusConflict, "The package starts after the mirror's next entry.")
-	}
 	// The subtree's leaves: [subStart, lo) from the mirror's partial
 	// tile (next is in this tile, as lo <= next < hi <= subStart+256).
 	have := l.edge.PartialHashes(0)
-	if int64(len(have)) != next-subStart {
-		return refuse(http.StatusConflict, "The package does not start in the mirror's partial tile.")
+	if lo > next || int64(len(have)) != next-subStart {
+		// Not reachable through addEntries (next only grows, and the
+		// header check put upload_start at most at next), but answered
+		// as the spec answers a start past the next entry.
+		c := l.info(target.Size)
+		c.code, c.msg = http.StatusConflict, "the package starts after the mirror's next entry"
+		return c
 	}
 	all := append(append([]tlog.Hash(nil), have[:lo-subStart]...), leaves...)
 	if err := VerifySubtree(subStart, hi, target.Size, merkleHash(all), target.Hash, p.proof); err != nil {
