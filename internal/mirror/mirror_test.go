@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -554,5 +555,66 @@ func TestMTCIssuanceLog(t *testing.T) {
 				t.Fatalf("the mirror's cosignature is not an ML-DSA-44 subtree signature of [0, 1000): %v", err)
 			}
 		}
+	}
+}
+
+// failingStore fails every Put after the first ok ones, as a disk that
+// fills up or a process killed mid-upload would leave things.
+type failingStore struct {
+	storage.Backend
+	mu sync.Mutex
+	ok int
+}
+
+func (f *failingStore) Put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ok == 0 {
+		return fmt.Errorf("injected failure writing %s", key)
+	}
+	f.ok--
+	return f.Backend.Put(ctx, key, data, opts)
+}
+
+// TestWriteFailures cuts the mirror's storage off after each number of
+// writes in turn during an upload: the mirror answers 503 (never 200), its
+// checkpoint never names entries it has not stored, and a mirror reopened
+// on the same storage, as after a kill -9, finishes the upload and serves
+// the log's exact tiles.
+func TestWriteFailures(t *testing.T) {
+	l := newTestLog(t, StaticCT)
+	signed := l.grow(1300)
+	cp, _ := l.verify(signed)
+	// Every write of the upload in turn is the first to fail, until the
+	// cut comes after the last one.
+	for cut := 0; ; cut++ {
+		if cut > 100 {
+			t.Fatal("the upload never succeeded")
+		}
+		dir := t.TempDir()
+		base, err := localfs.New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := &failingStore{Backend: base, ok: cut}
+		tm := newTestMirrorOn(t, fs, dir, testCosigner(t), l.mirrorLog())
+		p := l.pusher(t, tm)
+		if err := p.push(context.Background(), p.targets[0], signed, cp); err == nil {
+			if cut < 10 {
+				t.Fatalf("the upload succeeded with only %d writes", cut)
+			}
+			checkCopy(t, l, tm, cp.Size)
+			break
+		}
+		if b, err := base.Get(context.Background(), originHash(l.origin)+"/checkpoint"); err == nil {
+			t.Fatalf("cut after %d writes: a mirror checkpoint was stored:\n%s", cut, b)
+		}
+		tm.srv.Close()
+		tm2 := newTestMirror(t, dir, l.mirrorLog())
+		p2 := l.pusher(t, tm2)
+		if err := p2.push(context.Background(), p2.targets[0], signed, cp); err != nil {
+			t.Fatalf("cut after %d writes, then reopened: %v", cut, err)
+		}
+		checkCopy(t, l, tm2, cp.Size)
 	}
 }
