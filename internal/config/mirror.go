@@ -44,6 +44,9 @@ type MirroredLog struct {
 	// itself every PullInterval (default 1m).
 	Pull         string        `yaml:"pull,omitempty"`
 	PullInterval time.Duration `yaml:"pull_interval,omitempty"`
+	// Issuers is where a Static CT log's issuer certificates are copied
+	// from (a monitoring prefix; default Pull).
+	Issuers string `yaml:"issuers,omitempty"`
 }
 
 // Mirror is a mirror a log pushes its entries to.
@@ -134,6 +137,11 @@ func (m *MirrorServer) validate(bad func(field, format string, args ...any)) {
 		if l.PublicKey != "" {
 			if _, err := base64.StdEncoding.DecodeString(l.PublicKey); err != nil {
 				bad(f+".public_key", "not base64")
+			}
+		}
+		if l.Issuers != "" {
+			if u, err := url.Parse(l.Issuers); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") {
+				bad(f+".issuers", "%q is not an http://, https:// or file:// URL", l.Issuers)
 			}
 		}
 		if l.Pull != "" {

@@ -1,6 +1,7 @@
 package devmode
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -67,6 +68,7 @@ func AddMirror(dir string, c *config.Config) (*staticct.DevMirror, error) {
 			Origin:    origin,
 			Keys:      ctlog.Identity{Origin: origin, Keys: lk}.VerifierKeys(),
 			PublicKey: base64.StdEncoding.EncodeToString(lk.PublicKeyDER()),
+			Issuers:   cmp.Or(lc.MonitoringPrefix, lc.SubmissionPrefix),
 		}},
 	}
 	lc.Mirrors = []config.Mirror{{Name: "dev-mirror", URL: prefix, Keys: vkeys}}

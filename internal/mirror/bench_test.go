@@ -36,7 +36,7 @@ func benchLog(b *testing.B, n int) *testLog {
 	rand.Read(cert)
 	l.makeEntry = func(i int) []byte {
 		return tile.AppendTileLeaf(nil, &tile.Entry{Timestamp: uint64(1700000000000 + i), Certificate: cert,
-			ChainFingerprints: [][32]byte{{1}, {2}}, LeafIndex: uint64(i)})
+			ChainFingerprints: issuerFPs, LeafIndex: uint64(i)})
 	}
 	l.grow(n)
 	return l

@@ -146,6 +146,11 @@ func (m *Mirror) serveRead(rw http.ResponseWriter, r *http.Request, rest string)
 	data := false
 	switch {
 	case key == "checkpoint":
+	case strings.HasPrefix(key, "issuer/") && l.format == StaticCT:
+		if h := strings.TrimPrefix(key, "issuer/"); len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			http.NotFound(rw, r)
+			return
+		}
 	case strings.HasPrefix(key, "tile/entries/") && l.format == TlogTiles:
 		t, err := tile.ParsePath("tile/data/" + strings.TrimPrefix(key, "tile/entries/"))
 		if err != nil || !t.Data {

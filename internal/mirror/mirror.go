@@ -21,6 +21,7 @@
 package mirror
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,6 +68,10 @@ type Log struct {
 	// polls every PullInterval and copies new entries from itself.
 	Pull         string
 	PullInterval time.Duration
+	// Issuers, for a Static CT log, is a monitoring prefix to copy the
+	// issuer certificates its entries name from (issuer/<hex SHA-256>);
+	// Pull if empty. With neither, issuers are not copied.
+	Issuers string
 }
 
 // Config configures a Mirror.
@@ -115,6 +120,11 @@ type mlog struct {
 	st           storage.Backend // prefixed with hash + "/"
 	pull         string
 	pullEvery    time.Duration
+	// issuers fetches issuer certificates (nil: not copied); stored lists
+	// those known to be in storage (under issuerMu).
+	issuers  *staticct.Client
+	issuerMu sync.Mutex
+	stored   map[[32]byte]bool
 
 	mu      sync.Mutex
 	pending []tree // newest last; each consistent with those before
@@ -204,6 +214,13 @@ func (m *Mirror) openLog(ctx context.Context, lc Log) (*mlog, error) {
 	}
 	if len(l.verifiers) == 0 {
 		return nil, errors.New("the log has no key")
+	}
+	if src := cmp.Or(lc.Issuers, lc.Pull); src != "" && lc.Format == StaticCT {
+		c, err := staticct.New(staticct.Config{MonitoringPrefix: src, Origin: lc.Origin, Retries: 3})
+		if err != nil {
+			return nil, fmt.Errorf("issuers: %w", err)
+		}
+		l.issuers, l.stored = c, map[[32]byte]bool{}
 	}
 	l.edge = tile.NewEdge()
 	// Pending checkpoints: storage is not trusted with them, so each is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // tiles full and partial, a signed checkpoint) in a real directory.
 type testLog struct {
 	t       testing.TB
+	srv     *httptest.Server // serves the log's directory
 	origin  string
 	format  Format
 	st      *localfs.Dir
@@ -60,7 +62,14 @@ func newTestLog(t testing.TB, format Format) *testLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testLog{t: t, origin: origin, format: format, st: st, dir: dir, signer: checkpoint.NewEd25519Signer(origin, priv), vkey: vkey, edge: tile.NewEdge()}
+	for i, der := range testIssuers {
+		if err := st.Put(context.Background(), fmt.Sprintf("issuer/%x", issuerFPs[i]), der, storage.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	return &testLog{srv: srv, t: t, origin: origin, format: format, st: st, dir: dir, signer: checkpoint.NewEd25519Signer(origin, priv), vkey: vkey, edge: tile.NewEdge()}
 }
 
 func (l *testLog) entry(i int) []byte {
@@ -70,8 +79,14 @@ func (l *testLog) entry(i int) []byte {
 	if l.format == TlogTiles {
 		return fmt.Appendf(nil, "entry %d of %s", i, l.origin)
 	}
-	return tile.AppendTileLeaf(nil, &tile.Entry{Timestamp: uint64(1700000000000 + i), Certificate: fmt.Appendf(nil, "cert %d", i), LeafIndex: uint64(i)})
+	return tile.AppendTileLeaf(nil, &tile.Entry{Timestamp: uint64(1700000000000 + i), Certificate: fmt.Appendf(nil, "cert %d", i),
+		ChainFingerprints: issuerFPs[:i%3], LeafIndex: uint64(i)})
 }
+
+// testIssuers are the issuer certificates Static CT test entries name.
+var testIssuers = [][]byte{[]byte("issuer certificate A"), []byte("issuer certificate B")}
+
+var issuerFPs = [][32]byte{sha256.Sum256(testIssuers[0]), sha256.Sum256(testIssuers[1])}
 
 // grow appends n entries and writes the tiles and a new checkpoint.
 func (l *testLog) grow(n int) []byte {
@@ -186,7 +201,11 @@ func newTestMirrorOn(t testing.TB, st storage.Backend, dir string, cs *checkpoin
 }
 
 func (l *testLog) mirrorLog() Log {
-	return Log{Origin: l.origin, Format: l.format, Keys: []string{l.vkey}}
+	ml := Log{Origin: l.origin, Format: l.format, Keys: []string{l.vkey}}
+	if l.format == StaticCT {
+		ml.Issuers = l.srv.URL + "/"
+	}
+	return ml
 }
 
 func (l *testLog) pusher(t testing.TB, tm *testMirror) *Pusher {
@@ -225,6 +244,13 @@ func checkCopy(t *testing.T, l *testLog, tm *testMirror, size int64) {
 	cp, _ := checkpoint.Parse([]byte(n.Text))
 	if cp.Size != size {
 		t.Fatalf("mirror checkpoint size %d, want %d", cp.Size, size)
+	}
+	if l.format == StaticCT && size > 2 {
+		for i, der := range testIssuers {
+			if got := get(t, fmt.Sprintf("%sissuer/%x", base, issuerFPs[i])); !bytes.Equal(got, der) {
+				t.Fatalf("issuer %d differs from the log's", i)
+			}
+		}
 	}
 	for lvl := 0; lvl <= 2; lvl++ {
 		for n := int64(0); n<<(8*(lvl+1)) < size || n == 0; n++ {
@@ -465,6 +491,31 @@ func TestPushS3(t *testing.T) {
 			t.Fatalf("restarted from the bucket at %d, want %d", got, cp.Size)
 		}
 	}
+}
+
+// TestIssuerMismatch serves an issuer whose bytes do not hash to its
+// name: the package naming it is not stored (503, retried), and once the
+// right bytes are served the copy completes.
+func TestIssuerMismatch(t *testing.T) {
+	l := newTestLog(t, StaticCT)
+	key := fmt.Sprintf("issuer/%x", issuerFPs[1])
+	l.put(key, []byte("not the issuer"))
+	signed := l.grow(300)
+	cp, _ := l.verify(signed)
+	tm := newTestMirror(t, t.TempDir(), l.mirrorLog())
+	p := l.pusher(t, tm)
+	err := p.push(context.Background(), p.targets[0], signed, cp)
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("push with a forged issuer: %v, want a 503", err)
+	}
+	if got := tm.m.logs[l.origin].next(); got != 0 {
+		t.Fatalf("the mirror stored entries up to %d", got)
+	}
+	l.put(key, testIssuers[1])
+	if err := p.push(context.Background(), p.targets[0], signed, cp); err != nil {
+		t.Fatal(err)
+	}
+	checkCopy(t, l, tm, cp.Size)
 }
 
 // TestPushFailOpen checks a pusher whose mirror is down returns an error

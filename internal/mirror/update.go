@@ -17,6 +17,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // refusal is a request the mirror refuses: an HTTP status and a sentence
@@ -210,6 +211,9 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 		}
 		leaves[i] = h
 	}
+	if err := l.copyIssuers(ctx, p.entries); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next := l.next()
@@ -279,6 +283,49 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 		l.partial = entries
 	}
 	m.metrics.entries.WithLabelValues(l.origin).Add(float64(len(leaves) - int(newFrom)))
+	return nil
+}
+
+// copyIssuers stores the issuer certificates the entries name that the
+// mirror does not have yet, before the entries are committed, so that
+// every stored entry's issuers are served too. Safety: an issuer is
+// addressed by its SHA-256, and staticct checks the fetched bytes hash to
+// it, so a log or network serving other bytes gets nothing stored (and the
+// package is not committed: 503, retried).
+func (l *mlog) copyIssuers(ctx context.Context, entries [][]byte) error {
+	if l.issuers == nil {
+		return nil
+	}
+	for _, e := range entries {
+		entry, _, err := tile.ReadTileLeaf(e)
+		if err != nil {
+			return err // leafHash accepted it already
+		}
+		for _, fp := range entry.ChainFingerprints {
+			l.issuerMu.Lock()
+			have := l.stored[fp]
+			l.issuerMu.Unlock()
+			if have {
+				continue
+			}
+			key := staticct.IssuerPath(fp)
+			if _, err := l.st.Get(ctx, key); err != nil {
+				if !errors.Is(err, storage.ErrNotFound) {
+					return fmt.Errorf("reading %s: %w", key, err)
+				}
+				der, err := l.issuers.Issuer(ctx, fp)
+				if err != nil {
+					return fmt.Errorf("copying the issuer %x: %w", fp, err)
+				}
+				if err := l.st.Put(ctx, key, der, storage.Options(key)); err != nil {
+					return fmt.Errorf("storing %s: %w", key, err)
+				}
+			}
+			l.issuerMu.Lock()
+			l.stored[fp] = true
+			l.issuerMu.Unlock()
+		}
+	}
 	return nil
 }
 

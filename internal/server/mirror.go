@@ -68,7 +68,7 @@ func openMirror(ctx context.Context, c *config.Config, reg prometheus.Registerer
 				return nil, fmt.Errorf("mirror.logs[%d].public_key: not base64", i)
 			}
 		}
-		logs[i] = mirror.Log{Origin: l.Origin, Format: f, Keys: l.Keys, PublicKey: pub, Pull: l.Pull, PullInterval: l.PullInterval}
+		logs[i] = mirror.Log{Origin: l.Origin, Format: f, Keys: l.Keys, PublicKey: pub, Pull: l.Pull, PullInterval: l.PullInterval, Issuers: l.Issuers}
 	}
 	m, err := mirror.New(ctx, mirror.Config{Cosigner: cs, Logs: logs, Storage: st, Logger: logger, Registerer: reg})
 	if err != nil {

@@ -38,7 +38,8 @@ mirror:
     - origin: %s
       keys: %s
       public_key: %s
-`, port, prefix, s.info.Origin, yamlList(s.info.CheckpointVKeys), s.info.PublicKey)
+      issuers: %s
+`, port, prefix, s.info.Origin, yamlList(s.info.CheckpointVKeys), s.info.PublicKey, s.info.MonitoringPrefix)
 	p := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -186,6 +187,20 @@ func checkMirror(t *testing.T, s *devServer, prefix string, mirrorKeys []string,
 	}
 	if n < 2 {
 		t.Fatalf("compared only %d tiles", n)
+	}
+	// The issuers the entries name are copied too.
+	issuers, _ := filepath.Glob(filepath.Join(s.dir, "data", "issuer", "*"))
+	if len(issuers) == 0 {
+		t.Fatal("the dev log stored no issuer")
+	}
+	for _, p := range issuers {
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := httpGet(t, base+"issuer/"+filepath.Base(p)); !bytes.Equal(got, want) {
+			t.Fatalf("the mirror's issuer %s differs from the log's", filepath.Base(p))
+		}
 	}
 }
 
