@@ -37,6 +37,21 @@ type DevConfig struct {
 	// 0x01) and ML-DSA-44 (type 0x06). Clients pass them as
 	// Config.CheckpointKeys.
 	CheckpointVKeys []string `json:"checkpoint_vkeys,omitempty"`
+	// Mirror, with `mosaic serve -dev -mirror`, is the mirror of the dev
+	// log (c2sp.org/tlog-mirror) the process also runs.
+	Mirror *DevMirror `json:"mirror,omitempty"`
+}
+
+// DevMirror describes the dev log's mirror.
+type DevMirror struct {
+	// MonitoringPrefix is the mirror's; the copy of the log is at
+	// LogPrefix, MonitoringPrefix + hex(SHA-256(origin)) + "/".
+	MonitoringPrefix string `json:"monitoring_prefix"`
+	LogPrefix        string `json:"log_prefix"`
+	// VKey is the mirror's ML-DSA-44 cosigner vkey; VKeys has its Ed25519
+	// one too.
+	VKey  string   `json:"vkey"`
+	VKeys []string `json:"vkeys"`
 }
 
 // TLSRoots returns the pool of certificates to trust for the dev log's TLS

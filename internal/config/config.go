@@ -54,6 +54,8 @@ type Config struct {
 	// Witness, when set, runs a witness that cosigns other logs'
 	// checkpoints (see witnessd.go).
 	Witness *WitnessServer `yaml:"witness,omitempty"`
+	// Mirror, when set, runs a mirror of other logs (see mirror.go).
+	Mirror *MirrorServer `yaml:"mirror,omitempty"`
 }
 
 // Limits bounds the connections clients hold open and how long they may
@@ -225,6 +227,8 @@ type Log struct {
 	RFC6962ReadAPI bool `yaml:"rfc6962_read_api,omitempty"`
 	// Witnesses cosign the log's checkpoints (see witness.go).
 	Witnesses *Witnesses `yaml:"witnesses,omitempty"`
+	// Mirrors are pushed the log's entries (see mirror.go).
+	Mirrors []Mirror `yaml:"mirrors,omitempty"`
 }
 
 // Storage selects a storage backend: exactly one of Dir and S3.
@@ -425,6 +429,7 @@ func (c *Config) setDefaults() {
 			}
 		}
 	}
+	c.Mirror.setDefaults()
 	// Derived from the logs' periods, so after their defaults.
 	if c.Standby != nil && c.Standby.ForwardTimeout == 0 {
 		c.Standby.ForwardTimeout = c.longestPeriod() + forwardMargin
@@ -447,6 +452,7 @@ func (c *Config) resolve(dir string) {
 	if c.Witness != nil {
 		abs(&c.Witness.Key)
 	}
+	c.Mirror.resolve(abs)
 	for i := range c.Listen {
 		abs(&c.Listen[i].TLSCert)
 		abs(&c.Listen[i].TLSKey)
@@ -502,10 +508,11 @@ func (c *Config) Validate() error {
 			bad(f+".http2", "only applies to TLS listeners (plain-HTTP listeners serve HTTP/1.1)")
 		}
 	}
-	if len(c.Logs) == 0 && c.Witness == nil {
-		bad("logs", "at least one log (or a witness) is required")
+	if len(c.Logs) == 0 && c.Witness == nil && c.Mirror == nil {
+		bad("logs", "at least one log (or a witness or a mirror) is required")
 	}
 	c.Witness.validate(c, bad)
+	c.Mirror.validate(bad)
 	c.validateLimits(bad)
 	c.validateDebug(bad)
 	if sb := c.Standby; sb != nil {
@@ -629,6 +636,7 @@ func (c *Config) Validate() error {
 			bad(f+".mmd", "must not be negative")
 		}
 		l.Witnesses.validate(f+".witnesses", bad)
+		validateMirrors(f+".mirrors", l.Mirrors, bad)
 	}
 	return errors.Join(errs...)
 }

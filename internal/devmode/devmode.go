@@ -161,8 +161,9 @@ func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created b
 
 // WriteInfo writes dir/dev.json for the log (atomically, so a tool polling
 // for it never reads half a file). withTLS says the log was set up with
-// TLS: dev.json then names its self-signed certificate.
-func WriteInfo(dir string, l *ctlog.Log, withTLS bool) (*Info, error) {
+// TLS: dev.json then names its self-signed certificate. mirror, if not
+// nil, is the dev mirror (AddMirror).
+func WriteInfo(dir string, l *ctlog.Log, withTLS bool, mirror *staticct.DevMirror) (*Info, error) {
 	abs := func(name string) string {
 		p, err := filepath.Abs(filepath.Join(dir, name))
 		if err != nil {
@@ -186,6 +187,7 @@ func WriteInfo(dir string, l *ctlog.Log, withTLS bool) (*Info, error) {
 	if withTLS {
 		info.TLSCACert = abs(TLSCert)
 	}
+	info.Mirror = mirror
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return nil, err

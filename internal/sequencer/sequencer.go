@@ -103,6 +103,10 @@ type Config struct {
 	// the rounds (a witness cosigner: see Publisher). Nil means each round
 	// writes its checkpoint to storage itself.
 	Publisher Publisher
+	// Followers are also handed every committed checkpoint, besides (not
+	// instead of) its publication: the mirror pusher. Like Publisher, a
+	// round never waits for them.
+	Followers []Publisher
 
 	// PartialTileGrace is how long after a tile is full its superseded
 	// partial versions are deleted (see gc.go); zero keeps them.
@@ -533,6 +537,9 @@ func (s *Sequencer) load(ctx context.Context) error {
 	if s.cfg.Publisher != nil {
 		s.cfg.Publisher.Publish(signed) // for its cosignatures
 	}
+	for _, f := range s.cfg.Followers {
+		f.Publish(signed)
+	}
 	s.lastPublish = time.Now()
 	if s.gc != nil {
 		s.gc.loaded(cp.Size)
@@ -698,6 +705,12 @@ func (s *Sequencer) Run(ctx context.Context) error {
 		pctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); p.Run(pctx) }()
+		defer func() { stop(); <-done }()
+	}
+	for _, f := range s.cfg.Followers {
+		fctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); f.Run(fctx) }()
 		defer func() { stop(); <-done }()
 	}
 	if s.gc != nil {
@@ -972,6 +985,9 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 	}
 	if s.gc != nil {
 		s.gc.written(p.tiles, time.Now())
+	}
+	for _, f := range s.cfg.Followers {
+		f.Publish(signed)
 	}
 	if s.cfg.Publisher != nil {
 		s.cfg.Publisher.Publish(signed)

@@ -287,6 +287,10 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		l.Witnesses = pub
 		publisher = pub
 	}
+	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
+	if err != nil {
+		return nil, field("mirrors", err)
+	}
 	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
@@ -322,6 +326,11 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		p.seqCfg.Reference = ref
 	}
 	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
+	if pusher != nil {
+		// Mirrors get every committed checkpoint and its entries; rounds
+		// never wait for them (fail-open).
+		p.seqCfg.Followers = []sequencer.Publisher{pusher}
+	}
 	return p, nil
 }
 
@@ -398,6 +407,8 @@ type Server struct {
 	tls []*listenerTLS
 	// witness is the process's witness server (nil without witness:).
 	witness *witnessServer
+	// mirror is the process's mirror (nil without mirror:).
+	mirror *mirrorServer
 }
 
 // registerDedupMetrics registers the embedded databases' dedup runs'
@@ -576,6 +587,12 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 			return nil, err
 		}
 	}
+	if c.Mirror != nil {
+		if s.mirror, err = openMirror(ctx, c, reg, logger); err != nil {
+			s.b.close()
+			return nil, err
+		}
+	}
 	if err := s.registerDedupMetrics(reg); err != nil {
 		s.b.close()
 		return nil, err
@@ -660,6 +677,12 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	handler := s.api.Handler()
 	if s.witness != nil {
 		handler = s.witness.route(handler)
+	}
+	if s.mirror != nil {
+		handler = s.mirror.route(handler)
+		mctx, stopMirror := context.WithCancel(ctx)
+		defer stopMirror()
+		s.mirror.m.Run(mctx)
 	}
 	exempt, err := s.cfg.PerClientExempt()
 	if err != nil {

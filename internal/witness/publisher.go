@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -52,11 +53,12 @@ type Publisher struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	pending []byte        // the newest checkpoint not yet taken by Run
-	wake    chan struct{} // signalled by Publish
-	latest  int           // cosignatures on the last published checkpoint
-	pubErr  error         // why the last publish failed; nil after a success
+	// mailbox holds the newest checkpoint not yet taken by Run.
+	mailbox *sequencer.Latest
+
+	mu     sync.Mutex
+	latest int   // cosignatures on the last published checkpoint
+	pubErr error // why the last publish failed; nil after a success
 }
 
 type metrics struct {
@@ -123,7 +125,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Quorum < 0 || cfg.Quorum > len(cfg.Witnesses) {
 		return nil, fmt.Errorf("witness quorum %d is not between 0 and the number of witnesses (%d)", cfg.Quorum, len(cfg.Witnesses))
 	}
-	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, wake: make(chan struct{}, 1)}
+	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, mailbox: sequencer.NewLatest()}
 	seen := map[string]bool{}
 	for i, w := range cfg.Witnesses {
 		v, err := checkpoint.ParseCosignerKey(w.Key)
@@ -150,24 +152,8 @@ func New(cfg Config) (*Publisher, error) {
 }
 
 // Publish implements sequencer.Publisher: it records signed as the
-// checkpoint to publish next, replacing any not yet taken, and returns.
-func (p *Publisher) Publish(signed []byte) {
-	p.mu.Lock()
-	p.pending = signed
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *Publisher) take() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.pending
-	p.pending = nil
-	return s
-}
+// checkpoint to send next, replacing any not yet taken, and returns.
+func (p *Publisher) Publish(signed []byte) { p.mailbox.Publish(signed) }
 
 // Run implements sequencer.Publisher: one cycle per checkpoint (the newest
 // when several arrived meanwhile) until ctx is done, then the last
@@ -176,13 +162,13 @@ func (p *Publisher) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if signed := p.take(); signed != nil {
+			if signed := p.mailbox.Take(); signed != nil {
 				p.publish(signed, nil)
 			}
 			return
-		case <-p.wake:
+		case <-p.mailbox.Wake():
 		}
-		if signed := p.take(); signed != nil {
+		if signed := p.mailbox.Take(); signed != nil {
 			p.cycle(ctx, signed)
 		}
 	}

@@ -1,0 +1,95 @@
+package checkpoint
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"filippo.io/mldsa"
+)
+
+// Cosigner makes c2sp.org/tlog-cosignature cosignatures on other logs'
+// checkpoints under one name: Ed25519 cosignature/v1 (type 0x04) and
+// ML-DSA-44 (type 0x06, subtree/v1 from 0 to the checkpoint's size). A
+// mirror or a witness is one.
+type Cosigner struct {
+	name   string
+	ed     ed25519.PrivateKey
+	ml     *mldsa.PrivateKey
+	edHash uint32
+	mlHash uint32
+}
+
+// NewCosigner returns the cosigner named name with the given keys (either
+// may be nil, not both).
+func NewCosigner(name string, ed ed25519.PrivateKey, ml *mldsa.PrivateKey) (*Cosigner, error) {
+	if !validKeyName(name) {
+		return nil, fmt.Errorf("%q is not a valid signed-note key name", name)
+	}
+	if ed == nil && ml == nil {
+		return nil, errors.New("a cosigner needs an Ed25519 or an ML-DSA-44 key")
+	}
+	if ml != nil && ml.PublicKey().Parameters() != mldsa.MLDSA44() {
+		return nil, errors.New("the cosigner's ML-DSA key is not an ML-DSA-44 key")
+	}
+	c := &Cosigner{name: name, ed: ed, ml: ml}
+	if ed != nil {
+		c.edHash = keyHash(name, sigTypeCosignatureV1, ed.Public().(ed25519.PublicKey))
+	}
+	if ml != nil {
+		c.mlHash = keyHash(name, sigTypeMLDSA44, ml.PublicKey().Bytes())
+	}
+	return c, nil
+}
+
+// Name returns the cosigner's key name.
+func (c *Cosigner) Name() string { return c.name }
+
+// VerifierKeys returns the cosigner's vkeys: Ed25519 first, then ML-DSA-44.
+func (c *Cosigner) VerifierKeys() []string {
+	var out []string
+	if c.ed != nil {
+		out = append(out, CosignatureVerifierKey(c.name, c.ed.Public().(ed25519.PublicKey)))
+	}
+	if c.ml != nil {
+		out = append(out, MLDSA44VerifierKey(c.name, c.ml.PublicKey()))
+	}
+	return out
+}
+
+// Cosign returns the note signature lines ("— name base64\n") of the
+// cosigner's keys on the checkpoint whose note text is text, timestamped ts
+// (seconds since the epoch, not zero).
+func (c *Cosigner) Cosign(text []byte, ts uint64) ([]byte, error) {
+	if ts == 0 || ts > 1<<63-1 {
+		return nil, errors.New("a cosignature's timestamp must be between 1 and 2^63-1")
+	}
+	cp, err := Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	var lines []byte
+	line := func(hash uint32, sig []byte) {
+		b := binary.BigEndian.AppendUint32(nil, hash)
+		b = binary.BigEndian.AppendUint64(b, ts)
+		b = append(b, sig...)
+		lines = fmt.Appendf(lines, "— %s %s\n", c.name, base64.StdEncoding.EncodeToString(b))
+	}
+	if c.ed != nil {
+		line(c.edHash, ed25519.Sign(c.ed, CosignedMessage(ts, text)))
+	}
+	if c.ml != nil {
+		m, err := SubtreeMessage(c.name, ts, cp.Origin, 0, uint64(cp.Size), cp.Hash)
+		if err != nil {
+			return nil, err
+		}
+		sig, err := c.ml.Sign(nil, m, nil)
+		if err != nil {
+			return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
+		}
+		line(c.mlHash, sig)
+	}
+	return lines, nil
+}
