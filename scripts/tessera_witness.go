@@ -230,7 +230,7 @@ func check(ctx context.Context, cp []byte, size uint64, signer note.Signer, logV
 	for i, v := range checkers {
 		cn, err := note.Open(cosigned, note.VerifierList(v))
 		if err != nil || len(cn.Sigs) != 1 {
-			return p, fmt.Errorf("torchwood's verifier for %s rejects the witness's answer %q: %v", checkerKeys[i], sigs, err)
+			return p, fmt.Errorf("torchwood's verifier for %.60s… rejects the witness's answer: %v", checkerKeys[i], err)
 		}
 		t, err := torchwood.CosignatureTimestamp(cn.Sigs[0])
 		if err != nil {

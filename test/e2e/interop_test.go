@@ -31,9 +31,10 @@ import (
 )
 
 // The interoperability tests run Sunlight (testenv.SunlightVersion), an
-// independent Static CT log, witness and client, against the real mosaic
-// binary, all on loopback. scripts/sunlight.sh builds and caches Sunlight's
-// binaries; without them the tests skip (fail under CI).
+// independent Static CT log, witness and client, and Tessera's witness
+// client (which Sunlight lacks), against the real mosaic binary, all on
+// loopback. scripts/sunlight.sh builds and caches their binaries; without
+// them the tests skip (fail under CI).
 
 // interopTimeout bounds each interop test's processes and reads.
 const interopTimeout = 2 * time.Minute
