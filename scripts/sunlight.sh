@@ -14,7 +14,14 @@
 #                   database Sunlight needs before its first start;
 #   sunlight_read   scripts/sunlight_read.go: reads a Static CT log with
 #                   Sunlight's client package and verifies its checkpoint
-#                   and SCTs with Sunlight's and torchwood's verifiers.
+#                   and SCTs with Sunlight's and torchwood's verifiers;
+# and, in a second scratch module (so that Tessera's requirements do not
+# move the versions Sunlight is built with), one more:
+#   tessera_witness scripts/tessera_witness.go: a Tessera v1.0.4 log whose
+#                   own witness client gets its checkpoints cosigned (the
+#                   independent witness client Mosaic's witness is tested
+#                   against), checked with Tessera's and, for ML-DSA-44,
+#                   with torchwood's (Sunlight v0.9.0's version) verifier.
 # The first build takes a few minutes (Sunlight pulls in the AWS SDK);
 # later runs are no-ops.
 #
@@ -30,10 +37,14 @@ set -euo pipefail
 
 SUNLIGHT_MODULE="filippo.io/sunlight"
 SUNLIGHT_VERSION="v0.9.0"
+TESSERA_MODULE="github.com/transparency-dev/tessera"
+TESSERA_VERSION="v1.0.4"
+# torchwood as Sunlight v0.9.0 requires it (its ML-DSA-44 cosignatures).
+TORCHWOOD_VERSION="v0.9.1-0.20260706112420-c22a68158d96"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-helpers=("$root/bench/_compare/sunlight_mkdb.go" "$root/scripts/sunlight_read.go")
-binaries=(sunlight sunlight-keygen sunlight_mkdb sunlight_read)
+helpers=("$root/bench/_compare/sunlight_mkdb.go" "$root/scripts/sunlight_read.go" "$root/scripts/tessera_witness.go")
+binaries=(sunlight sunlight-keygen sunlight_mkdb sunlight_read tessera_witness)
 
 sunlight_dir() {
 	if [[ -n "${SUNLIGHT_DIR:-}" ]]; then
@@ -45,14 +56,20 @@ sunlight_dir() {
 	echo "${XDG_CACHE_HOME:-$HOME/.cache}/mosaic/sunlight-$SUNLIGHT_VERSION-$hash/bin"
 }
 
-# installed reports whether every binary is in DIR, Sunlight's built from
-# the pinned version.
+# modversion prints the version of module MOD binary BIN was built with.
+modversion() {
+	go version -m "$1" 2>/dev/null | awk '$1 == "dep" && $2 == "'"$2"'" { print $3 } $1 == "mod" && $2 == "'"$2"'" { print $3 }'
+}
+
+# installed reports whether every binary is in DIR, Sunlight and Tessera
+# built from the pinned versions.
 installed() {
 	local dir=$1 b
 	for b in "${binaries[@]}"; do
 		[[ -x "$dir/$b" ]] || return 1
 	done
-	[[ "$(go version -m "$dir/sunlight" 2>/dev/null | awk '$1 == "mod" && $2 == "'"$SUNLIGHT_MODULE"'" { print $3 }')" == "$SUNLIGHT_VERSION" ]]
+	[[ "$(modversion "$dir/sunlight" "$SUNLIGHT_MODULE")" == "$SUNLIGHT_VERSION" ]] &&
+		[[ "$(modversion "$dir/tessera_witness" "$TESSERA_MODULE")" == "$TESSERA_VERSION" ]]
 }
 
 cmd_install() {
@@ -76,7 +93,12 @@ cmd_install() {
 			CGO_ENABLED=1 go build -o bin/ "$SUNLIGHT_MODULE/cmd/sunlight" "$SUNLIGHT_MODULE/cmd/sunlight-keygen" &&
 			cp "${helpers[@]}" . &&
 			CGO_ENABLED=1 go build -o bin/sunlight_mkdb sunlight_mkdb.go &&
-			go build -o bin/sunlight_read sunlight_read.go
+			go build -o bin/sunlight_read sunlight_read.go &&
+			mkdir tessera && cd tessera &&
+			go mod init mosaic-tessera-interop &&
+			go get "$TESSERA_MODULE@$TESSERA_VERSION" "$TESSERA_MODULE/storage/posix@$TESSERA_VERSION" "filippo.io/torchwood@$TORCHWOOD_VERSION" &&
+			cp "$root/scripts/tessera_witness.go" . &&
+			go build -o ../bin/tessera_witness tessera_witness.go
 	) >"$tmp/build.log" 2>&1; then
 		cat "$tmp/build.log" >&2
 		echo "sunlight $SUNLIGHT_VERSION did not build (log above)" >&2
@@ -114,7 +136,7 @@ case "${1:-}" in
 install) cmd_install ;;
 path) cmd_path ;;
 *)
-	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac

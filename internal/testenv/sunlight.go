@@ -14,9 +14,11 @@ import (
 const SunlightVersion = "v0.9.0"
 
 // Sunlight is the directory of the binaries scripts/sunlight.sh builds:
-// Sunlight's sunlight and sunlight-keygen, and Mosaic's two helpers built
+// Sunlight's sunlight and sunlight-keygen, Mosaic's two helpers built
 // against Sunlight's module, sunlight_mkdb (its checkpoints database) and
-// sunlight_read (a log read with Sunlight's client package).
+// sunlight_read (a log read with Sunlight's client package), and
+// tessera_witness (a Tessera log whose witness client asks a witness for
+// cosignatures), built against Tessera's.
 type Sunlight struct {
 	Dir string
 }

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,9 +31,10 @@ import (
 )
 
 // The interoperability tests run Sunlight (testenv.SunlightVersion), an
-// independent Static CT log, witness and client, against the real mosaic
-// binary, all on loopback. scripts/sunlight.sh builds and caches Sunlight's
-// binaries; without them the tests skip (fail under CI).
+// independent Static CT log, witness and client, and Tessera's witness
+// client (which Sunlight lacks), against the real mosaic binary, all on
+// loopback. scripts/sunlight.sh builds and caches their binaries; without
+// them the tests skip (fail under CI).
 
 // interopTimeout bounds each interop test's processes and reads.
 const interopTimeout = 2 * time.Minute
@@ -573,4 +576,135 @@ func (s *devServer) cosignedByKeys(t *testing.T, size int64, name string, vkeys 
 		}
 	}
 	return b
+}
+
+// tesseraWitnessRun is the output of tessera_witness
+// (scripts/tessera_witness.go): the checkpoints a Tessera log published,
+// each cosigned by the witness.
+type tesseraWitnessRun struct {
+	Checkpoints []struct {
+		Size              int64            `json:"size"`
+		Checkpoint        string           `json:"checkpoint"`
+		TesseraVerified   []string         `json:"tessera_verified"`
+		TorchwoodVerified []string         `json:"torchwood_verified"`
+		CosignedAt        map[string]int64 `json:"cosigned_at"`
+	} `json:"checkpoints"`
+}
+
+// TestInteropTesseraWitnessClient: an independent witness client gets
+// cosignatures from Mosaic's witness that its own verifier accepts.
+// Sunlight v0.9.0 has a witness server but no witness client, so the
+// client is Tessera v1.0.4's (tessera.WithWitnesses), run by
+// tessera_witness as a log of 3 and then 7 entries: Tessera sends each
+// checkpoint to the witness itself (the second from old size 3, with a
+// consistency proof it builds from its tiles), checks the Ed25519
+// cosignature with its own verifier and publishes the checkpoint only
+// with it. Tessera v1.0.4 does not verify ML-DSA-44, so tessera_witness
+// resends each checkpoint by hand and torchwood's verifier (Sunlight's)
+// checks both of the witness's lines. A checkpoint signed by the same log
+// key at the witnessed size with another root hash (a fork) is then
+// refused, as is one that needs the witness to forget its state, and the
+// witness's latest checkpoint stays the genuine one.
+func TestInteropTesseraWitnessClient(t *testing.T) {
+	sl := testenv.FindSunlight(t)
+	dir := t.TempDir()
+	const origin = "example.com/mosaic-interop/tessera"
+	const name = "witness.example/tessera-interop"
+	skey, logVKey, err := note.GenerateKey(rand.Reader, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skeyFile := filepath.Join(dir, "log.skey")
+	if err := os.WriteFile(skeyFile, []byte(skey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "witness.key")
+	w := startWitness(t, dir, keyFile, "", name, origin, []string{logVKey})
+	edKey, mlKey := witnessVKeys(t, keyFile, name)
+
+	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sl.Bin("tessera_witness"), "-dir", filepath.Join(dir, "log"), "-skey", skeyFile,
+		"-witness", w.url, "-ed25519", edKey, "-mldsa44", mlKey, "-sizes", "3,7", "-timeout", "90s")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tessera_witness: %v\n%s\nwitness log:\n%s", err, stderr.String(), w.logBuf.String())
+	}
+	var run tesseraWitnessRun
+	if err := json.Unmarshal(out, &run); err != nil {
+		t.Fatalf("tessera_witness printed no JSON: %v\n%s", err, out)
+	}
+	if len(run.Checkpoints) != 2 || run.Checkpoints[0].Size != 3 || run.Checkpoints[1].Size != 7 {
+		t.Fatalf("tessera_witness published %+v, want checkpoints of sizes 3 and 7", run.Checkpoints)
+	}
+	edVerifier, err := checkpoint.ParseCosignerKey(edKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range run.Checkpoints {
+		if len(c.TesseraVerified) != 1 || c.TesseraVerified[0] != name {
+			t.Errorf("size %d: Tessera's verifier accepted %q, want [%q]", c.Size, c.TesseraVerified, name)
+		}
+		if len(c.TorchwoodVerified) != 2 || c.TorchwoodVerified[0] != edKey || c.TorchwoodVerified[1] != mlKey {
+			t.Errorf("size %d: torchwood's verifier accepted %q, want the Ed25519 and the ML-DSA-44 vkey", c.Size, c.TorchwoodVerified)
+		}
+		// The cosignature Tessera published verifies with Mosaic's own
+		// verifier too: the bytes are the witness's, not rewritten.
+		if n, err := note.Open([]byte(c.Checkpoint), note.VerifierList(edVerifier)); err != nil || len(n.Sigs) != 1 {
+			t.Errorf("size %d: the published checkpoint's cosignature does not verify with Mosaic's verifier: %v\n%s", c.Size, err, c.Checkpoint)
+		}
+	}
+	t.Logf("checkpoint Tessera published, cosigned by Mosaic's witness:\n%s", run.Checkpoints[1].Checkpoint)
+	waddr := strings.TrimSuffix(strings.TrimPrefix(w.url, "http://"), "/witness/")
+	sample := fmt.Sprintf(`mosaic_witness_server_cosigned_tree_size{log=%q}`, origin)
+	if v, _ := metricAt(t, waddr, sample); v != 7 {
+		t.Errorf("%s = %v, want 7", sample, v)
+	}
+
+	// A fork: the log's key signs another tree of the witnessed size.
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forkHash := sha256.Sum256([]byte("a fork of the Tessera log"))
+	fork, err := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n7\n%s\n", origin, base64.StdEncoding.EncodeToString(forkHash[:]))}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Post(w.url+"add-checkpoint", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	// tlog-witness: same size, another root hash, is a 422.
+	if code, _, body := post("old 7\n\n" + string(fork)); code != http.StatusUnprocessableEntity {
+		t.Errorf("the fork at the witnessed size: %d %q, want 422", code, body)
+	}
+	// Sent as from a witness that forgot its state: a 409 naming the
+	// size it holds, the answer Tessera's client resynchronizes from.
+	if code, ct, body := post("old 0\n\n" + string(fork)); code != http.StatusConflict || ct != "text/x.tlog.size" || body != "7\n" {
+		t.Errorf("the fork from old size 0: %d %q %q, want 409 text/x.tlog.size \"7\\n\"", code, ct, body)
+	}
+	sample = fmt.Sprintf(`mosaic_witness_server_requests_total{log=%q,result="inconsistent"}`, origin)
+	if v, _ := metricAt(t, waddr, sample); v != 1 {
+		t.Errorf("%s = %v, want 1 (the fork)", sample, v)
+	}
+	sum := sha256.Sum256([]byte(origin))
+	resp, err := http.Get(w.url + hex.EncodeToString(sum[:]) + "/checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	genuine, _, _ := strings.Cut(run.Checkpoints[1].Checkpoint, "\n\n")
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(latest), genuine+"\n\n") {
+		t.Errorf("the witness's latest checkpoint after the fork: %d\n%s\nwant the genuine one:\n%s", resp.StatusCode, latest, genuine)
+	}
 }
