@@ -80,7 +80,7 @@ func witnessKeygen(out, show, name string) error {
 		fmt.Printf("Wrote a new witness key seed to %s (keep it secret and backed up: it is the witness's identity).\n\n", out)
 		path = out
 	}
-	k, err := keys.LoadWitness(path)
+	k, err := keys.LoadCosigner(path, "witness")
 	if err != nil {
 		return err
 	}

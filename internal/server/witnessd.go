@@ -30,7 +30,7 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 	if err != nil {
 		return nil, fmt.Errorf("witness.submission_prefix: %w", err)
 	}
-	k, err := keys.LoadWitness(wc.Key)
+	k, err := keys.LoadCosigner(wc.Key, "witness")
 	if err != nil {
 		return nil, fmt.Errorf("witness.key: %w", err)
 	}

@@ -72,7 +72,7 @@ type Config struct {
 	// Name is the witness's name, the key name of its cosignatures.
 	Name string
 	// Keys are its cosigning keys.
-	Keys *keys.WitnessKeys
+	Keys *keys.CosignerKeys
 	// Logs are the logs it witnesses.
 	Logs []Log
 	// Store keeps the latest cosigned checkpoint of each log.
@@ -92,7 +92,7 @@ type Witness struct {
 	name string
 	ed   ed25519.PrivateKey
 	edID uint32
-	ml   *keys.WitnessKeys
+	ml   *keys.CosignerKeys
 	mlID uint32
 	// logs are the witnessed logs by origin. The map is never changed
 	// once stored: AddLogs stores a new one (under addMu), so a request

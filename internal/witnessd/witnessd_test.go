@@ -112,8 +112,8 @@ func body(old int64, proof tlog.TreeProof, signed []byte) []byte {
 	return append(append(b, '\n'), signed...)
 }
 
-func witnessKeys(t testing.TB) *keys.WitnessKeys {
-	k, err := keys.WitnessFromSeed(bytes.Repeat([]byte{7}, keys.SeedSize))
+func witnessKeys(t testing.TB) *keys.CosignerKeys {
+	k, err := keys.CosignerFromSeed(bytes.Repeat([]byte{7}, keys.SeedSize), "witness")
 	if err != nil {
 		t.Fatal(err)
 	}
