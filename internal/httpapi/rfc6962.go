@@ -521,8 +521,7 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !found {
-		http.Error(w, "No entry with this leaf hash is in the log's leaf hash index "+
-			"(entries logged before the RFC 6962 read API was enabled are indexed by 'mosaic cache rebuild').", http.StatusNotFound)
+		r.notIndexed(w, req, size)
 		return
 	}
 	if idx >= uint64(size) {
@@ -563,6 +562,31 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		AuditPath []string `json:"audit_path"`
 	}{int64(idx), b64Hashes(proof)})
 }
+
+// notIndexed answers a get-proof-by-hash whose hash the leaf hash index
+// does not hold: 404 only if the index holds every entry of the tree
+// asked about; while its backfill (see sequencer/backfill.go) has not
+// reached that tree, the entry may be one not indexed yet, so 503.
+func (r *rfc6962) notIndexed(w http.ResponseWriter, req *http.Request, size int64) {
+	covered, err := r.l.HashIndexed(req.Context())
+	if err != nil {
+		r.s.warnings.Warn("rfc6962", "RFC 6962 read API: reading the leaf hash index progress failed", "log", r.l.Name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "The log's leaf hash index is unavailable; retry later.", http.StatusServiceUnavailable)
+		return
+	}
+	if covered < size {
+		w.Header().Set("Retry-After", strconv.Itoa(backfillRetryAfter))
+		http.Error(w, fmt.Sprintf("The log's leaf hash index holds its first %d entries so far and is still being built, so this entry may not be indexed yet; retry later.", covered),
+			http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, fmt.Sprintf("No entry with this leaf hash is in the tree of size %d.", size), http.StatusNotFound)
+}
+
+// backfillRetryAfter is the Retry-After, in seconds, of a get-proof-by-hash
+// answered 503 while the leaf hash index is being backfilled.
+const backfillRetryAfter = 10
 
 // inclusionProof computes, from the tiles, the proof that leaf is at index
 // in the tree of size n, and verifies it against that tree's root as proven

@@ -34,6 +34,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -432,4 +433,42 @@ func measureCPU(b *testing.B, body func(*testing.PB)) {
 	b.StopTimer()
 	b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/used.Seconds(), "req/cpu-s")
+}
+
+// TestRFC6962ProofByHashDuringBackfill: while the leaf hash index does not
+// hold every entry of the tree asked about, a hash it does not find may be
+// an entry not indexed yet: get-proof-by-hash answers 503 with Retry-After,
+// and 404 only for a tree the index covers.
+func TestRFC6962ProofByHashDuringBackfill(t *testing.T) {
+	f := newRFCFixture(t, 20, nil)
+	ctx := context.Background()
+	// The index as a log that never kept it has it: empty, mark 0.
+	if err := f.db.Rebuild(ctx, f.l.LogID, func(func([]dedup.Record) error) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	unknown := tlog.Hash(sha256.Sum256([]byte("never logged")))
+	for _, h := range []tlog.Hash{f.leafHash(3), unknown} {
+		w := f.get(t, proofByHashPath(h, f.size))
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("get-proof-by-hash before the index is built: %d (Retry-After %q) %q, want 503 with Retry-After",
+				w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+		if err := sentence.Check(strings.TrimSpace(w.Body.String())); err != nil {
+			t.Errorf("503 body: %v", err)
+		}
+		if !strings.Contains(w.Body.String(), "first 0 entries") {
+			t.Errorf("503 body %q does not say how far the index is", w.Body)
+		}
+	}
+	// The index holds the first 10 entries: 404 for the tree of size 10,
+	// still 503 for the whole tree.
+	if err := f.db.SetHashIndexed(ctx, f.l.LogID, 10); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.get(t, proofByHashPath(unknown, 10)); w.Code != http.StatusNotFound {
+		t.Errorf("get-proof-by-hash of an unknown hash in a covered tree: %d %q, want 404", w.Code, w.Body)
+	}
+	if w := f.get(t, proofByHashPath(unknown, f.size)); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("get-proof-by-hash of an unknown hash in a tree the index does not cover yet: %d %q, want 503", w.Code, w.Body)
+	}
 }

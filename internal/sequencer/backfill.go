@@ -53,8 +53,10 @@ import (
 const backfillTiles = 16
 
 // hashIndexPersist is how often, once the backfill is done, the durable
-// mark is moved up to what the sequencer has indexed since.
-const hashIndexPersist = 10 * time.Second
+// mark is moved up to what the sequencer has indexed since (one small
+// write, only when it moved): standbys read it, so they answer "not in
+// the log" for a tree at most about this much older than the latest.
+const hashIndexPersist = time.Second
 
 // backfillRetry is how long the backfill waits after a failed batch (a
 // storage or dedup store error) before it tries again.
@@ -186,6 +188,25 @@ func (s *Sequencer) backfill(ctx context.Context, prog dedup.HashIndexProgress) 
 		mark = end
 		s.setMark(mark)
 	}
+}
+
+// persistIndexed moves the durable mark up to what the rounds have indexed,
+// if the backfill is done: Run calls it once the last round is over, so
+// the next process (or a standby) starts with the whole tree covered.
+func (s *Sequencer) persistIndexed(prog dedup.HashIndexProgress) {
+	s.idxMu.Lock()
+	st := s.idx
+	s.idxMu.Unlock()
+	if st.mark < st.from || st.to <= st.mark {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	if err := prog.SetHashIndexed(ctx, s.cfg.LogID, uint64(st.to)); err != nil {
+		s.log.Warn("recording the leaf hash index progress failed", "log", s.cfg.Name, "err", err)
+		return
+	}
+	s.setMark(st.to)
 }
 
 // backfillRange indexes the entries [lo, hi) of the tree of size and root

@@ -723,7 +723,7 @@ func (s *Sequencer) Run(ctx context.Context) error {
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); s.backfill(bctx, prog) }()
-		defer func() { stop(); <-done }()
+		defer func() { stop(); <-done; s.persistIndexed(prog) }()
 	}
 	ticker := time.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
