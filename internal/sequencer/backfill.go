@@ -52,6 +52,14 @@ import (
 // bounded whatever the log's size.
 const backfillTiles = 16
 
+// BackfillPauseEnv names the environment variable that sets
+// Config.BackfillPause in the mosaic binary (a Go duration), for the
+// end-to-end tests of a backfill interrupted by kill -9. It is safe to
+// keep in the binary: it only slows the backfill down, and whoever sets a
+// process's environment controls it anyway. serve logs a warning naming
+// it when it is set.
+const BackfillPauseEnv = "MOSAIC_TEST_BACKFILL_PAUSE"
+
 // hashIndexPersist is how often, once the backfill is done, the durable
 // mark is moved up to what the sequencer has indexed since (one small
 // write, only when it moved): standbys read it, so they answer "not in
@@ -172,7 +180,11 @@ func (s *Sequencer) backfill(ctx context.Context, prog dedup.HashIndexProgress) 
 			s.log.Info("leaf hash index backfill: indexing the entries logged before it was kept", "log", s.cfg.Name, "from", mark, "to", from)
 			logged = true
 		}
-		end := min(from, (mark/tile.Width+backfillTiles)*tile.Width)
+		batch := int64(backfillTiles)
+		if s.cfg.BackfillPause > 0 {
+			batch = 1
+		}
+		end := min(from, (mark/tile.Width+batch)*tile.Width)
 		if err := s.backfillRange(ctx, mark, end, from, root, prog); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -187,6 +199,9 @@ func (s *Sequencer) backfill(ctx context.Context, prog dedup.HashIndexProgress) 
 		s.cfg.Metrics.HashIndexBackfilled.Add(float64(end - mark))
 		mark = end
 		s.setMark(mark)
+		if s.cfg.BackfillPause > 0 && !sleep(ctx, s.cfg.BackfillPause) {
+			return
+		}
 	}
 }
 

@@ -96,8 +96,13 @@ type Config struct {
 	// entries arrive.
 	IdleCheckpoint time.Duration
 	// HashIndex records each entry's leaf hash in the dedup store's leaf
-	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash.
+	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash, and
+	// backfills the entries logged before (backfill.go).
 	HashIndex bool
+	// BackfillPause, a test hook (BackfillPauseEnv), makes the backfill
+	// index one data tile at a time and pause this long after each, so an
+	// end-to-end test can stop the process in the middle of it.
+	BackfillPause time.Duration
 
 	// Publisher, if set, publishes the committed checkpoints in place of
 	// the rounds (a witness cosigner: see Publisher). Nil means each round
