@@ -8,7 +8,10 @@ package httpapi
 // serves (and through the same cache of immutable objects on S3), plus the
 // leaf hash index the sequencer writes with the dedup records
 // (dedup.HashIndex), so an entry can be found by hash as soon as its SCT
-// has been issued and a checkpoint covering it published.
+// has been issued and a checkpoint covering it published; the entries
+// logged before the API was enabled are indexed by the sequencer's
+// backfill (sequencer/backfill.go), and until the index covers a tree,
+// get-proof-by-hash answers 503 rather than 404 for a hash it does not find.
 //
 // Storage is untrusted: every hash a proof or an entry is built from is read
 // through tlog.TileHashReader, which authenticates the tiles against the
