@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -156,4 +157,60 @@ func TestHashIndexBackfillAlteredTile(t *testing.T) {
 	if mark, err := e.db.HashIndexed(ctx, cfg.LogID); err != nil || mark != 0 {
 		t.Errorf("durable mark over an altered tile = %d, %v; want 0", mark, err)
 	}
+}
+
+// BenchmarkHashIndexBackfill measures the backfill of a log of 8,192
+// entries (32 data tiles) into the embedded database: reading and
+// authenticating the tiles, and writing the records and the mark. It
+// reports the time per entry.
+func BenchmarkHashIndexBackfill(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	cfg := e.config(b)
+	cfg.PoolSize = 10000 // room for every entry at once
+	if err := Create(ctx, cfg); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Load(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := make(chan error)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { stop <- s.Run(rctx) }()
+	const n = 8192
+	for i, p := range pendings(0, n) {
+		go func() {
+			if _, _, err := s.Add(ctx, p); err != nil {
+				b.Errorf("Add %d: %v", i, err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.Published().Size < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d entries sequenced in a minute", s.Published().Size)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-stop; err != nil {
+		b.Fatal(err)
+	}
+	cp := s.Published()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		// An empty index, as a log that never kept one has.
+		if err := e.db.Rebuild(ctx, cfg.LogID, func(func([]dedup.Record) error) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for lo := int64(0); lo < n; lo += backfillTiles * tile.Width {
+			if err := s.backfillRange(ctx, lo, min(n, lo+backfillTiles*tile.Width), cp.Size, cp.Hash, e.db); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
 }
