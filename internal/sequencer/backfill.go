@@ -42,6 +42,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/retry"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -301,13 +302,4 @@ func readTile(ctx context.Context, st storage.Backend, t tile.Tile) ([]byte, err
 }
 
 // sleep waits d or until ctx is done, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return retry.Sleep(ctx, d) == nil }

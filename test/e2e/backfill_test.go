@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -163,20 +162,14 @@ func waitIndexed(t *testing.T, s *devServer, size int64) time.Duration {
 // logPageLine returns the log page's line on the leaf hash index.
 func logPageLine(t *testing.T, s *devServer) string {
 	t.Helper()
-	resp, err := http.Get(s.info.SubmissionPrefix)
-	if err != nil {
-		t.Fatal(err)
+	re := regexp.MustCompile(`<dd id="hash-index">([^<]*)</dd>`)
+	for _, line := range metricLines(t, s.info.SubmissionPrefix) {
+		if m := re.FindStringSubmatch(line); m != nil {
+			return html.UnescapeString(m[1])
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`<dd id="hash-index">([^<]*)</dd>`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("the log's page has no line on the leaf hash index:\n%s", b)
-	}
-	return html.UnescapeString(string(m[1]))
+	t.Fatal("the log's page has no line on the leaf hash index")
+	return ""
 }
 
 // TestHashIndexBackfill enables the RFC 6962 API on a dev log with 3,000
