@@ -180,18 +180,17 @@ func logPageLine(t *testing.T, s *devServer) string {
 // against the signed STH, without a restart.
 func TestHashIndexBackfill(t *testing.T) {
 	dir, size := filledDevLog(t, backfillEntries)
-	// 50 ms after each data tile: the backfill takes about 0.6 s, long
+	// 300 ms after each data tile: the backfill takes about 3 s, long
 	// enough to see it in progress.
-	s := startDevEnv(t, dir, []string{sequencer.BackfillPauseEnv + "=50ms"})
+	s := startDevEnv(t, dir, []string{sequencer.BackfillPauseEnv + "=300ms"})
 	c := newClient(t, s)
 	sth := getSTH(t, c)
 	if int64(sth.TreeSize) != size {
 		t.Fatalf("tree size %d, want %d", sth.TreeSize, size)
 	}
-	hashes := leafHashes(t, s, int64(sth.TreeSize))
-
 	// The last entry is in the last batch: not indexed yet.
-	code, body := rawGet(t, s, "get-proof-by-hash", url.Values{"hash": {hashes[len(hashes)-1].b64()}, "tree_size": {fmt.Sprint(sth.TreeSize)}})
+	last := leafHashOf(t, s, s.checkpoint(t), sth.TreeSize-1)
+	code, body := rawGet(t, s, "get-proof-by-hash", url.Values{"hash": {last.b64()}, "tree_size": {fmt.Sprint(sth.TreeSize)}})
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "still being built") {
 		t.Fatalf("get-proof-by-hash of an entry not indexed yet: %d %q, want 503 saying the index is being built", code, body)
 	}
@@ -209,9 +208,9 @@ func TestHashIndexBackfill(t *testing.T) {
 	}
 
 	took := waitIndexed(t, s, int64(sth.TreeSize)+1)
-	t.Logf("backfill of %d entries done %s after the first check (50 ms pauses included)", size, took)
+	t.Logf("backfill of %d entries done %s after the first check (300 ms pauses included)", size, took)
 	sth = getSTH(t, c)
-	hashes = leafHashes(t, s, int64(sth.TreeSize))
+	hashes := leafHashes(t, s, int64(sth.TreeSize))
 	checkAllProofs(t, c, hashes, sth)
 	if got := s.metric(t, "mosaic_hash_index_backfill_entries_total"); got != float64(size) {
 		t.Errorf("mosaic_hash_index_backfill_entries_total = %v, want %d", got, size)
