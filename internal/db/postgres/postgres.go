@@ -82,6 +82,7 @@ var schema = []string{
 		log_id bytea NOT NULL UNIQUE CHECK (length(log_id) = 32),
 		rebuilding boolean NOT NULL DEFAULT false
 	)`,
+	`ALTER TABLE mosaic_dedup_logs ADD COLUMN IF NOT EXISTS hash_indexed bigint NOT NULL DEFAULT 0`,
 	`CREATE TABLE IF NOT EXISTS mosaic_dedup_entries (
 		log integer NOT NULL,
 		key bytea NOT NULL CHECK (length(key) = 32),
@@ -101,7 +102,6 @@ var schema = []string{
 		expires_at timestamptz NOT NULL
 	)`,
 	`ALTER TABLE mosaic_leases ADD COLUMN IF NOT EXISTS address text NOT NULL DEFAULT ''`,
-	`ALTER TABLE mosaic_dedup_logs ADD COLUMN IF NOT EXISTS hash_indexed bigint NOT NULL DEFAULT 0`,
 }
 
 // schemaLockID is the advisory lock key that serializes schema creation
