@@ -25,6 +25,8 @@ data tiles, up to the checkpoint in the lock backend. The entries are checked
 against that checkpoint's root hash; until a rebuild succeeds the log refuses
 to start. Use it when Mosaic says the cache must be rebuilt (a cache written
 by an older version, or an interrupted rebuild) or when the cache was lost.
+With rfc6962_read_api it rebuilds the leaf hash index too; that alone needs no
+rebuild: serve indexes a log's older entries in the background.
 
 Stop the log's processes first: with the embedded database, serve holds it
 locked; with PostgreSQL, a process that starts during the rebuild refuses the

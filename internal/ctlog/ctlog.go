@@ -205,6 +205,24 @@ func (l *Log) Published() *checkpoint.Verified {
 	}
 }
 
+// HashIndexed returns the size of the longest prefix of the log that the
+// leaf hash index holds (see sequencer.Sequencer.HashIndexed): on the
+// leader, what it has backfilled and indexed since; on a standby, the
+// durable mark the leader records (moved at least every few seconds once
+// its backfill is done), so a standby may count a little behind. 0 when
+// the log keeps no index.
+func (l *Log) HashIndexed(ctx context.Context) (int64, error) {
+	if seq := l.Sequencer(); seq != nil {
+		return seq.HashIndexed(), nil
+	}
+	p, ok := l.HashIndex.(dedup.HashIndexProgress)
+	if !ok {
+		return 0, nil
+	}
+	n, err := p.HashIndexed(ctx, l.LogID)
+	return int64(min(n, 1<<62)), err
+}
+
 // Identity is what identifies a log and lets its signatures be checked.
 type Identity struct {
 	Origin string

@@ -77,6 +77,24 @@ type HashIndex interface {
 	LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (index uint64, ok bool, err error)
 }
 
+// HashIndexProgress is a HashIndex that records how far it is complete:
+// the size of the longest prefix of the log all of whose entries it holds.
+// get-proof-by-hash answers "not in the log" only for a tree no larger
+// than that, and the sequencer's backfill resumes from it after a restart.
+type HashIndexProgress interface {
+	HashIndex
+	// HashIndexed returns n such that every entry of the log at an index
+	// below n is in the leaf hash index (0 when nothing is recorded).
+	HashIndexed(ctx context.Context, logID [32]byte) (uint64, error)
+	// SetHashIndexed records that every entry below n is in the index;
+	// the caller must call it only once those records are durable (a Put
+	// that returned). It never moves the mark back, so processes that
+	// index the same log (a leader and its successor) cannot undo each
+	// other's progress. Store.Put does not move it; Rebuilder.Rebuild
+	// resets it to 0 when it deletes the log's records.
+	SetHashIndexed(ctx context.Context, logID [32]byte, n uint64) error
+}
+
 // ErrNeedsRebuild is returned (wrapped, with the reason) by Store.Check when
 // a log's cache must not be trusted until it is rebuilt from the log's data
 // tiles: it was written in an older, unsafe format, or a rebuild of it did

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -248,6 +249,27 @@ type logPage struct {
 	// Witnesses is the log's witness policy and each witness's state when
 	// the page was made (nil if it has none); see witnessesView.
 	Witnesses map[string]any
+	// HashIndex says how far the leaf hash index of the RFC 6962 API is
+	// built ("" without rfc6962_read_api); see hashIndexText.
+	HashIndex string
+}
+
+// hashIndexText is the log page's line on the RFC 6962 API's leaf hash
+// index, as of the tree size treeSize.
+func hashIndexText(ctx context.Context, l *ctlog.Log, treeSize int64) string {
+	if !l.RFC6962ReadAPI || l.HashIndex == nil {
+		return ""
+	}
+	n, err := l.HashIndexed(ctx)
+	switch {
+	case err != nil:
+		return "its progress cannot be read now"
+	case n >= treeSize:
+		return fmt.Sprintf("complete: get-proof-by-hash finds all %s entries", groupDigits(treeSize))
+	default:
+		return fmt.Sprintf("backfilling: %s of %s entries indexed (%.1f%%); until then get-proof-by-hash answers 503 for entries it does not find",
+			groupDigits(n), groupDigits(treeSize), 100*float64(n)/float64(treeSize))
+	}
 }
 
 // figureText is the live figures as the page shows them (dashboard.js
@@ -312,6 +334,7 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 			DashboardJSON:    "dashboard.json",
 			RefreshMillis:    refreshMillis,
 			SampleSeconds:    int(SampleInterval / time.Second),
+			HashIndex:        hashIndexText(r.Context(), l, cur.TreeSize),
 		}
 		if len(p.Logs) < 2 {
 			p.Logs = nil

@@ -8,7 +8,10 @@ package httpapi
 // serves (and through the same cache of immutable objects on S3), plus the
 // leaf hash index the sequencer writes with the dedup records
 // (dedup.HashIndex), so an entry can be found by hash as soon as its SCT
-// has been issued and a checkpoint covering it published.
+// has been issued and a checkpoint covering it published; the entries
+// logged before the API was enabled are indexed by the sequencer's
+// backfill (sequencer/backfill.go), and until the index covers a tree,
+// get-proof-by-hash answers 503 rather than 404 for a hash it does not find.
 //
 // Storage is untrusted: every hash a proof or an entry is built from is read
 // through tlog.TileHashReader, which authenticates the tiles against the
@@ -20,18 +23,19 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
@@ -83,7 +87,20 @@ type rfc6962 struct {
 	// issuers caches issuer certificates by fingerprint; entries are checked
 	// against their fingerprint when read.
 	issuers *objectCache
+	// bufs holds *entryBuffers for get-entries and get-entry-and-proof.
+	bufs sync.Pool
+	// verified holds full hash tiles that tlog.TileHashReader has
+	// authenticated against a signed checkpoint, by path. This is safe:
+	// a full tile covers a fixed range of leaves, and every tree the log
+	// signs (checked with its key) extends the one it was authenticated
+	// in, so its hashes never change. get-entries checks its entries
+	// against them without authenticating the tile again.
+	verified *objectCache
 }
+
+// maxVerifiedTiles bounds rfc6962.verified: 512 tiles of 8 KiB, 4 MiB per
+// log, the level-0 tiles of the 131,072 entries read most recently.
+const maxVerifiedTiles = 512
 
 func newRFC6962(s *Server, l *ctlog.Log) (*rfc6962, error) {
 	verify, err := ctlog.Identity{Origin: l.Origin, Keys: l.Keys}.Verifier()
@@ -91,7 +108,8 @@ func newRFC6962(s *Server, l *ctlog.Log) (*rfc6962, error) {
 		return nil, err
 	}
 	return &rfc6962{s: s, l: l, verify: verify,
-		partials: newObjectCache(maxCachedPartials), issuers: newObjectCache(maxCachedIssuers)}, nil
+		partials: newObjectCache(maxCachedPartials), issuers: newObjectCache(maxCachedIssuers),
+		verified: newObjectCache(maxVerifiedTiles)}, nil
 }
 
 // rfc6962Routes registers l's RFC 6962 read endpoints under its
@@ -245,7 +263,15 @@ func (tr *rfcTileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	return out, nil
 }
 
-func (tr *rfcTileReader) SaveTiles([]tlog.Tile, [][]byte) {}
+// SaveTiles keeps the full hash tiles tlog.TileHashReader has just
+// authenticated (see rfc6962.verified).
+func (tr *rfcTileReader) SaveTiles(tiles []tlog.Tile, data [][]byte) {
+	for i, t := range tiles {
+		if t.W == tile.Width && len(data[i]) == tile.Width*tlog.HashSize {
+			tr.r.verified.put(tile.Tile{Level: t.L, N: t.N, W: t.W}.Path(), data[i])
+		}
+	}
+}
 
 // plainHashReader reads stored hashes from the tiles of the tree of size
 // size without authenticating them: it is for computing proofs that are
@@ -521,8 +547,7 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !found {
-		http.Error(w, "No entry with this leaf hash is in the log's leaf hash index "+
-			"(entries logged before the RFC 6962 read API was enabled are indexed by 'mosaic cache rebuild').", http.StatusNotFound)
+		r.notIndexed(w, req, size)
 		return
 	}
 	if idx >= uint64(size) {
@@ -564,6 +589,31 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 	}{int64(idx), b64Hashes(proof)})
 }
 
+// notIndexed answers a get-proof-by-hash whose hash the leaf hash index
+// does not hold: 404 only if the index holds every entry of the tree
+// asked about; while its backfill (see sequencer/backfill.go) has not
+// reached that tree, the entry may be one not indexed yet, so 503.
+func (r *rfc6962) notIndexed(w http.ResponseWriter, req *http.Request, size int64) {
+	covered, err := r.l.HashIndexed(req.Context())
+	if err != nil {
+		r.s.warnings.Warn("rfc6962", "RFC 6962 read API: reading the leaf hash index progress failed", "log", r.l.Name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "The log's leaf hash index is unavailable; retry later.", http.StatusServiceUnavailable)
+		return
+	}
+	if covered < size {
+		w.Header().Set("Retry-After", strconv.Itoa(backfillRetryAfter))
+		http.Error(w, fmt.Sprintf("The log's leaf hash index holds its first %d entries so far and is still being built, so this entry may not be indexed yet; retry later.", covered),
+			http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, fmt.Sprintf("No entry with this leaf hash is in the tree of size %d.", size), http.StatusNotFound)
+}
+
+// backfillRetryAfter is the Retry-After, in seconds, of a get-proof-by-hash
+// answered 503 while the leaf hash index is being backfilled.
+const backfillRetryAfter = 10
+
 // inclusionProof computes, from the tiles, the proof that leaf is at index
 // in the tree of size n, and verifies it against that tree's root as proven
 // from the signed checkpoint cp. So it returns only a proof a client will
@@ -589,96 +639,186 @@ type rfcEntry struct {
 	extraData []byte // certificate chain or PrecertChainEntry
 }
 
-// entries returns the entries [start, end] of the tree of cp, all within
-// one data tile, with their chains rebuilt from the issuers their TileLeafs
-// name. With check, each is checked against its leaf hash in the tiles,
-// authenticated against cp's root; without, the caller must check them
-// (get-entry-and-proof does, with the inclusion proof it serves).
-func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, end int64, check bool) ([]rfcEntry, *rfcTileReader, error) {
+// entryBuffers are the buffers get-entries and get-entry-and-proof reuse
+// (rfc6962.bufs): the decompressed data tile, one entry's MerkleTreeLeaf
+// (after a 0x00 byte, for its leaf hash) and extra_data, and the response.
+type entryBuffers struct {
+	tile, leaf, extra, out []byte
+	gz                     tile.Gunzipper
+	chunk                  [32 << 10]byte // what gz decompresses through
+}
+
+// maxPooledBuffer is the largest buffer put back in the pool: a data tile
+// of large entries (up to tile.MaxDataTileSize) is served from buffers of
+// its own, which are then left to the garbage collector, so the pool holds
+// at most a few typical responses (about 600 KB each) per CPU.
+const maxPooledBuffer = 4 << 20
+
+func (r *rfc6962) getBuffers() *entryBuffers {
+	if b, ok := r.bufs.Get().(*entryBuffers); ok {
+		return b
+	}
+	return &entryBuffers{}
+}
+
+func (r *rfc6962) putBuffers(b *entryBuffers) {
+	for _, p := range []*[]byte{&b.tile, &b.leaf, &b.extra, &b.out} {
+		if cap(*p) > maxPooledBuffer {
+			*p = nil
+		}
+	}
+	r.bufs.Put(b)
+}
+
+// bufferWriter appends what is written to it to a byte slice.
+type bufferWriter struct{ b *[]byte }
+
+func (w bufferWriter) Write(p []byte) (int, error) {
+	*w.b = append(*w.b, p...)
+	return len(p), nil
+}
+
+// forEntries calls fn with each of the entries [start, end] of the tree of
+// cp, all within one data tile, in order: its index, its TileLeaf and its
+// MerkleTreeLeaf (in bufs.leaf, valid until the next call). With check,
+// each is checked against its leaf hash in the tiles, authenticated
+// against cp's root, before fn sees it; without, the caller must check
+// them (get-entry-and-proof does, with the inclusion proof it serves).
+//
+// The data tile is decompressed once, into bufs.tile, by a Gunzipper that
+// checks its gzip CRC-32 and size, within tile.MaxDataTileSize.
+func (r *rfc6962) forEntries(ctx context.Context, cp *checkpoint.Verified, start, end int64, check bool, bufs *entryBuffers,
+	fn func(i int64, e *tile.Entry, leaf []byte) error) (*rfcTileReader, error) {
 	n := start / tile.Width
 	w := int(min(int64(tile.Width), cp.Size-n*tile.Width))
 	tr := &rfcTileReader{r: r, ctx: ctx}
 	gz, err := r.getTile(ctx, tile.Tile{Data: true, N: n, W: w})
 	if err != nil {
 		tr.err = err
-		return nil, tr, err
+		return tr, err
 	}
-	data, err := tile.Gunzip(gz)
+	size, err := bufs.gz.Open(gz)
 	if err != nil {
-		return nil, tr, fmt.Errorf("data tile %d: %w", n, err)
+		return tr, fmt.Errorf("data tile %d: %w", n, err)
 	}
+	bufs.tile = slices.Grow(bufs.tile[:0], int(size))
+	if _, err := bufs.gz.WriteTo(bufferWriter{&bufs.tile}, bufs.chunk[:]); err != nil {
+		return tr, fmt.Errorf("data tile %d: %w", n, err)
+	}
+	data := bufs.tile
 	// Only the entries up to end are parsed; the rest of a full tile
 	// that stands in for a missing partial one is never looked at.
 	var hashes []tlog.Hash
-	if check {
+	var level0 []byte // the authenticated level-0 tile, if known
+	if check && w == tile.Width {
+		level0, _ = r.verified.get(tile.Tile{N: n, W: tile.Width}.Path())
+	}
+	if check && level0 == nil {
 		stored := make([]int64, 0, end-start+1)
 		for i := start; i <= end; i++ {
 			stored = append(stored, tlog.StoredHashIndex(0, i))
 		}
 		if hashes, err = tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tr).ReadHashes(stored); err != nil {
-			return nil, tr, err
+			return tr, err
 		}
 	}
-	out := make([]rfcEntry, 0, end-start+1)
 	for i := n * tile.Width; i <= end; i++ {
 		e, rest, err := tile.ReadTileLeaf(data)
 		if err != nil {
-			return nil, tr, fmt.Errorf("data tile %d, entry %d: %w", n, i, err)
+			return tr, fmt.Errorf("data tile %d, entry %d: %w", n, i, err)
 		}
 		data = rest
 		if i < start {
 			continue
 		}
 		if e.LeafIndex != uint64(i) {
-			return nil, tr, fmt.Errorf("data tile %d: entry %d carries leaf_index %d", n, i, e.LeafIndex)
+			return tr, fmt.Errorf("data tile %d: entry %d carries leaf_index %d", n, i, e.LeafIndex)
 		}
-		leaf := e.MerkleTreeLeaf()
-		if check && tlog.RecordHash(leaf) != hashes[i-start] {
-			return nil, tr, fmt.Errorf("data tile %d: entry %d does not hash to the leaf hash in the tree", n, i)
+		// 0x00 || MerkleTreeLeaf is what the leaf hash is of.
+		bufs.leaf = e.AppendMerkleTreeLeaf(append(bufs.leaf[:0], 0))
+		if check {
+			var want tlog.Hash
+			if level0 != nil {
+				k := (i - n*tile.Width) * tlog.HashSize
+				want = tlog.Hash(level0[k : k+tlog.HashSize])
+			} else {
+				want = hashes[i-start]
+			}
+			if sha256.Sum256(bufs.leaf) != want {
+				return tr, fmt.Errorf("data tile %d: entry %d does not hash to the leaf hash in the tree", n, i)
+			}
 		}
-		extra, err := r.extraData(ctx, e)
-		if err != nil {
-			return nil, tr, err
+		if err := fn(i, e, bufs.leaf[1:]); err != nil {
+			return tr, err
 		}
-		out = append(out, rfcEntry{leafInput: leaf, extraData: extra})
 	}
-	return out, tr, nil
+	return tr, nil
 }
 
-// extraData rebuilds an entry's RFC 6962 extra_data from the issuers its
-// TileLeaf names: for an x509_entry the certificate_chain
-// (ASN.1Cert<0..2^24-1>), for a precert_entry a PrecertChainEntry (the
-// precertificate, then the chain).
-func (r *rfc6962) extraData(ctx context.Context, e *tile.Entry) ([]byte, error) {
-	b := cryptobyte.NewBuilder(nil)
-	if e.IsPrecert {
-		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.PreCertificate) })
-	}
-	var ierr error
-	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
-		for _, fp := range e.ChainFingerprints {
-			der, err := r.issuer(ctx, fp)
-			if err != nil {
-				ierr = err
-				return
-			}
-			b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(der) })
+// entries returns the entries [start, end] of the tree of cp, as
+// forEntries finds them, with their chains rebuilt from the issuers their
+// TileLeafs name.
+func (r *rfc6962) entries(ctx context.Context, cp *checkpoint.Verified, start, end int64, check bool) ([]rfcEntry, *rfcTileReader, error) {
+	bufs := r.getBuffers()
+	defer r.putBuffers(bufs)
+	out := make([]rfcEntry, 0, end-start+1)
+	tr, err := r.forEntries(ctx, cp, start, end, check, bufs, func(_ int64, e *tile.Entry, leaf []byte) error {
+		extra, err := r.appendExtraData(ctx, nil, e)
+		if err != nil {
+			return err
 		}
+		out = append(out, rfcEntry{leafInput: bytes.Clone(leaf), extraData: extra})
+		return nil
 	})
-	if ierr != nil {
-		return nil, ierr
-	}
-	return b.Bytes()
+	return out, tr, err
 }
+
+// appendExtraData appends an entry's RFC 6962 extra_data, rebuilt from the
+// issuers its TileLeaf names, to b: for an x509_entry the
+// certificate_chain (ASN.1Cert<0..2^24-1>), for a precert_entry a
+// PrecertChainEntry (the precertificate, then the chain). The lengths fit
+// their 24-bit prefixes: a TileLeaf's precertificate was read from one,
+// and a chain names at most 2,047 issuers, each a stored object the
+// sequencer accepted from a bounded request (a larger one is refused).
+func (r *rfc6962) appendExtraData(ctx context.Context, b []byte, e *tile.Entry) ([]byte, error) {
+	if e.IsPrecert {
+		b = appendUint24(b, len(e.PreCertificate))
+		b = append(b, e.PreCertificate...)
+	}
+	lenAt := len(b)
+	b = append(b, 0, 0, 0)
+	for _, fp := range e.ChainFingerprints {
+		der, err := r.issuer(ctx, fp)
+		if err != nil {
+			return nil, err
+		}
+		if len(der) >= 1<<24 {
+			return nil, fmt.Errorf("issuer/%x: %w", fp, errBadIssuer)
+		}
+		b = appendUint24(b, len(der))
+		b = append(b, der...)
+	}
+	chain := len(b) - lenAt - 3
+	if chain >= 1<<24 {
+		return nil, fmt.Errorf("the chain of an entry is %d bytes, more than extra_data can hold", chain)
+	}
+	b[lenAt], b[lenAt+1], b[lenAt+2] = byte(chain>>16), byte(chain>>8), byte(chain)
+	return b, nil
+}
+
+func appendUint24(b []byte, n int) []byte { return append(b, byte(n>>16), byte(n>>8), byte(n)) }
 
 // errBadIssuer marks an issuer in storage that does not hash to its name.
 var errBadIssuer = errors.New("issuer does not match its fingerprint")
 
 func (r *rfc6962) issuer(ctx context.Context, fp [32]byte) ([]byte, error) {
-	key := "issuer/" + hex.EncodeToString(fp[:])
-	if b, ok := r.issuers.get(key); ok {
-		return b, nil
+	var kb [len("issuer/") + 2*len(fp)]byte
+	copy(kb[:], "issuer/")
+	hex.Encode(kb[len("issuer/"):], fp[:])
+	if b, ok := r.issuers.getBytes(kb[:]); ok {
+		return b, nil // the common case, without allocating the key
 	}
+	key := string(kb[:])
 	b, err := r.l.Storage.Get(ctx, key)
 	if err != nil {
 		return nil, &storageErr{err}
@@ -721,34 +861,64 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	end = min(end, cp.Size-1, start+MaxGetEntries-1, (start/tile.Width+1)*tile.Width-1)
-	entries, tr, err := r.entries(req.Context(), cp, start, end, true)
+	// The response (about 600 KB for a full batch) is built in one pooled
+	// buffer, each entry's leaf_input and extra_data encoded in place:
+	// base64 needs no JSON escaping.
+	//
+	// The extra_data of an x509_entry is its chain alone, and a batch has
+	// few distinct chains: one already encoded in this response is copied
+	// from where it is (chains holds the last few, with their place).
+	bufs := r.getBuffers()
+	defer r.putBuffers(bufs)
+	type encodedChain struct {
+		fps        [][32]byte
+		start, end int
+	}
+	var chainsArr [8]encodedChain
+	chains := chainsArr[:0]
+	out := append(bufs.out[:0], `{"entries":[`...)
+	tr, err := r.forEntries(req.Context(), cp, start, end, true, bufs, func(i int64, e *tile.Entry, leaf []byte) error {
+		if i > start {
+			out = append(out, ',')
+		}
+		out = append(out, `{"leaf_input":"`...)
+		out = base64.StdEncoding.AppendEncode(out, leaf)
+		out = append(out, `","extra_data":"`...)
+		if !e.IsPrecert {
+			for _, c := range chains {
+				if slices.Equal(c.fps, e.ChainFingerprints) {
+					out = append(out, out[c.start:c.end]...)
+					out = append(out, `"}`...)
+					return nil
+				}
+			}
+		}
+		extra, err := r.appendExtraData(req.Context(), bufs.extra[:0], e)
+		if err != nil {
+			return err
+		}
+		bufs.extra = extra
+		at := len(out)
+		out = base64.StdEncoding.AppendEncode(out, extra)
+		if !e.IsPrecert {
+			if len(chains) == cap(chains) {
+				chains = append(chains[:0], chains[1:]...)
+			}
+			chains = append(chains, encodedChain{e.ChainFingerprints, at, len(out)})
+		}
+		out = append(out, `"}`...)
+		return nil
+	})
+	bufs.out = out
 	if err != nil {
 		r.entriesError(w, tr, err)
 		return
 	}
-	// The response is large (a few hundred KiB for a full batch) and its
-	// strings are base64, which needs no JSON escaping: write it directly.
-	var buf bytes.Buffer
-	size := 16
-	for _, e := range entries {
-		size += 40 + base64.StdEncoding.EncodedLen(len(e.leafInput)) + base64.StdEncoding.EncodedLen(len(e.extraData))
-	}
-	buf.Grow(size)
-	buf.WriteString(`{"entries":[`)
-	for i, e := range entries {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString(`{"leaf_input":"`)
-		buf.Write(base64.StdEncoding.AppendEncode(buf.AvailableBuffer(), e.leafInput))
-		buf.WriteString(`","extra_data":"`)
-		buf.Write(base64.StdEncoding.AppendEncode(buf.AvailableBuffer(), e.extraData))
-		buf.WriteString(`"}`)
-	}
-	buf.WriteString("]}\n")
+	out = append(out, "]}\n"...)
+	bufs.out = out
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.Write(buf.Bytes())
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Write(out)
 }
 
 // getEntryAndProof serves RFC 6962 §4.8.
@@ -805,6 +975,14 @@ func (c *objectCache) get(key string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.m[key]
+	return b, ok
+}
+
+// getBytes is get with the key as bytes (a lookup that does not allocate).
+func (c *objectCache) getBytes(key []byte) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[string(key)]
 	return b, ok
 }
 

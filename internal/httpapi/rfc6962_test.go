@@ -34,6 +34,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -229,10 +230,13 @@ func TestRFC6962TamperedStorage(t *testing.T) {
 
 	ok := []string{proofByHashPath(f.leafHash(10), f.size), "get-entries?start=0&end=5", "get-entries?start=290&end=299",
 		"get-entry-and-proof?leaf_index=3&tree_size=300", "get-sth-consistency?first=7&second=300"}
+	good := map[string]string{}
 	for _, p := range ok {
-		if w := f.get(t, p); w.Code != 200 {
+		w := f.get(t, p)
+		if w.Code != 200 {
 			t.Fatalf("%s before tampering: %d %s", p, w.Code, w.Body)
 		}
+		good[p] = w.Body.String()
 	}
 	// A level-0 hash of entry 10 is replaced: no proof for entry 10 (or
 	// anything in that tile) may be served, nor its entries.
@@ -240,10 +244,16 @@ func TestRFC6962TamperedStorage(t *testing.T) {
 	bad := bytes.Clone(orig)
 	bad[10*32] ^= 1
 	write("tile/0/000", bad)
-	for _, p := range []string{proofByHashPath(f.leafHash(10), f.size), "get-entries?start=0&end=5", "get-entry-and-proof?leaf_index=3&tree_size=300", "get-sth-consistency?first=7&second=300"} {
+	for _, p := range []string{proofByHashPath(f.leafHash(10), f.size), "get-entry-and-proof?leaf_index=3&tree_size=300", "get-sth-consistency?first=7&second=300"} {
 		if w := f.get(t, p); w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "\n\n") {
 			t.Errorf("%s with a tampered level-0 tile: %d %q, want 500", p, w.Code, w.Body)
 		}
+	}
+	// get-entries checks its entries against the level-0 tile as it was
+	// authenticated before (rfc6962.verified), so it serves the right
+	// entries or fails; never others.
+	if w := f.get(t, "get-entries?start=0&end=5"); w.Code != http.StatusInternalServerError && (w.Code != 200 || w.Body.String() != good["get-entries?start=0&end=5"]) {
+		t.Errorf("get-entries with a tampered level-0 tile: %d %q, want 500 or the entries served before", w.Code, w.Body)
 	}
 	write("tile/0/000", orig)
 
@@ -432,4 +442,84 @@ func measureCPU(b *testing.B, body func(*testing.PB)) {
 	b.StopTimer()
 	b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/used.Seconds(), "req/cpu-s")
+}
+
+// TestRFC6962ProofByHashDuringBackfill: while the leaf hash index does not
+// hold every entry of the tree asked about, a hash it does not find may be
+// an entry not indexed yet: get-proof-by-hash answers 503 with Retry-After,
+// and 404 only for a tree the index covers.
+func TestRFC6962ProofByHashDuringBackfill(t *testing.T) {
+	f := newRFCFixture(t, 20, nil)
+	ctx := context.Background()
+	// The index as a log that never kept it has it: empty, mark 0.
+	if err := f.db.Rebuild(ctx, f.l.LogID, func(func([]dedup.Record) error) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	unknown := tlog.Hash(sha256.Sum256([]byte("never logged")))
+	for _, h := range []tlog.Hash{f.leafHash(3), unknown} {
+		w := f.get(t, proofByHashPath(h, f.size))
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("get-proof-by-hash before the index is built: %d (Retry-After %q) %q, want 503 with Retry-After",
+				w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+		if err := sentence.Check(strings.TrimSpace(w.Body.String())); err != nil {
+			t.Errorf("503 body: %v", err)
+		}
+		if !strings.Contains(w.Body.String(), "first 0 entries") {
+			t.Errorf("503 body %q does not say how far the index is", w.Body)
+		}
+	}
+	// The index holds the first 10 entries: 404 for the tree of size 10,
+	// still 503 for the whole tree.
+	if err := f.db.SetHashIndexed(ctx, f.l.LogID, 10); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.get(t, proofByHashPath(unknown, 10)); w.Code != http.StatusNotFound {
+		t.Errorf("get-proof-by-hash of an unknown hash in a covered tree: %d %q, want 404", w.Code, w.Body)
+	}
+	if w := f.get(t, proofByHashPath(unknown, f.size)); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("get-proof-by-hash of an unknown hash in a tree the index does not cover yet: %d %q, want 503", w.Code, w.Body)
+	}
+}
+
+// TestRFC6962VerifiedTilesNotPoisoned: get-entries keeps the level-0 tiles
+// it has authenticated, and checks later requests against them; a tile
+// altered in storage before it was ever authenticated must not get in
+// there (it would make every later get-entries fail, or, were the check
+// skipped, serve wrong entries).
+func TestRFC6962VerifiedTilesNotPoisoned(t *testing.T) {
+	f := newRFCFixture(t, 300, nil)
+	key := filepath.Join(f.storage, "tile", "0", "000")
+	orig, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(orig)
+	bad[3*32] ^= 1
+	if err := os.WriteFile(key, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.get(t, "get-entries?start=0&end=255"); w.Code != http.StatusInternalServerError {
+		t.Fatalf("get-entries over a level-0 tile altered before it was ever read: %d, want 500", w.Code)
+	}
+	if err := os.WriteFile(key, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := f.get(t, "get-entries?start=0&end=255")
+	if w.Code != 200 {
+		t.Fatalf("get-entries once the tile is restored: %d %q, want 200 (the altered tile was kept)", w.Code, w.Body)
+	}
+	var resp struct {
+		Entries []struct {
+			LeafInput []byte `json:"leaf_input"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || len(resp.Entries) != 256 {
+		t.Fatalf("get-entries: %v, %d entries", err, len(resp.Entries))
+	}
+	for i, e := range resp.Entries {
+		if tlog.RecordHash(e.LeafInput) != f.leafHash(i) {
+			t.Fatalf("entry %d served does not hash to its leaf hash", i)
+		}
+	}
 }

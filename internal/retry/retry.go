@@ -119,7 +119,7 @@ func (r *Retrier) Next() bool {
 	r.again = false
 	sleep := r.p.Sleep
 	if sleep == nil {
-		sleep = sleepTimer
+		sleep = Sleep
 	}
 	if err := sleep(r.ctx, r.wait); err != nil {
 		r.err = err
@@ -157,7 +157,8 @@ func (r *Retrier) Wait() time.Duration { return r.wait }
 // ran out of attempts has Err nil.
 func (r *Retrier) Err() error { return r.err }
 
-func sleepTimer(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done, and returns ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

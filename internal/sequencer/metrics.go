@@ -18,6 +18,12 @@ type Metrics struct {
 	Deferred prometheus.Counter
 	// PartialsDeleted counts superseded partial tiles deleted (see gc.go).
 	PartialsDeleted prometheus.Counter
+	// HashIndexed is how many entries, from the first, the leaf hash
+	// index holds; HashIndexBackfilled counts those the backfill added
+	// and HashIndexBackfillErrors its failed batches (backfill.go).
+	HashIndexed             prometheus.Gauge
+	HashIndexBackfilled     prometheus.Counter
+	HashIndexBackfillErrors prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -51,10 +57,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mosaic_deferred_submissions_total", Help: "Low-priority submissions refused or evicted from the pool to keep room for others."}),
 		PartialsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mosaic_partial_tiles_deleted_total", Help: "Superseded partial tiles deleted after their full tile was written."}),
+		HashIndexed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_hash_index_entries", Help: "Entries, from the first, that the leaf hash index is known to hold (rfc6962_read_api; on the leader)."}),
+		HashIndexBackfilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_hash_index_backfill_entries_total", Help: "Entries the leaf hash index backfill indexed from the data tiles."}),
+		HashIndexBackfillErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_hash_index_backfill_errors_total", Help: "Leaf hash index backfill batches that failed (retried)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
-			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime, m.Deferred, m.PartialsDeleted)
+			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime, m.Deferred, m.PartialsDeleted,
+			m.HashIndexed, m.HashIndexBackfilled, m.HashIndexBackfillErrors)
 	}
 	return m
 }

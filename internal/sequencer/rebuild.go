@@ -112,5 +112,12 @@ func RebuildDedup(ctx context.Context, cfg Config, progress func(done, total int
 	if err != nil {
 		return done, fmt.Errorf("log %s: rebuilding the dedup cache (it stays marked as needing a rebuild): %w", cfg.Name, err)
 	}
+	if prog, ok := cfg.Dedup.(dedup.HashIndexProgress); ok && cfg.HashIndex {
+		// The index now holds the whole committed tree: the backfill of
+		// a process started next has nothing to do.
+		if err := prog.SetHashIndexed(ctx, cfg.LogID, uint64(cp.Size)); err != nil {
+			return done, fmt.Errorf("log %s: recording the leaf hash index progress: %w", cfg.Name, err)
+		}
+	}
 	return done, nil
 }

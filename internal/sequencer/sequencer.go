@@ -96,8 +96,13 @@ type Config struct {
 	// entries arrive.
 	IdleCheckpoint time.Duration
 	// HashIndex records each entry's leaf hash in the dedup store's leaf
-	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash.
+	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash, and
+	// backfills the entries logged before (backfill.go).
 	HashIndex bool
+	// BackfillPause, a test hook (BackfillPauseEnv), makes the backfill
+	// index one data tile at a time and pause this long after each, so an
+	// end-to-end test can stop the process in the middle of it.
+	BackfillPause time.Duration
 
 	// Publisher, if set, publishes the committed checkpoints in place of
 	// the rounds (a witness cosigner: see Publisher). Nil means each round
@@ -250,6 +255,10 @@ type Sequencer struct {
 	// may still reach the fence later (a request held by a stalled
 	// backend), and finding one there is not another writer.
 	lateFence [][]byte
+
+	// idx is how far the leaf hash index is complete (backfill.go).
+	idxMu sync.Mutex
+	idx   indexState
 }
 
 // Create initializes a new, empty log: it signs a checkpoint for the empty
@@ -363,6 +372,7 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		inflight: make(map[dedup.Key]*waiter),
 		full:     make(chan struct{}, 1),
 		issuers:  make(map[[32]byte]bool),
+		idx:      indexState{from: -1, mark: -1},
 	}
 	if cfg.PartialTileGrace > 0 {
 		s.gc = newCollector(cfg.PartialTileGrace)
@@ -527,6 +537,7 @@ func (s *Sequencer) load(ctx context.Context) error {
 	s.treeSize = cp.Size
 	s.lastTime = cp.Timestamp
 	s.setPublished(cp)
+	s.indexLoaded(cp.Size, cp.Hash)
 	s.cfg.Metrics.TreeSize.Set(float64(cp.Size))
 	s.cfg.Metrics.CheckpointTime.Set(float64(cp.Timestamp) / 1000)
 	// Make sure storage serves the committed checkpoint (it may lag after a
@@ -717,6 +728,14 @@ func (s *Sequencer) Run(ctx context.Context) error {
 		gcCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		go s.collect(gcCtx)
+	}
+	if prog, ok := s.cfg.Dedup.(dedup.HashIndexProgress); ok && s.cfg.HashIndex {
+		// Stopped, and waited for, before Run returns: its owner may
+		// close the dedup store then.
+		bctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.backfill(bctx, prog) }()
+		defer func() { stop(); <-done; s.persistIndexed(prog) }()
 	}
 	ticker := time.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
@@ -962,6 +981,10 @@ func (s *Sequencer) sequence(ctx context.Context, batch []*waiter) error {
 		s.pendingDedup = records
 	} else {
 		s.pendingDedup = nil
+		// Every entry since the sequencer loaded is durably recorded:
+		// each round's records are in this Put or an earlier one that
+		// succeeded.
+		s.indexedThrough(s.treeSize)
 	}
 	for _, w := range batch {
 		close(w.done)
@@ -1035,7 +1058,7 @@ func (r tileReader) Height() int { return tile.Height }
 func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(tiles))
 	for i, t := range tiles {
-		data, err := r.st.Get(r.ctx, tile.Tile{Level: t.L, N: t.N, W: t.W}.Path())
+		data, err := readTile(r.ctx, r.st, tile.Tile{Level: t.L, N: t.N, W: t.W})
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type backends struct {
 	clock clock.Clock
 	refs  map[string]*clock.Reference
 	skew  prometheus.Gauge
+	// backfillPause is the test hook sequencer.BackfillPauseEnv (zero
+	// unless a test sets it).
+	backfillPause time.Duration
 }
 
 func newBackends() *backends {
@@ -306,7 +310,8 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		Timeout:  lc.RoundTimeout,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
-		HashIndex: lc.RFC6962ReadAPI,
+		HashIndex:     lc.RFC6962ReadAPI,
+		BackfillPause: b.backfillPause,
 		// With witnesses, checkpoints are published once cosigned (or
 		// after witnesses.timeout), by a goroutine rounds never wait for.
 		Publisher: publisher,
@@ -523,6 +528,14 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		logger.Warn("TEST HOOK: this process's clock is skewed by "+clock.SkewEnv+"; never set it outside tests", "skew", skew)
 	}
 	s.b.clock = clk
+	if v := os.Getenv(sequencer.BackfillPauseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s=%q is not a positive duration such as 200ms", sequencer.BackfillPauseEnv, v)
+		}
+		logger.Warn("TEST HOOK: the leaf hash index backfill pauses after each data tile ("+sequencer.BackfillPauseEnv+"); never set it outside tests", "pause", d)
+		s.b.backfillPause = d
+	}
 	if anyPostgres(c) {
 		s.b.skew = clock.NewSkewGauge()
 		reg.MustRegister(s.b.skew)

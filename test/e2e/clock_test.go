@@ -18,7 +18,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
-// metricLines returns the lines of the /metrics page at url.
+// metricLines returns the lines of the /metrics page (or any page) at url.
 func metricLines(t *testing.T, url string) []string {
 	t.Helper()
 	resp, err := http.Get(url)

@@ -44,13 +44,19 @@ type devServer struct {
 // first time, on the same port on restarts) and waits until it serves.
 func startDev(t *testing.T, dir string, extraArgs ...string) *devServer {
 	t.Helper()
+	return startDevEnv(t, dir, nil, extraArgs...)
+}
+
+// startDevEnv is startDev with extra environment variables (KEY=value).
+func startDevEnv(t *testing.T, dir string, env []string, extraArgs ...string) *devServer {
+	t.Helper()
 	os.Remove(filepath.Join(dir, devmode.InfoFile))
 	args := []string{"serve", "-dev", "-data", dir}
 	if _, err := os.Stat(filepath.Join(dir, devmode.ConfigFile)); err != nil {
 		args = append(args, "-listen", "127.0.0.1:0")
 	}
 	args = append(args, extraArgs...)
-	s := launch(t, args, nil)
+	s := launch(t, args, env)
 	s.dir = dir
 	logs := s.logBuf
 	deadline := time.Now().Add(30 * time.Second)

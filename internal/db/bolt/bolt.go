@@ -47,6 +47,9 @@ var (
 	// dedup.HashIndexKeySize bytes of each leaf hash to the entry's index
 	// (8 bytes, big-endian).
 	leafHashBucket = []byte("leaf-hashes")
+	// hashIndexedBucket holds, by log ID, how far the log's leaf hash
+	// index is complete (dedup.HashIndexProgress), 8 bytes big-endian.
+	hashIndexedBucket = []byte("leaf-hashes-indexed")
 )
 
 // DB is an embedded lock backend and dedup store.
@@ -70,9 +73,10 @@ type DB struct {
 const markDamagedJournal = 2
 
 var (
-	_ lock.Backend    = (*DB)(nil)
-	_ dedup.Rebuilder = (*DB)(nil)
-	_ dedup.HashIndex = (*DB)(nil)
+	_ lock.Backend            = (*DB)(nil)
+	_ dedup.Rebuilder         = (*DB)(nil)
+	_ dedup.HashIndex         = (*DB)(nil)
+	_ dedup.HashIndexProgress = (*DB)(nil)
 )
 
 // Open opens or creates the database file at path (mode 0600), and its
@@ -90,7 +94,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket, runsBucket} {
+		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket, hashIndexedBucket, runsBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -277,6 +281,36 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 	return idx, ok, err
 }
 
+// HashIndexed implements dedup.HashIndexProgress.
+func (d *DB) HashIndexed(ctx context.Context, logID [32]byte) (uint64, error) {
+	var n uint64
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(hashIndexedBucket).Get(logID[:])
+		if v == nil {
+			return nil
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("the leaf hash index progress of log %x is %d bytes, want 8", logID, len(v))
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+// SetHashIndexed implements dedup.HashIndexProgress in one fsynced
+// transaction. The records it vouches for are durable already: Put
+// returns once they are in the fsynced journal.
+func (d *DB) SetHashIndexed(ctx context.Context, logID [32]byte, n uint64) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(hashIndexedBucket)
+		if v := b.Get(logID[:]); len(v) == 8 && binary.BigEndian.Uint64(v) >= n {
+			return nil
+		}
+		return b.Put(logID[:], binary.BigEndian.AppendUint64(nil, n))
+	})
+}
+
 // Check implements dedup.Store. A log with records under legacy 16-byte
 // keys, or with an unfinished rebuild, must be rebuilt.
 func (d *DB) Check(ctx context.Context, logID [32]byte) error {
@@ -337,6 +371,10 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 			if err := b.DeleteBucket(logID[:]); err != nil {
 				return err
 			}
+		}
+		// The leaf hash index is empty now, so its progress is nil.
+		if err := tx.Bucket(hashIndexedBucket).Delete(logID[:]); err != nil {
+			return err
 		}
 		// The log keeps an (empty) bucket in dedupBucket: the recent
 		// tier takes a log it has seen for one that has a bucket there,

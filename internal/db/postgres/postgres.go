@@ -48,9 +48,10 @@ type DB struct {
 }
 
 var (
-	_ lock.Backend    = (*DB)(nil)
-	_ dedup.Rebuilder = (*DB)(nil)
-	_ dedup.HashIndex = (*DB)(nil)
+	_ lock.Backend            = (*DB)(nil)
+	_ dedup.Rebuilder         = (*DB)(nil)
+	_ dedup.HashIndex         = (*DB)(nil)
+	_ dedup.HashIndexProgress = (*DB)(nil)
 )
 
 // schema is created by Open. Tables are prefixed so that Mosaic can share a
@@ -59,7 +60,9 @@ var (
 //   - mosaic_checkpoints: one row per log, its latest checkpoint.
 //   - mosaic_dedup_logs: one row per log with a dedup cache: the log's
 //     32-byte ID, stored once, a small integer standing for it in
-//     mosaic_dedup_entries, and whether a rebuild of its cache is under way.
+//     mosaic_dedup_entries, whether a rebuild of its cache is under way,
+//     and how far its leaf hash index is complete (hash_indexed, see
+//     dedup.HashIndexProgress).
 //   - mosaic_dedup_entries: one row per logged entry per log: the log's
 //     integer, the full 32-byte dedup key, and the entry's index and
 //     timestamp (as bigint; uint64 values are stored as their two's
@@ -82,6 +85,7 @@ var schema = []string{
 		log_id bytea NOT NULL UNIQUE CHECK (length(log_id) = 32),
 		rebuilding boolean NOT NULL DEFAULT false
 	)`,
+	`ALTER TABLE mosaic_dedup_logs ADD COLUMN IF NOT EXISTS hash_indexed bigint NOT NULL DEFAULT 0`,
 	`CREATE TABLE IF NOT EXISTS mosaic_dedup_entries (
 		log integer NOT NULL,
 		key bytea NOT NULL CHECK (length(key) = 32),
@@ -384,6 +388,33 @@ func (db *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64
 	return uint64(idx), true, nil
 }
 
+// HashIndexed implements dedup.HashIndexProgress.
+func (db *DB) HashIndexed(ctx context.Context, logID [32]byte) (uint64, error) {
+	var n int64
+	err := db.pool.QueryRow(ctx, "SELECT hash_indexed FROM mosaic_dedup_logs WHERE log_id = $1", logID[:]).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reading the leaf hash index progress of log %x in %s: %w", logID, db.where, err)
+	}
+	return uint64(n), nil
+}
+
+// SetHashIndexed implements dedup.HashIndexProgress. GREATEST keeps the
+// mark from moving back when two processes (a leader and its successor)
+// both advance it.
+func (db *DB) SetHashIndexed(ctx context.Context, logID [32]byte, n uint64) error {
+	id, _, err := db.dedupLog(ctx, db.pool, logID, true)
+	if err != nil {
+		return err
+	}
+	if _, err := db.pool.Exec(ctx, "UPDATE mosaic_dedup_logs SET hash_indexed = GREATEST(hash_indexed, $2) WHERE id = $1", id, int64(n)); err != nil {
+		return fmt.Errorf("postgres: recording the leaf hash index progress of log %x in %s: %w", logID, db.where, err)
+	}
+	return nil
+}
+
 // Check implements dedup.Store: a log with rows in the legacy 16-byte-key
 // table, or with an unfinished rebuild, must be rebuilt.
 func (db *DB) Check(ctx context.Context, logID [32]byte) error {
@@ -429,7 +460,7 @@ func (db *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "UPDATE mosaic_dedup_logs SET rebuilding = true WHERE id = $1", id); err != nil {
+		if _, err := tx.Exec(ctx, "UPDATE mosaic_dedup_logs SET rebuilding = true, hash_indexed = 0 WHERE id = $1", id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM mosaic_dedup_entries WHERE log = $1", id); err != nil {

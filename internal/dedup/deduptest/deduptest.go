@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		{"Rebuild", testRebuild},
 		{"RebuildFailed", testRebuildFailed},
 		{"HashIndex", testHashIndex},
+		{"HashIndexProgress", testHashIndexProgress},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,6 +409,64 @@ func testHashIndex(t *testing.T, s dedup.Store) {
 		}
 		if idx, ok := look(a, leaf(7)); !ok || idx != 7 {
 			t.Fatalf("LeafIndex after the rebuild = %d, %v; want 7", idx, ok)
+		}
+	}
+}
+
+// testHashIndexProgress: the mark starts at 0, is per log, never moves back
+// (two processes may both advance it), and a rebuild resets it with the
+// records it deletes.
+func testHashIndexProgress(t *testing.T, s dedup.Store) {
+	p, ok := s.(dedup.HashIndexProgress)
+	if !ok {
+		t.Skip("the store records no leaf hash index progress")
+	}
+	a, b := logID("a"), logID("b")
+	get := func(id [32]byte) uint64 {
+		t.Helper()
+		n, err := p.HashIndexed(ctx(t), id)
+		if err != nil {
+			t.Fatalf("HashIndexed: %v", err)
+		}
+		return n
+	}
+	set := func(id [32]byte, n uint64) {
+		t.Helper()
+		if err := p.SetHashIndexed(ctx(t), id, n); err != nil {
+			t.Fatalf("SetHashIndexed(%d): %v", n, err)
+		}
+	}
+	if n := get(a); n != 0 {
+		t.Fatalf("HashIndexed of a new log = %d, want 0", n)
+	}
+	set(a, 512)
+	set(a, 300)
+	if n := get(a); n != 512 {
+		t.Fatalf("HashIndexed after 512 then 300 = %d, want 512 (the mark never moves back)", n)
+	}
+	set(a, 1<<40)
+	if n := get(a); n != 1<<40 {
+		t.Fatalf("HashIndexed = %d, want %d", n, uint64(1<<40))
+	}
+	if n := get(b); n != 0 {
+		t.Fatalf("HashIndexed of another log = %d, want 0", n)
+	}
+	if r, ok := s.(dedup.Rebuilder); ok {
+		mustPut(t, s, a, records(0, 10))
+		if err := r.Rebuild(ctx(t), a, func(put func([]dedup.Record) error) error {
+			if n := get(a); n != 0 {
+				t.Errorf("HashIndexed during a rebuild = %d, want 0 (the records are gone)", n)
+			}
+			return put(records(0, 5))
+		}); err != nil {
+			t.Fatalf("Rebuild: %v", err)
+		}
+		if n := get(a); n != 0 {
+			t.Fatalf("HashIndexed after a rebuild = %d, want 0 until the rebuilder sets it", n)
+		}
+		set(a, 5)
+		if n := get(a); n != 5 {
+			t.Fatalf("HashIndexed after a rebuild and a set = %d, want 5", n)
 		}
 	}
 }
