@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/subtree"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
@@ -221,7 +222,7 @@ func (s *source) buildEntries(ctx context.Context, origin string, size int64, ro
 		if err != nil {
 			return nil, 0, err
 		}
-		proof, err := ProveSubtree(subStart, hi, size, thr)
+		proof, err := subtree.Prove(subStart, hi, size, thr)
 		if err != nil {
 			return nil, 0, fmt.Errorf("subtree proof of [%d, %d): %w", subStart, hi, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/storage"
+	"github.com/mosaic-ct/mosaic/internal/subtree"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
@@ -232,7 +233,7 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 		return c
 	}
 	all := append(append([]tlog.Hash(nil), have[:lo-subStart]...), leaves...)
-	if err := VerifySubtree(subStart, hi, target.Size, merkleHash(all), target.Hash, p.proof); err != nil {
+	if err := subtree.Verify(subStart, hi, target.Size, subtree.Hash(all), target.Hash, p.proof); err != nil {
 		return refuse(http.StatusUnprocessableEntity, "The entries of [%d, %d) do not match the pending checkpoint of size %d.", subStart, hi, target.Size)
 	}
 	// The tile's entries: those stored, then the package's new ones
@@ -396,18 +397,6 @@ func cloneAll(es [][]byte) [][]byte {
 		out[i] = bytes.Clone(e)
 	}
 	return out
-}
-
-// merkleHash is the RFC 6962 Merkle Tree Hash of leaf hashes.
-func merkleHash(leaves []tlog.Hash) tlog.Hash {
-	switch len(leaves) {
-	case 0:
-		return emptyRoot
-	case 1:
-		return leaves[0]
-	}
-	k := splitPow2(int64(len(leaves)))
-	return tlog.NodeHash(merkleHash(leaves[:k]), merkleHash(leaves[k:]))
 }
 
 func gzipBytes(b []byte) []byte {

@@ -2,11 +2,9 @@ package witnessd
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"net/http"
 	"net/netip"
 
@@ -14,6 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/subtree"
 )
 
 // SignSubtree is a parsed sign-subtree request body.
@@ -65,87 +64,6 @@ func ParseSignSubtree(body []byte) (*SignSubtree, error) {
 	return req, nil
 }
 
-// validSubtree reports whether [start, end) is a subtree of a Merkle tree
-// (draft-ietf-plants-merkle-tree-certs-03, section 4.1): not empty, and
-// start a multiple of the smallest power of two at least end - start.
-func validSubtree(start, end int64) bool {
-	if start < 0 || start >= end {
-		return false
-	}
-	width := uint64(1) << bits.Len64(uint64(end-start)-1)
-	return uint64(start)%width == 0
-}
-
-// hashChildren is the RFC 6962 interior node hash of left and right.
-func hashChildren(left, right tlog.Hash) tlog.Hash {
-	var b [1 + 2*tlog.HashSize]byte
-	b[0] = 1
-	copy(b[1:], left[:])
-	copy(b[1+tlog.HashSize:], right[:])
-	return sha256.Sum256(b[:])
-}
-
-// checkSubtreeProof checks that proof is a subtree consistency proof
-// (draft-ietf-plants-merkle-tree-certs-03, section 4.4) that the subtree
-// [start, end) with hash node is part of the tree of size n with root
-// hash root. [start, end) must be a valid subtree with end <= n.
-//
-// The indexes of the subtree's first and last leaves and of the tree's
-// last leaf, read bit by bit from the bottom of the tree up, say at each
-// level whether the path turns left or right; the proof's hashes are
-// combined with the subtree's along them, computing both the subtree's
-// hash (which must be node) and the tree's (which must be root), and the
-// proof must run out exactly at the root. A proof of any other length or
-// content fails, so an attacker's bytes can at most cost 64 hashes.
-func checkSubtreeProof(start, end, n int64, proof tlog.TreeProof, node, root tlog.Hash) bool {
-	if !validSubtree(start, end) || end > n {
-		return false
-	}
-	first, last, treeLast := uint64(start), uint64(end-1), uint64(n-1)
-	up := func() { first, last, treeLast = first>>1, last>>1, treeLast>>1 }
-	if last == treeLast {
-		// The subtree is on the tree's right edge: climb to its top.
-		for first != last {
-			up()
-		}
-	} else {
-		// Climb while the subtree's right edge is the right edge of a
-		// complete node of the tree, within the subtree.
-		for first != last && last&1 == 1 {
-			up()
-		}
-	}
-	var sub, tree tlog.Hash
-	if first == last {
-		// The node reached is the whole subtree, which the proof omits.
-		sub, tree = node, node
-	} else {
-		if len(proof) == 0 {
-			return false
-		}
-		sub, tree = proof[0], proof[0]
-		proof = proof[1:]
-	}
-	for _, p := range proof {
-		if treeLast == 0 {
-			return false // the proof goes on past the root
-		}
-		if last&1 == 1 || last == treeLast {
-			if first < last {
-				sub = hashChildren(p, sub)
-			}
-			tree = hashChildren(p, tree)
-			for last&1 == 0 {
-				up()
-			}
-		} else {
-			tree = hashChildren(tree, p)
-		}
-		up()
-	}
-	return treeLast == 0 && sub == node && tree == root
-}
-
 // serveSignSubtree answers sign-subtree: an ML-DSA-44 cosignature of a
 // subtree, with a zero timestamp, for a subtree proved consistent with a
 // checkpoint this witness cosigned. It reads no state: the witness already
@@ -172,10 +90,10 @@ func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
 	if _, err := note.Open(req.Note, w.cosigners); err != nil {
 		return nil, refuse(http.StatusForbidden, resultForbidden, "The checkpoint carries no valid cosignature by this witness.")
 	}
-	if !validSubtree(req.Start, req.End) || req.End > cp.Size {
+	if !subtree.Valid(req.Start, req.End) || req.End > cp.Size {
 		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The range [%d, %d) is not a subtree of the checkpoint's tree of size %d.", req.Start, req.End, cp.Size)
 	}
-	if !checkSubtreeProof(req.Start, req.End, cp.Size, req.Proof, req.Hash, cp.Hash) {
+	if subtree.Verify(req.Start, req.End, cp.Size, req.Hash, cp.Hash, req.Proof) != nil {
 		return nil, refuse(http.StatusUnprocessableEntity, resultInconsistent, "The subtree consistency proof does not verify.")
 	}
 	return w.mldsaLine(0, cp.Origin, req.Start, req.End, req.Hash)

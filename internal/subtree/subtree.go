@@ -1,6 +1,12 @@
-package mirror
+// Package subtree computes and checks subtree consistency proofs
+// (draft-ietf-plants-merkle-tree-certs, "Subtree Consistency Proofs"):
+// the proof that the subtree [start, end) of a tree of size n is part of
+// the tree with a given root hash. The mirror proves them (add-entries'
+// packages) and checks them; the witness checks them (sign-subtree).
+package subtree
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -13,9 +19,9 @@ import (
 // a given root hash. For start = 0 it is the RFC 6962 consistency proof from
 // size end (TestSubtreeProofMatchesTlog checks that against tlog).
 
-// validSubtree reports whether [start, end) is a subtree: non-empty, and
+// Valid reports whether [start, end) is a subtree: non-empty, and
 // start a multiple of the smallest power of two not below end - start.
-func validSubtree(start, end int64) bool {
+func Valid(start, end int64) bool {
 	if start < 0 || end <= start {
 		return false
 	}
@@ -24,6 +30,19 @@ func validSubtree(start, end int64) bool {
 		w <<= 1
 	}
 	return start%w == 0
+}
+
+// Hash is the RFC 6962 Merkle Tree Hash of a range of leaf hashes, by its
+// definition (its recursion is as deep as the tree, 64 at most).
+func Hash(leaves []tlog.Hash) tlog.Hash {
+	switch len(leaves) {
+	case 0:
+		return sha256.Sum256(nil)
+	case 1:
+		return leaves[0]
+	}
+	k := splitPow2(int64(len(leaves)))
+	return tlog.NodeHash(Hash(leaves[:k]), Hash(leaves[k:]))
 }
 
 // splitPow2 returns the largest power of two smaller than n (n > 1).
@@ -67,10 +86,10 @@ func rangeHash(lo, hi int64, r tlog.HashReader) (tlog.Hash, error) {
 	return h, nil
 }
 
-// ProveSubtree returns the subtree consistency proof of [start, end) in
+// Prove returns the subtree consistency proof of [start, end) in
 // the tree of size n whose hashes r reads.
-func ProveSubtree(start, end, n int64, r tlog.HashReader) ([]tlog.Hash, error) {
-	if !validSubtree(start, end) || end > n {
+func Prove(start, end, n int64, r tlog.HashReader) ([]tlog.Hash, error) {
+	if !Valid(start, end) || end > n {
 		return nil, fmt.Errorf("[%d, %d) is not a subtree of a tree of size %d", start, end, n)
 	}
 	return proveSub(start, end, 0, n, true, r)
@@ -111,10 +130,10 @@ func proveSub(start, end, lo, hi int64, whole bool, r tlog.HashReader) ([]tlog.H
 	return append(p, sib), nil
 }
 
-// errBadProof is a subtree consistency proof that does not verify.
-var errBadProof = errors.New("the subtree consistency proof does not verify")
+// ErrBadProof is a subtree consistency proof that does not verify.
+var ErrBadProof = errors.New("the subtree consistency proof does not verify")
 
-// VerifySubtree checks that the subtree [start, end), whose hash is sub, is
+// Verify checks that the subtree [start, end), whose hash is sub, is
 // part of the tree of size n with root hash root, by proof.
 //
 // Safety: the verifier recomputes both the subtree's hash and the root from
@@ -122,8 +141,8 @@ var errBadProof = errors.New("the subtree consistency proof does not verify")
 // in the list), and accepts only if both match and nothing is left over;
 // a proof for another range, size or subtree cannot satisfy both equations
 // without a SHA-256 collision.
-func VerifySubtree(start, end, n int64, sub, root tlog.Hash, proof []tlog.Hash) error {
-	if !validSubtree(start, end) || end > n {
+func Verify(start, end, n int64, sub, root tlog.Hash, proof []tlog.Hash) error {
+	if !Valid(start, end) || end > n {
 		return fmt.Errorf("[%d, %d) is not a subtree of a tree of size %d", start, end, n)
 	}
 	rest := proof
@@ -144,13 +163,13 @@ func VerifySubtree(start, end, n int64, sub, root tlog.Hash, proof []tlog.Hash) 
 			}
 			h, ok := pop()
 			if !ok {
-				return s, r, errBadProof
+				return s, r, ErrBadProof
 			}
 			return h, h, nil
 		}
 		h, ok := pop()
 		if !ok {
-			return s, r, errBadProof
+			return s, r, ErrBadProof
 		}
 		mid := lo + splitPow2(hi-lo)
 		switch {
@@ -170,7 +189,7 @@ func VerifySubtree(start, end, n int64, sub, root tlog.Hash, proof []tlog.Hash) 
 		return err
 	}
 	if len(rest) != 0 || s != sub || r != root {
-		return errBadProof
+		return ErrBadProof
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package mirror
+package subtree
 
 import (
 	"crypto/sha256"
@@ -50,10 +50,10 @@ func TestSubtreeProofMatchesTlog(t *testing.T) {
 	m, _ := newMemTree(70)
 	for n := int64(1); n <= 70; n++ {
 		for end := int64(1); end <= n; end++ {
-			if !validSubtree(0, end) {
+			if !Valid(0, end) {
 				continue
 			}
-			got, err := ProveSubtree(0, end, n, m)
+			got, err := Prove(0, end, n, m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,18 +81,18 @@ func TestSubtreeProofs(t *testing.T) {
 		root := mth(leaves[:n])
 		for start := int64(0); start < n; start++ {
 			for end := start + 1; end <= n; end++ {
-				if !validSubtree(start, end) {
-					if _, err := ProveSubtree(start, end, n, m); err == nil {
+				if !Valid(start, end) {
+					if _, err := Prove(start, end, n, m); err == nil {
 						t.Fatalf("[%d, %d) is not a subtree but got a proof", start, end)
 					}
 					continue
 				}
 				sub := mth(leaves[start:end])
-				p, err := ProveSubtree(start, end, n, m)
+				p, err := Prove(start, end, n, m)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := VerifySubtree(start, end, n, sub, root, p); err != nil {
+				if err := Verify(start, end, n, sub, root, p); err != nil {
 					t.Fatalf("n=%d [%d, %d): %v", n, start, end, err)
 				}
 				checked++
@@ -101,11 +101,11 @@ func TestSubtreeProofs(t *testing.T) {
 				// checkpoint, not by the proof: sizes with the same tree shape
 				// above the subtree take the same proof.)
 				bad := []func() error{
-					func() error { return VerifySubtree(start, end, n, tlog.Hash{1}, root, p) },
-					func() error { return VerifySubtree(start, end, n, sub, sub, append(p, root)) },
+					func() error { return Verify(start, end, n, tlog.Hash{1}, root, p) },
+					func() error { return Verify(start, end, n, sub, sub, append(p, root)) },
 				}
 				if len(p) > 0 {
-					bad = append(bad, func() error { return VerifySubtree(start, end, n, sub, root, p[:len(p)-1]) })
+					bad = append(bad, func() error { return Verify(start, end, n, sub, root, p[:len(p)-1]) })
 				}
 				if sub == root {
 					bad = bad[:1]
@@ -113,7 +113,7 @@ func TestSubtreeProofs(t *testing.T) {
 				for i := range p {
 					q := append([]tlog.Hash(nil), p...)
 					q[i][i%32] ^= 1
-					bad = append(bad, func() error { return VerifySubtree(start, end, n, sub, root, q) })
+					bad = append(bad, func() error { return Verify(start, end, n, sub, root, q) })
 				}
 				for i, f := range bad {
 					if f() == nil {
