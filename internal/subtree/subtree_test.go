@@ -1,7 +1,6 @@
 package subtree
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"testing"
 
@@ -34,16 +33,18 @@ func newMemTree(n int64) (*memTree, []tlog.Hash) {
 	return m, leaves
 }
 
-// mth is the RFC 6962 Merkle Tree Hash of leaves, by its definition.
-func mth(leaves []tlog.Hash) tlog.Hash {
-	switch len(leaves) {
-	case 0:
-		return sha256.Sum256(nil)
-	case 1:
-		return leaves[0]
+// TestHash: Hash agrees with tlog's root hashes.
+func TestHash(t *testing.T) {
+	m, leaves := newMemTree(70)
+	for n := int64(0); n <= 70; n++ {
+		want, err := tlog.TreeHash(n, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Hash(leaves[:n]); got != want {
+			t.Fatalf("Hash of %d leaves differs from tlog's", n)
+		}
 	}
-	k := splitPow2(int64(len(leaves)))
-	return tlog.NodeHash(mth(leaves[:k]), mth(leaves[k:]))
 }
 
 func TestSubtreeProofMatchesTlog(t *testing.T) {
@@ -78,7 +79,7 @@ func TestSubtreeProofs(t *testing.T) {
 	m, leaves := newMemTree(max)
 	checked := 0
 	for n := int64(1); n <= max; n++ {
-		root := mth(leaves[:n])
+		root := Hash(leaves[:n])
 		for start := int64(0); start < n; start++ {
 			for end := start + 1; end <= n; end++ {
 				if !Valid(start, end) {
@@ -87,7 +88,7 @@ func TestSubtreeProofs(t *testing.T) {
 					}
 					continue
 				}
-				sub := mth(leaves[start:end])
+				sub := Hash(leaves[start:end])
 				p, err := Prove(start, end, n, m)
 				if err != nil {
 					t.Fatal(err)
