@@ -451,6 +451,11 @@ func (c *Config) resolve(dir string) {
 	abs(&c.Database)
 	if c.Witness != nil {
 		abs(&c.Witness.Key)
+		for i, src := range c.Witness.LogLists {
+			if !strings.Contains(src, "://") {
+				abs(&c.Witness.LogLists[i])
+			}
+		}
 	}
 	c.Mirror.resolve(abs)
 	for i := range c.Listen {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 )
@@ -28,7 +30,12 @@ type WitnessServer struct {
 	RatePerClient  *float64 `yaml:"rate_per_client,omitempty"`
 	BurstPerClient int      `yaml:"burst_per_client,omitempty"`
 	// Logs are the logs the witness cosigns.
-	Logs []WitnessedLog `yaml:"logs"`
+	Logs []WitnessedLog `yaml:"logs,omitempty"`
+	// LogLists are witness-network log lists ("logs/v0": files or
+	// https:// URLs) whose logs the witness also cosigns, read at startup
+	// and every LogListRefresh (default 1h). A list only adds logs.
+	LogLists       []string      `yaml:"log_lists,omitempty"`
+	LogListRefresh time.Duration `yaml:"log_list_refresh,omitempty"`
 }
 
 // WitnessedLog is one log a witness cosigns.
@@ -55,6 +62,9 @@ func (w *WitnessServer) setDefaults() {
 	}
 	if w.BurstPerClient == 0 {
 		w.BurstPerClient = max(1, int(2**w.RatePerClient))
+	}
+	if w.LogListRefresh == 0 {
+		w.LogListRefresh = time.Hour
 	}
 	if w.Name == "" {
 		if u, err := ParsePrefix(w.SubmissionPrefix); err == nil {
@@ -87,8 +97,16 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	if c.Postgres == "" && c.Database == "" {
 		bad("witness", "the witness keeps its state in a database: set the top-level database (an embedded database file) or postgres")
 	}
-	if len(w.Logs) == 0 {
-		bad("witness.logs", "at least one log is required")
+	if len(w.Logs) == 0 && len(w.LogLists) == 0 {
+		bad("witness.logs", "at least one log (or a log list in witness.log_lists) is required")
+	}
+	for i, src := range w.LogLists {
+		if strings.Contains(src, "://") && !strings.HasPrefix(src, "https://") {
+			bad(fmt.Sprintf("witness.log_lists[%d]", i), "%q: a log list is a file or an https:// URL", src)
+		}
+	}
+	if w.LogListRefresh < time.Minute || w.LogListRefresh > 7*24*time.Hour {
+		bad("witness.log_list_refresh", "%v is out of range (1m to 168h)", w.LogListRefresh)
 	}
 	origins := map[string]bool{}
 	for i, l := range w.Logs {

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 )
@@ -39,11 +40,22 @@ func TestWitnessServer(t *testing.T) {
 		{strings.Replace(good, "["+logKey+"]", "[]", 1), "witness.logs[0].keys: "},
 		{good + "    - origin: log.example/2026\n      keys: [" + logKey + "]\n", "witness.logs[1].origin: "},
 		{"  key: /tmp/w.key\n  submission_prefix: https://witness.example/\n", "witness.logs: "},
+		{good + "  log_lists: [http://lists.example/logs]\n", "witness.log_lists[0]: "},
+		{good + "  log_lists: [lists.txt]\n  log_list_refresh: 1s\n", "witness.log_list_refresh: "},
 	} {
 		_, err := Parse([]byte(cfg(tc.yaml)))
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%q: error %v, want one naming %s", tc.yaml, err, tc.field)
 		}
+	}
+	// A witness of log lists alone is valid; a list file is resolved like
+	// any other path, a URL kept.
+	c, err = Parse([]byte(cfg("  key: /tmp/w.key\n  submission_prefix: https://witness.example/\n  log_lists: [/etc/lists/a.txt, https://lists.example/logs]\n")))
+	if err != nil {
+		t.Fatalf("a witness of log lists alone: %v", err)
+	}
+	if l := c.Witness.LogLists; len(l) != 2 || l[1] != "https://lists.example/logs" || c.Witness.LogListRefresh != time.Hour {
+		t.Errorf("log lists %q, refresh %v; want both kept and 1h", l, c.Witness.LogListRefresh)
 	}
 	// Without a database the witness has nowhere to keep its state.
 	_, err = Parse([]byte(strings.Replace(cfg(good), "database: /tmp/w.db\n", "", 1)))

@@ -690,6 +690,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	handler := s.api.Handler()
 	if s.witness != nil {
 		handler = s.witness.route(handler)
+		wctx, stopLists := context.WithCancel(ctx)
+		defer stopLists()
+		go s.witness.w.RunLogLists(wctx, s.witness.refresh)
 	}
 	if s.mirror != nil {
 		handler = s.mirror.route(handler)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,6 +21,8 @@ import (
 type witnessServer struct {
 	w      *witnessd.Witness
 	prefix string // the submission prefix's path
+	// refresh is how often the log lists are read again.
+	refresh time.Duration
 }
 
 // openWitness opens the witness's key and state store (PostgreSQL when
@@ -55,17 +59,29 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 		logs[i] = witnessd.Log{Origin: l.Origin, Keys: l.Keys}
 	}
 	w, err := witnessd.New(ctx, witnessd.Config{
-		Name: wc.Name, Keys: k, Logs: logs, Store: store,
+		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, Store: store,
 		RateLimit:  ctlog.ClientLimitConfig{Rate: *wc.RatePerClient, Burst: wc.BurstPerClient, Exempt: exempt, IPv6Bits: ipv6},
 		Registerer: reg, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("witness: %w", err)
 	}
+	// A list that cannot be read at startup is a mistake to fix if it is
+	// a file; a URL may be down for a while: its logs come at a later
+	// read (RunLogLists), and the configured ones are witnessed already.
+	for _, le := range w.LoadLogLists(ctx) {
+		if !strings.HasPrefix(le.Source, "https://") {
+			return nil, fmt.Errorf("witness.log_lists[%d]: %w", le.Index, le.Err)
+		}
+		logger.Warn("witness: reading a log list failed; will retry", "list", le.Source, "err", le.Err, "every", wc.LogListRefresh)
+	}
+	if w.Logs() == 0 {
+		return nil, fmt.Errorf("witness.log_lists: the log lists name no log this witness can witness")
+	}
 	vkeys := w.VerifierKeys()
-	logger.Info("witness ready", "name", wc.Name, "submission_prefix", u.String(), "logs", len(logs),
+	logger.Info("witness ready", "name", wc.Name, "submission_prefix", u.String(), "logs", w.Logs(),
 		"ed25519_vkey", vkeys[0], "mldsa44_vkey", vkeys[1])
-	return &witnessServer{w: w, prefix: u.Path}, nil
+	return &witnessServer{w: w, prefix: u.Path, refresh: wc.LogListRefresh}, nil
 }
 
 // route serves the witness's paths and hands every other request to next.

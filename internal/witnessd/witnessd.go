@@ -75,6 +75,11 @@ type Config struct {
 	Keys *keys.CosignerKeys
 	// Logs are the logs it witnesses.
 	Logs []Log
+	// LogLists are witness-network log lists (files or https:// URLs)
+	// that add logs to Logs (see LoadLogLists and RunLogLists).
+	LogLists []string
+	// HTTPClient fetches the log lists (http.DefaultClient if nil).
+	HTTPClient *http.Client
 	// Store keeps the latest cosigned checkpoint of each log.
 	Store Store
 	// RateLimit bounds each client's requests (Rate 0: no limit).
@@ -103,10 +108,20 @@ type Witness struct {
 	// reference checkpoints).
 	cosigners note.Verifiers
 	store     Store
+	lists     logLists
 	limit     *ctlog.ClientLimiter
 	now       func() time.Time
 	log       *slog.Logger
 	metrics   metrics
+}
+
+// logLists are the witness-network log lists a Witness reads.
+type logLists struct {
+	sources []string
+	client  *http.Client
+	warned  map[string]bool // entries left out, logged once; only LoadLogLists uses it, at startup and then from RunLogLists
+	errors  *prometheus.CounterVec
+	logs    prometheus.Gauge
 }
 
 type witnessedLog struct {
@@ -178,6 +193,26 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			return nil, err
 		}
 	}
+	w.lists = logLists{sources: cfg.LogLists, client: cfg.HTTPClient, warned: map[string]bool{},
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_witness_server_log_list_errors_total",
+			Help: "Reads of a witness-network log list (witness.log_lists) that failed, by list.",
+		}, []string{"list"}),
+		logs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_witness_server_logs",
+			Help: "The logs this process's witness witnesses: configured and from log lists.",
+		}),
+	}
+	if w.lists.client == nil {
+		w.lists.client = http.DefaultClient
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{w.lists.errors, w.lists.logs} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
 	w.logs.Store(&map[string]*witnessedLog{})
 	seen := map[string]bool{}
 	for _, l := range cfg.Logs {
@@ -191,6 +226,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 	} else if len(skipped) > 0 {
 		return nil, skipped[0]
 	}
+	w.lists.logs.Set(float64(w.Logs()))
 	return w, nil
 }
 
