@@ -31,7 +31,19 @@ type Witness struct {
 	URL string `yaml:"url"`
 	// Key is the witness's cosignature verifier key (vkey): Ed25519
 	// cosignature/v1 (type 0x04) or ML-DSA-44 (type 0x06).
-	Key string `yaml:"key"`
+	Key string `yaml:"key,omitempty"`
+	// Keys lists several vkeys of one witness (its Ed25519 and ML-DSA-44
+	// keys, of one name), instead of Key: one request collects a
+	// cosignature by each.
+	Keys []string `yaml:"keys,omitempty"`
+}
+
+// VKeys returns the witness's vkeys: Key, or Keys.
+func (w Witness) VKeys() []string {
+	if w.Key != "" {
+		return []string{w.Key}
+	}
+	return w.Keys
 }
 
 func (w *Witnesses) setDefaults() {
@@ -67,14 +79,34 @@ func (w *Witnesses) validate(f string, bad func(field, format string, args ...an
 		if u, err := url.Parse(wi.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(wf+".url", "%q is not an http:// or https:// URL", wi.URL)
 		}
-		v, err := checkpoint.ParseCosignerKey(wi.Key)
-		if err != nil {
-			bad(wf+".key", "%v", err)
+		var keyName string
+		switch {
+		case wi.Key != "" && len(wi.Keys) > 0:
+			bad(wf+".keys", "set key or keys, not both")
+		case wi.Key == "" && len(wi.Keys) == 0:
+			bad(wf+".key", "required (the witness's vkey; or keys, a list of its vkeys)")
+		}
+		for j, k := range wi.VKeys() {
+			kf := wf + ".key"
+			if wi.Key == "" {
+				kf = fmt.Sprintf("%s.keys[%d]", wf, j)
+			}
+			v, err := checkpoint.ParseCosignerKey(k)
+			switch {
+			case err != nil:
+				bad(kf, "%v", err)
+			case keyName == "":
+				keyName = v.Name()
+			case v.Name() != keyName:
+				bad(kf, "the key is named %q, not %q as the witness's first key: list another witness separately", v.Name(), keyName)
+			}
+		}
+		if keyName == "" {
 			continue
 		}
 		name := wi.Name
 		if name == "" {
-			name = v.Name()
+			name = keyName
 		}
 		if names[name] {
 			bad(wf+".name", "two witnesses are named %q; give each its own name", name)

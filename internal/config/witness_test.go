@@ -77,6 +77,15 @@ func TestWitnesses(t *testing.T) {
 	if *w.Quorum != 1 || w.Timeout != 5*time.Second || len(w.List) != 2 || w.List[1].Name != "two" {
 		t.Errorf("defaults: quorum %d, timeout %v, %+v", *w.Quorum, w.Timeout, w.List)
 	}
+	// One witness with several keys of its name.
+	k1b := mldsaWitnessKey(t, "w.example/1")
+	c, err = Parse([]byte(withWitnesses("      list:\n        - url: https://w.example/1/\n          keys: [" + k1 + ", " + k1b + "]\n")))
+	if err != nil {
+		t.Fatalf("a witness with two keys: %v", err)
+	}
+	if got := c.Logs[0].Witnesses.List[0].VKeys(); len(got) != 2 || got[1] != k1b {
+		t.Errorf("VKeys = %q, want both keys", got)
+	}
 	if c, err := Parse([]byte(base())); err != nil || c.Logs[0].Witnesses != nil {
 		t.Errorf("no witnesses section: %v, %+v", err, c.Logs[0].Witnesses)
 	}
@@ -87,6 +96,10 @@ func TestWitnesses(t *testing.T) {
 		{"      list:\n        - url: ftp://w/\n          key: " + k1 + "\n", "witnesses.list[0].url", "http"},
 		{"      list:\n        - url: https://w/\n          key: nope\n", "witnesses.list[0].key", "verifier key"},
 		{"      list:\n        - url: https://w/\n          key: " + k1 + "\n        - url: https://v/\n          key: " + k1 + "\n", "witnesses.list[1].name", "two witnesses"},
+		{"      list:\n        - url: https://w/\n", "witnesses.list[0].key", "required"},
+		{"      list:\n        - url: https://w/\n          key: " + k1 + "\n          keys: [" + k1 + "]\n", "witnesses.list[0].keys", "not both"},
+		{"      list:\n        - url: https://w/\n          keys: [" + k1 + ", " + k2 + "]\n", "witnesses.list[0].keys[1]", "named"},
+		{"      list:\n        - url: https://w/\n          keys: [" + k1 + ", nope]\n", "witnesses.list[0].keys[1]", "verifier key"},
 	} {
 		_, err := Parse([]byte(withWitnesses(tc.section)))
 		if err == nil || !strings.Contains(err.Error(), tc.field+": ") || !strings.Contains(err.Error(), tc.want) {

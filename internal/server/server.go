@@ -281,7 +281,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if w := lc.Witnesses; w != nil {
 		ws := make([]witness.Witness, len(w.List))
 		for i, wi := range w.List {
-			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Key: wi.Key}
+			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
 		}
 		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
 			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})

@@ -64,11 +64,11 @@ func TestPublisherMLDSA44Witness(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	p := newPublisher(t, e, reg, 5*time.Second, 2,
-		Witness{URL: live.URL, Key: live.VerifierKey},
-		Witness{URL: pqW.URL, Key: pq.VerifierKey()},
-		Witness{URL: impW.URL, Key: impKey},
-		Witness{URL: mixW.URL, Key: mixKey},
-		Witness{URL: edW.URL, Key: edKey})
+		Witness{URL: live.URL, Keys: []string{live.VerifierKey}},
+		Witness{URL: pqW.URL, Keys: []string{pq.VerifierKey()}},
+		Witness{URL: impW.URL, Keys: []string{impKey}},
+		Witness{URL: mixW.URL, Keys: []string{mixKey}},
+		Witness{URL: edW.URL, Keys: []string{edKey}})
 	seq, _ := e.run(t, p)
 	// published verifies the note with every configured key: a bad line
 	// the publisher kept would make it fail (a known key's invalid

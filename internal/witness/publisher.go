@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
@@ -128,13 +129,23 @@ func New(cfg Config) (*Publisher, error) {
 	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, mailbox: sequencer.NewLatest()}
 	seen := map[string]bool{}
 	for i, w := range cfg.Witnesses {
-		v, err := checkpoint.ParseCosignerKey(w.Key)
-		if err != nil {
-			return nil, fmt.Errorf("witness %d key: %w", i+1, err)
+		if len(w.Keys) == 0 {
+			return nil, fmt.Errorf("witness %d has no key", i+1)
+		}
+		var vs []note.Verifier
+		for _, k := range w.Keys {
+			v, err := checkpoint.ParseCosignerKey(k)
+			if err != nil {
+				return nil, fmt.Errorf("witness %d key: %w", i+1, err)
+			}
+			if len(vs) > 0 && v.Name() != vs[0].Name() {
+				return nil, fmt.Errorf("witness %d: its keys are named %q and %q; list each witness separately", i+1, vs[0].Name(), v.Name())
+			}
+			vs = append(vs, v)
 		}
 		name := w.Name
 		if name == "" {
-			name = v.Name()
+			name = vs[0].Name()
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("witness %d: two witnesses are named %q", i+1, name)
@@ -144,7 +155,7 @@ func New(cfg Config) (*Publisher, error) {
 		if len(u) == 0 || u[len(u)-1] != '/' {
 			u += "/"
 		}
-		c := &client{name: name, url: u, verifier: v, hc: cfg.HTTPClient, metrics: p.metrics, known: -1,
+		c := &client{name: name, url: u, keyName: vs[0].Name(), verifiers: note.VerifierList(vs...), hc: cfg.HTTPClient, metrics: p.metrics, known: -1,
 			status: Status{Name: name, URL: u}}
 		p.clients = append(p.clients, c)
 	}

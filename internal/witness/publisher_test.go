@@ -183,9 +183,9 @@ func TestPublisherWitnesses(t *testing.T) {
 	downKey := witnesstest.Start(t, "witness.test/down", lg).VerifierKey // a valid key for a URL where nothing listens
 	reg := prometheus.NewRegistry()
 	p := newPublisher(t, e, reg, 500*time.Millisecond, 1,
-		Witness{URL: live.URL, Key: live.VerifierKey},
-		Witness{Name: "hung", URL: hung.URL, Key: hung.VerifierKey},
-		Witness{Name: "down", URL: down, Key: downKey})
+		Witness{URL: live.URL, Keys: []string{live.VerifierKey}},
+		Witness{Name: "hung", URL: hung.URL, Keys: []string{hung.VerifierKey}},
+		Witness{Name: "down", URL: down, Keys: []string{downKey}})
 	seq, _ := e.run(t, p)
 	add(t, seq, 0, 20)
 	cp := e.waitPublished(t, 20, []string{"witness.test/live"}, live, hung)
@@ -230,7 +230,7 @@ func TestPublisherConflict(t *testing.T) {
 	e := newLogEnv(t)
 	w := witnesstest.Start(t, "witness.test/w", witnesstest.Log{Origin: origin, Key: e.vkey})
 	reg := prometheus.NewRegistry()
-	p := newPublisher(t, e, reg, 5*time.Second, 1, Witness{URL: w.URL, Key: w.VerifierKey})
+	p := newPublisher(t, e, reg, 5*time.Second, 1, Witness{URL: w.URL, Keys: []string{w.VerifierKey}})
 	seq, _ := e.run(t, p)
 	add(t, seq, 0, 10)
 	e.waitPublished(t, 10, []string{"witness.test/w"}, w)
@@ -265,7 +265,7 @@ func TestPublisherNeverDelaysSCTs(t *testing.T) {
 	e := newLogEnv(t)
 	hung := witnesstest.Start(t, "witness.test/hung", witnesstest.Log{Origin: origin, Key: e.vkey})
 	hung.Freeze()
-	p := newPublisher(t, e, nil, time.Hour, 1, Witness{URL: hung.URL, Key: hung.VerifierKey})
+	p := newPublisher(t, e, nil, time.Hour, 1, Witness{URL: hung.URL, Keys: []string{hung.VerifierKey}})
 	seq, stop := e.run(t, p)
 	for i := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -287,7 +287,7 @@ func TestPublisherNeverDelaysSCTs(t *testing.T) {
 func TestPublisherNeverGoesBack(t *testing.T) {
 	e := newLogEnv(t)
 	w := witnesstest.Start(t, "witness.test/w", witnesstest.Log{Origin: origin, Key: e.vkey})
-	p := newPublisher(t, e, nil, 5*time.Second, 1, Witness{URL: w.URL, Key: w.VerifierKey})
+	p := newPublisher(t, e, nil, 5*time.Second, 1, Witness{URL: w.URL, Keys: []string{w.VerifierKey}})
 	seq, stop := e.run(t, p)
 	add(t, seq, 0, 3)
 	old, _ := e.published(t)

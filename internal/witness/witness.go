@@ -50,9 +50,11 @@ type Witness struct {
 	// URL is the witness's submission prefix: requests go to
 	// URL + "add-checkpoint".
 	URL string
-	// Key is the witness's cosignature verifier key (vkey): Ed25519
-	// cosignature/v1 (type 0x04) or ML-DSA-44 (type 0x06).
-	Key string
+	// Keys are the witness's cosignature verifier keys (vkeys), all of
+	// one name: Ed25519 cosignature/v1 (type 0x04) and/or ML-DSA-44
+	// (type 0x06). A response counts when it carries a valid cosignature
+	// by at least one of them; every valid one is kept.
+	Keys []string
 }
 
 // Status is what the log knows of one witness, for the home page.
@@ -72,7 +74,8 @@ type Status struct {
 // client talks to one witness.
 type client struct {
 	name, url string
-	verifier  note.Verifier // Ed25519 or ML-DSA-44 (checkpoint.ParseCosignerKey)
+	keyName   string        // the name of the witness's keys
+	verifiers note.Verifiers // Ed25519 and/or ML-DSA-44 (checkpoint.ParseCosignerKey)
 	hc        *http.Client
 	metrics   *metrics
 
@@ -201,15 +204,17 @@ func (c *client) verify(signed, resp []byte) ([]byte, error) {
 			return nil, errors.New("response is not a list of note signature lines")
 		}
 	}
-	// Only lines with this witness's name and key ID reach c.verifier,
-	// which checks its own algorithm's exact signature length, so an
-	// Ed25519 line never counts for an ML-DSA-44 key nor the reverse.
-	// note.Open verifies one key at most once however many lines repeat
-	// it, so a hostile witness costs at most one ML-DSA-44 verification
-	// per response (which maxResponse also bounds).
-	n, err := note.Open(append(bytes.Clone(signed), resp...), note.VerifierList(c.verifier))
+	// Only lines with this witness's name and one of its key IDs reach
+	// its verifiers, each of which checks its own algorithm's exact
+	// signature length, so an Ed25519 line never counts for an ML-DSA-44
+	// key nor the reverse. note.Open verifies one key at most once
+	// however many lines repeat it, so a hostile witness costs at most
+	// one verification per key per response (which maxResponse also
+	// bounds); a line by one of its keys that does not verify fails the
+	// whole response.
+	n, err := note.Open(append(bytes.Clone(signed), resp...), c.verifiers)
 	if err != nil {
-		return nil, fmt.Errorf("no valid cosignature by %s in the response: %w", c.verifier.Name(), err)
+		return nil, fmt.Errorf("no valid cosignature by %s in the response: %w", c.keyName, err)
 	}
 	var lines []byte
 	for _, s := range n.Sigs {
