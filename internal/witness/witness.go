@@ -74,7 +74,7 @@ type Status struct {
 // client talks to one witness.
 type client struct {
 	name, url string
-	keyName   string        // the name of the witness's keys
+	keyName   string         // the name of the witness's keys
 	verifiers note.Verifiers // Ed25519 and/or ML-DSA-44 (checkpoint.ParseCosignerKey)
 	hc        *http.Client
 	metrics   *metrics
