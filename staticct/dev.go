@@ -40,6 +40,21 @@ type DevConfig struct {
 	// Mirror, with `mosaic serve -dev -mirror`, is the mirror of the dev
 	// log (c2sp.org/tlog-mirror) the process also runs.
 	Mirror *DevMirror `json:"mirror,omitempty"`
+	// Witness, with `mosaic serve -dev -witness`, is the witness
+	// (c2sp.org/tlog-witness) the process also runs, which cosigns the
+	// dev log's checkpoints.
+	Witness *DevWitness `json:"witness,omitempty"`
+}
+
+// DevWitness describes the dev log's witness.
+type DevWitness struct {
+	// URL is the witness's submission prefix (add-checkpoint is under
+	// it).
+	URL string `json:"url"`
+	// VKey is the witness's ML-DSA-44 cosigner vkey; VKeys has its
+	// Ed25519 one too. Clients pass them as Config.WitnessKeys.
+	VKey  string   `json:"vkey"`
+	VKeys []string `json:"vkeys"`
 }
 
 // DevMirror describes the dev log's mirror.

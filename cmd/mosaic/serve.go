@@ -28,12 +28,13 @@ func runServe(ctx context.Context, args []string) error {
 	dev := fs.Bool("dev", false, "run a development log with zero configuration")
 	data := fs.String("data", "mosaic-dev", "with -dev: the directory holding the dev log (created if missing)")
 	devMirror := fs.Bool("mirror", false, "with -dev: also run a mirror of the dev log (c2sp.org/tlog-mirror) under <prefix>mirror/, which the log pushes to (dev.json names it)")
+	devWitness := fs.Bool("witness", false, "with -dev: also run a witness (c2sp.org/tlog-witness) under <prefix>witness/ that cosigns the dev log's checkpoints with Ed25519 and ML-DSA-44 (dev.json names it)")
 	devTLS := fs.Bool("tls", false, "with -dev: serve HTTPS with a self-signed certificate written to the -data directory (dev.json names it, so hammer and fsck -dev trust it)")
 	listen := fs.String("listen", "", "the address to listen on: with -dev, default "+devmode.DefaultListen+" for a new dev log; with -config, replaces listen[0].address")
 	advertise := fs.String("advertise", "", "with -config and a standby section: the URL other processes forward submissions to (replaces standby.advertise)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR] [-tls] [-mirror]\n\n")
+		fmt.Fprintf(fs.Output(), "usage: mosaic serve -config FILE [-listen ADDR] [-advertise URL]\n       mosaic serve -dev [-data DIR] [-listen ADDR] [-tls] [-witness] [-mirror]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -57,6 +58,9 @@ func runServe(ctx context.Context, args []string) error {
 	if *devMirror && !*dev {
 		return usageError(fs, "-mirror is for -dev; with -config, add a mirror section")
 	}
+	if *devWitness && !*dev {
+		return usageError(fs, "-witness is for -dev; with -config, add a witness section and the log's witnesses")
+	}
 	if *devTLS && !*dev {
 		return usageError(fs, "-tls is for -dev; with -config, set listen[].tls_cert and tls_key or listen[].acme")
 	}
@@ -64,6 +68,7 @@ func runServe(ctx context.Context, args []string) error {
 	var lns []net.Listener
 	var c *config.Config
 	var devMirrorInfo *staticct.DevMirror
+	var devWitnessInfo *staticct.DevWitness
 	var err error
 	if *dev {
 		path, ln, created, err := devmode.Setup(*data, devmode.Options{Listen: *listen, TLS: *devTLS})
@@ -77,6 +82,12 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		if created {
 			if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
+				ln.Close()
+				return err
+			}
+		}
+		if *devWitness {
+			if devWitnessInfo, err = devmode.AddWitness(*data, c); err != nil {
 				ln.Close()
 				return err
 			}
@@ -125,7 +136,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}
 	if *dev {
-		info, err := devmode.WriteInfo(*data, srv.Logs()[0], *devTLS, devMirrorInfo)
+		info, err := devmode.WriteInfo(*data, srv.Logs()[0], *devTLS, devMirrorInfo, devWitnessInfo)
 		if err != nil {
 			return fmt.Errorf("writing dev.json: %w", err)
 		}
@@ -133,6 +144,9 @@ func runServe(ctx context.Context, args []string) error {
 			info.SubmissionPrefix, info.MonitoringPrefix, info.LogID, info.TestCACert, info.TestCAKey)
 		if info.TLSCACert != "" {
 			fmt.Fprintf(os.Stderr, "  TLS certificate:   %s (self-signed: curl --cacert %s)\n", info.TLSCACert, info.TLSCACert)
+		}
+		if devWitnessInfo != nil {
+			fmt.Fprintf(os.Stderr, "  witness:           %s (vkey %s)\n", devWitnessInfo.URL, devWitnessInfo.VKeys[0])
 		}
 		if devMirrorInfo != nil {
 			fmt.Fprintf(os.Stderr, "  mirror:            %s (vkey %s)\n", devMirrorInfo.LogPrefix, devMirrorInfo.VKeys[0])

@@ -163,7 +163,7 @@ func Setup(dir string, opts Options) (cfgPath string, ln net.Listener, created b
 // for it never reads half a file). withTLS says the log was set up with
 // TLS: dev.json then names its self-signed certificate. mirror, if not
 // nil, is the dev mirror (AddMirror).
-func WriteInfo(dir string, l *ctlog.Log, withTLS bool, mirror *staticct.DevMirror) (*Info, error) {
+func WriteInfo(dir string, l *ctlog.Log, withTLS bool, mirror *staticct.DevMirror, witness *staticct.DevWitness) (*Info, error) {
 	abs := func(name string) string {
 		p, err := filepath.Abs(filepath.Join(dir, name))
 		if err != nil {
@@ -188,6 +188,7 @@ func WriteInfo(dir string, l *ctlog.Log, withTLS bool, mirror *staticct.DevMirro
 		info.TLSCACert = abs(TLSCert)
 	}
 	info.Mirror = mirror
+	info.Witness = witness
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return nil, err

@@ -293,3 +293,26 @@ func TestWitnessServerStandby(t *testing.T) {
 		t.Error("no 409 from either process: they do not share their state")
 	}
 }
+
+// TestDevWitness: `mosaic serve -dev -witness` runs a witness of the dev
+// log in the same process; dev.json names it, and the log's checkpoints
+// carry its Ed25519 and ML-DSA-44 cosignatures, also after a restart
+// (which keeps the witness's key).
+func TestDevWitness(t *testing.T) {
+	dir := t.TempDir()
+	s := startDev(t, dir, "-witness")
+	w := s.info.Witness
+	if w == nil || len(w.VKeys) != 2 || w.VKey != w.VKeys[1] || !strings.HasSuffix(w.URL, "/witness/") {
+		t.Fatalf("dev.json's witness: %+v", w)
+	}
+	ca := newCAs(t, s)
+	submitN(t, s, ca, 5, "dev-witness")
+	s.cosignedByEach(t, 5, w.VKeys[0], w.VKeys[1])
+	s.stop()
+	s = startDev(t, dir, "-witness")
+	if s.info.Witness.VKey != w.VKey {
+		t.Fatal("the dev witness's key changed across a restart")
+	}
+	submitN(t, s, ca, 3, "dev-witness-2")
+	s.cosignedByEach(t, 8, w.VKeys[0], w.VKeys[1])
+}
