@@ -5,16 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
-	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -29,45 +24,20 @@ const (
 // makes the log push to it. The mirror's seed is created in dir the first
 // time. It returns what dev.json says of the mirror.
 func AddMirror(dir string, c *config.Config) (*staticct.DevMirror, error) {
-	if len(c.Logs) != 1 {
-		return nil, errors.New("the dev config does not have exactly one log")
-	}
-	lc := &c.Logs[0]
-	keyPath := filepath.Join(dir, MirrorKeyFile)
-	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
-		if _, err := keys.WriteSeed(keyPath); err != nil {
-			return nil, err
-		}
-	}
-	mk, err := keys.LoadCosigner(keyPath, "mirror")
+	m, err := newDevCosigner(dir, c, "mirror")
 	if err != nil {
 		return nil, err
 	}
-	lk, err := keys.Load(lc.Key)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := config.ParsePrefix(lc.SubmissionPrefix)
-	if err != nil {
-		return nil, err
-	}
-	origin := config.Origin(sub)
-	prefix := sub.String() + "mirror/"
-	name := origin + "/mirror"
-	cs, err := checkpoint.NewCosigner(name, mk.Ed25519, mk.MLDSA44)
-	if err != nil {
-		return nil, err
-	}
-	vkeys := cs.VerifierKeys()
+	lc, origin, prefix, vkeys := m.log, m.origin, m.prefix, m.vkeys
 	c.Mirror = &config.MirrorServer{
-		Name:    name,
-		Key:     keyPath,
+		Name:    m.name,
+		Key:     m.keyPath,
 		Prefix:  prefix,
 		Storage: config.Storage{Dir: filepath.Join(dir, mirrorDir)},
 		Logs: []config.MirroredLog{{
 			Origin:    origin,
-			Keys:      ctlog.Identity{Origin: origin, Keys: lk}.VerifierKeys(),
-			PublicKey: base64.StdEncoding.EncodeToString(lk.PublicKeyDER()),
+			Keys:      ctlog.Identity{Origin: origin, Keys: m.logKeys}.VerifierKeys(),
+			PublicKey: base64.StdEncoding.EncodeToString(m.logKeys.PublicKeyDER()),
 			Issuers:   cmp.Or(lc.MonitoringPrefix, lc.SubmissionPrefix),
 		}},
 	}

@@ -1,16 +1,10 @@
 package devmode
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
-	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -24,50 +18,24 @@ const WitnessKeyFile = "witness.key"
 // ML-DSA-44 cosignatures. The witness's seed is created in dir the first
 // time. It returns what dev.json says of the witness.
 func AddWitness(dir string, c *config.Config) (*staticct.DevWitness, error) {
-	if len(c.Logs) != 1 {
-		return nil, errors.New("the dev config does not have exactly one log")
-	}
-	lc := &c.Logs[0]
-	keyPath := filepath.Join(dir, WitnessKeyFile)
-	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
-		if _, err := keys.WriteSeed(keyPath); err != nil {
-			return nil, err
-		}
-	}
-	wk, err := keys.LoadCosigner(keyPath, "witness")
+	w, err := newDevCosigner(dir, c, "witness")
 	if err != nil {
 		return nil, err
 	}
-	lk, err := keys.Load(lc.Key)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := config.ParsePrefix(lc.SubmissionPrefix)
-	if err != nil {
-		return nil, err
-	}
-	origin := config.Origin(sub)
-	prefix := sub.String() + "witness/"
-	name := origin + "/witness"
-	cs, err := checkpoint.NewCosigner(name, wk.Ed25519, wk.MLDSA44)
-	if err != nil {
-		return nil, err
-	}
-	vkeys := cs.VerifierKeys()
 	c.Witness = &config.WitnessServer{
-		Name:             name,
-		Key:              keyPath,
-		SubmissionPrefix: prefix,
+		Name:             w.name,
+		Key:              w.keyPath,
+		SubmissionPrefix: w.prefix,
 		Logs: []config.WitnessedLog{{
-			Origin: origin,
-			Keys:   ctlog.Identity{Origin: origin, Keys: lk}.VerifierKeys(),
+			Origin: w.origin,
+			Keys:   ctlog.Identity{Origin: w.origin, Keys: w.logKeys}.VerifierKeys(),
 		}},
 	}
 	quorum := 1
-	lc.Witnesses = &config.Witnesses{Quorum: &quorum, List: []config.Witness{{Name: "dev-witness", URL: prefix, Keys: vkeys}}}
+	w.log.Witnesses = &config.Witnesses{Quorum: &quorum, List: []config.Witness{{Name: "dev-witness", URL: w.prefix, Keys: w.vkeys}}}
 	c.SetWitnessDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("the dev witness's config: %w", err)
 	}
-	return &staticct.DevWitness{URL: prefix, VKey: vkeys[len(vkeys)-1], VKeys: vkeys}, nil
+	return &staticct.DevWitness{URL: w.prefix, VKey: w.vkeys[len(w.vkeys)-1], VKeys: w.vkeys}, nil
 }
