@@ -615,7 +615,13 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
 	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
-	s.api.CheckpointFromStorage = !c.Limits.UseCheckpointInMemory()
+	// With a standby, several processes serve one log's read path (behind
+	// one load balancer, say): each reads the checkpoint from storage for
+	// every request, so that a client going from one to another never sees
+	// the tree shrink (one process's copy in memory can be up to a second
+	// behind what another just read). TestFailover and
+	// TestSkewedClockRefusesToLead's hammers see such rollbacks otherwise.
+	s.api.CheckpointFromStorage = !c.Limits.UseCheckpointInMemory() || c.Standby != nil
 	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
 	for _, p := range s.parts {
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
