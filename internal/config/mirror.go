@@ -57,6 +57,12 @@ type Mirror struct {
 	URL string `yaml:"url"`
 	// Keys are its cosigner vkeys (Ed25519 cosignature/v1 or ML-DSA-44).
 	Keys []string `yaml:"keys"`
+	// Entries is how a Static CT log's entries are sent: "tile_leaf"
+	// (the default: the data tiles' entries, chains included, which a
+	// Mosaic mirror serves as data tiles) or "merkle_tree_leaf" (their
+	// MerkleTreeLeaf, for mirrors that hash entries as tlog records, such
+	// as Sunlight's).
+	Entries string `yaml:"entries,omitempty"`
 }
 
 func (m *MirrorServer) setDefaults() {
@@ -165,6 +171,11 @@ func validateMirrors(f string, ms []Mirror, bad func(field, format string, args 
 		}
 		if len(m.Keys) == 0 {
 			bad(mf+".keys", "at least one vkey of the mirror is required")
+		}
+		switch m.Entries {
+		case "", "tile_leaf", "merkle_tree_leaf":
+		default:
+			bad(mf+".entries", "%q is neither tile_leaf nor merkle_tree_leaf", m.Entries)
 		}
 		name := m.Name
 		for j, k := range m.Keys {

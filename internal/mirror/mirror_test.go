@@ -381,7 +381,7 @@ func TestRefusals(t *testing.T) {
 	cp, _ := l.verify(signed)
 
 	// add-entries before any checkpoint: 422.
-	body, _, err := src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 0, 4)
+	body, _, err := src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 0, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestRefusals(t *testing.T) {
 	// Entries that do not match the pending checkpoint: the second
 	// package carries an altered entry with the genuine proof. The first
 	// package is stored (202 would follow), the second refused: 422.
-	tampered, _, err := src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 0, 4)
+	tampered, _, err := src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 0, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatal("the refused package's tile was stored")
 	}
 	// A body cut inside the first package it needs: 400.
-	body, _, _ = src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 256, 4)
+	body, _, _ = src.buildEntries(context.Background(), l.origin, cp.Size, cp.Hash, 256, 4, false)
 	if code, msg := post(t, tm, "add-entries", body[:len(body)/2]); code != 400 {
 		t.Fatalf("a truncated package: %d %s, want 400", code, msg)
 	}

@@ -90,7 +90,7 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 	start := l.next()
 	l.mu.Unlock()
 	for {
-		body, _, err := src.buildEntries(ctx, origin, target.Size, target.Hash, start, maxPackages)
+		body, _, err := src.buildEntries(ctx, origin, target.Size, target.Hash, start, maxPackages, false)
 		if err != nil {
 			return 0, err
 		}

@@ -33,6 +33,10 @@ type Target struct {
 	// 0x06); a push succeeds when the answer carries a valid cosignature
 	// by one of them.
 	Keys []string
+	// Records sends a Static CT log's entries as their MerkleTreeLeaf
+	// bytes rather than their TileLeaf (see buildEntries), for mirrors
+	// that hash entries as tlog records, such as Sunlight's.
+	Records bool
 }
 
 // PushConfig configures a Pusher for one log.
@@ -74,6 +78,7 @@ type Pusher struct {
 
 type target struct {
 	name, url string
+	records   bool // send MerkleTreeLeaf records (Target.Records)
 	verifiers []note.Verifier
 	// known is the mirror's pending size, next its next entry (-1:
 	// unknown); only the push goroutine touches them.
@@ -118,7 +123,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 		if len(t.Keys) == 0 {
 			return nil, fmt.Errorf("mirror %d: at least one key is required", i+1)
 		}
-		tg := &target{name: t.Name, url: t.URL, known: -1, next: -1}
+		tg := &target{name: t.Name, url: t.URL, records: t.Records, known: -1, next: -1}
 		for _, k := range t.Keys {
 			v, err := checkpoint.ParseCosignerKey(k)
 			if err != nil {
@@ -193,7 +198,7 @@ func (p *Pusher) push(ctx context.Context, t *target, signed []byte, cp *checkpo
 		start = cp.Size // an empty upload: the mirror answers with its next entry
 	}
 	for range 100000 {
-		body, end, err := p.src.buildEntries(ctx, cp.Origin, cp.Size, cp.Hash, start, maxPackages)
+		body, end, err := p.src.buildEntries(ctx, cp.Origin, cp.Size, cp.Hash, start, maxPackages, t.records)
 		if err != nil {
 			return fmt.Errorf("reading the log's tiles: %w", err)
 		}

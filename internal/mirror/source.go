@@ -208,7 +208,13 @@ const maxPackages = 32
 // its subtree consistency proof computed from the source's hash tiles
 // (authenticated against root by tlog). It also returns the end of what
 // it carries.
-func (s *source) buildEntries(ctx context.Context, origin string, size int64, root tlog.Hash, start int64, pkgs int) ([]byte, int64, error) {
+//
+// records (for a Static CT log) sends each entry as its MerkleTreeLeaf
+// instead of its TileLeaf: a tlog record whose RecordHash is the entry's
+// leaf hash, for mirrors that hash add-entries entries as records (as
+// c2sp.org/tlog-mirror does for tlog-tiles logs; Sunlight's mirror does so
+// for every log). The tree, and so every proof, is the same.
+func (s *source) buildEntries(ctx context.Context, origin string, size int64, root tlog.Hash, start int64, pkgs int, records bool) ([]byte, int64, error) {
 	body := appendEntriesHeader(nil, origin, start, size, nil)
 	// One request's proofs read about 2 + 32 tiles, a few KiB each.
 	thr := tlog.TileHashReader(tlog.Tree{N: size, Hash: root}, tileReader{ctx, s, map[tlog.Tile][]byte{}})
@@ -221,6 +227,15 @@ func (s *source) buildEntries(ctx context.Context, origin string, size int64, ro
 		es, err := s.entries(ctx, lo, hi, size)
 		if err != nil {
 			return nil, 0, err
+		}
+		if records && s.format == StaticCT {
+			for j, e := range es {
+				entry, _, err := tile.ReadTileLeaf(e)
+				if err != nil {
+					return nil, 0, fmt.Errorf("entry %d: %w", lo+int64(j), err)
+				}
+				es[j] = entry.MerkleTreeLeaf()
+			}
 		}
 		proof, err := subtree.Prove(subStart, hi, size, thr)
 		if err != nil {

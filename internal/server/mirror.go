@@ -99,7 +99,7 @@ func mirrorPusher(lc *config.Log, origin string, st storage.Backend, verify func
 	}
 	ts := make([]mirror.Target, len(lc.Mirrors))
 	for i, m := range lc.Mirrors {
-		ts[i] = mirror.Target{Name: m.Name, URL: m.URL, Keys: m.Keys}
+		ts[i] = mirror.Target{Name: m.Name, URL: m.URL, Keys: m.Keys, Records: m.Entries == "merkle_tree_leaf"}
 	}
 	return mirror.NewPusher(mirror.PushConfig{Name: lc.Name, Origin: origin, Mirrors: ts, Storage: st, Verify: verify,
 		Logger: logger, Registerer: reg})

@@ -238,7 +238,11 @@ type sunlightLog struct {
 	witnessURL     string // submission prefix, http://127.0.0.1:PORT/witness/
 	witnessEd25519 string
 	witnessMLDSA44 string
+	mirrorMLDSA44  string // with a mirror: its vkey (sunlight-keygen -mirror)
 }
+
+// sunlightMirrorName is the cosigner name of Sunlight's mirror.
+const sunlightMirrorName = "mirror.interop.test"
 
 // sunlightWitnessName is the cosigner name of Sunlight's witness.
 const sunlightWitnessName = "witness.interop.test"
@@ -251,6 +255,9 @@ type sunlightOptions struct {
 	// witnessLogList, if set, is a c2sp.org witness-network log list
 	// (logs/v0) file: Sunlight also runs its witness, for those logs.
 	witnessLogList string
+	// mirrorLogList, with witnessLogList, makes the witness a mirror
+	// (c2sp.org/tlog-mirror) too, for the logs of this list.
+	mirrorLogList string
 }
 
 // keygenJSON runs sunlight-keygen -json with args and returns its fields.
@@ -297,7 +304,15 @@ func startSunlight(t *testing.T, sl *testenv.Sunlight, o sunlightOptions) *sunli
 	}
 	witness := ""
 	if o.witnessLogList != "" {
-		wk := keygenJSON(t, sl, "-f", filepath.Join(dir, "witness-seed.bin"), "-witness", sunlightWitnessName)
+		args := []string{"-f", filepath.Join(dir, "witness-seed.bin"), "-witness", sunlightWitnessName}
+		if o.mirrorLogList != "" {
+			args = append(args, "-mirror", sunlightMirrorName)
+		}
+		wk := keygenJSON(t, sl, args...)
+		l.mirrorMLDSA44 = wk["mirror_vkey_mldsa44"]
+		if o.mirrorLogList != "" && l.mirrorMLDSA44 == "" {
+			t.Fatalf("sunlight-keygen -mirror printed no mirror vkey: %v", wk)
+		}
 		l.witnessEd25519, l.witnessMLDSA44 = wk["witness_vkey_ed25519"], wk["witness_vkey_mldsa44"]
 		if l.witnessEd25519 == "" || l.witnessMLDSA44 == "" {
 			t.Fatalf("sunlight-keygen -witness printed no Ed25519 or ML-DSA-44 vkey: %v", wk)
@@ -311,6 +326,12 @@ func startSunlight(t *testing.T, sl *testenv.Sunlight, o sunlightOptions) *sunli
   loglists:
     - %s
 `, sunlightWitnessName, dir, dir, dir, o.witnessLogList)
+		if o.mirrorLogList != "" {
+			witness += fmt.Sprintf(`  mirrorname: %s
+  mirrorloglists:
+    - %s
+`, sunlightMirrorName, o.mirrorLogList)
+		}
 	}
 	cfg := filepath.Join(dir, "sunlight.yaml")
 	for try := 0; ; try++ {
@@ -801,5 +822,70 @@ func TestInteropTesseraWitnessClient(t *testing.T) {
 	genuine, _, _ := strings.Cut(run.Checkpoints[1].Checkpoint, "\n\n")
 	if resp.StatusCode != 200 || !strings.HasPrefix(string(latest), genuine+"\n\n") {
 		t.Errorf("the witness's latest checkpoint after the fork: %d\n%s\nwant the genuine one:\n%s", resp.StatusCode, latest, genuine)
+	}
+}
+
+// TestInteropSunlightMirrorsMosaic: a Mosaic dev log pushes its entries to
+// Sunlight v0.9.0's mirror (add-checkpoint, then add-entries with subtree
+// consistency proofs), sending them as MerkleTreeLeaf records
+// (mirrors[].entries: merkle_tree_leaf: Sunlight's mirror hashes entries as
+// tlog records); the mirror takes all of them, and the push counts as done
+// only on its ML-DSA-44 cosignature of the log's size. Sunlight's copy's
+// checkpoint then carries the log's signature and the mirror's.
+func TestInteropSunlightMirrorsMosaic(t *testing.T) {
+	sl := testenv.FindSunlight(t)
+	dir, dev, _, _ := stoppedDevLog(t)
+	var mlKey string
+	for _, vk := range dev.info.CheckpointVKeys {
+		if vkeyType(vk) == 0x06 {
+			mlKey = vk
+		}
+	}
+	list := filepath.Join(t.TempDir(), "loglist")
+	if err := os.WriteFile(list, []byte("logs/v0\nvkey "+mlKey+"\norigin "+dev.info.Origin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startSunlight(t, sl, sunlightOptions{roots: dev.info.Roots, notAfterStart: dev.info.NotAfterStart,
+		notAfterLimit: dev.info.NotAfterLimit, witnessLogList: list, mirrorLogList: list})
+	setDevLogField(t, dir, "mirrors", []map[string]any{{"name": "sunlight", "url": l.witnessURL,
+		"keys": []string{l.mirrorMLDSA44}, "entries": "merkle_tree_leaf"}})
+	s := startDev(t, dir)
+	ca := newCAs(t, s)
+	submitN(t, s, ca, 300, "interop-mirror")
+	cp := s.waitForSize(t, 300)
+	deadline := time.Now().Add(interopTimeout)
+	for s.metric(t, "mosaic_mirror_pushed_tree_size", `mirror="sunlight"`) < float64(cp.Size) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Sunlight's mirror did not cosign size %d within %v (add-entries ok %v, error %v)\nSunlight:\n%s", cp.Size, interopTimeout,
+				s.metric(t, "mosaic_mirror_push_requests_total", `endpoint="add-entries"`, `result="ok"`),
+				s.metric(t, "mosaic_mirror_push_requests_total", `endpoint="add-entries"`, `result="error"`), l.output.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v := s.metric(t, "mosaic_mirror_push_requests_total", `endpoint="add-entries"`, `result="error"`); v != 0 {
+		t.Errorf("%v add-entries to Sunlight's mirror failed", v)
+	}
+	// Sunlight's copy, in its storage: the checkpoint under the
+	// mirror's monitoring prefix verifies with the log's ML-DSA-44 key
+	// and the mirror's.
+	h := sha256.Sum256([]byte(dev.info.Origin))
+	b, err := os.ReadFile(filepath.Join(l.dir, "witness", "mirror", hex.EncodeToString(h[:]), "checkpoint"))
+	if err != nil {
+		t.Fatalf("Sunlight's mirror's copy: %v", err)
+	}
+	logV, err := checkpoint.ParseVerifierKey(mlKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorV, err := checkpoint.ParseCosignerKey(l.mirrorMLDSA44)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := note.Open(b, note.VerifierList(logV, mirrorV))
+	if err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("Sunlight's mirror checkpoint: %v\n%s", err, b)
+	}
+	if got, err := checkpoint.Parse([]byte(n.Text)); err != nil || got.Size < cp.Size {
+		t.Fatalf("Sunlight's mirror checkpoint is of size %d (%v), want at least %d", got.Size, err, cp.Size)
 	}
 }
