@@ -93,3 +93,23 @@ func (c *Cosigner) Cosign(text []byte, ts uint64) ([]byte, error) {
 	}
 	return lines, nil
 }
+
+// SubtreeLine returns the note signature line of the cosigner's ML-DSA-44
+// subtree cosignature (timestamp zero, as sign-subtree answers) on the
+// subtree [start, end) with hash of the log origin.
+func (c *Cosigner) SubtreeLine(origin string, start, end uint64, hash [32]byte) ([]byte, error) {
+	if c.ml == nil {
+		return nil, errors.New("the cosigner has no ML-DSA-44 key")
+	}
+	m, err := SubtreeMessage(c.name, 0, origin, start, end, hash)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := c.ml.Sign(nil, m, nil)
+	if err != nil {
+		return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
+	}
+	b := binary.BigEndian.AppendUint32(nil, c.mlHash)
+	b = binary.BigEndian.AppendUint64(b, 0)
+	return fmt.Appendf(nil, "— %s %s\n", c.name, base64.StdEncoding.EncodeToString(append(b, sig...))), nil
+}

@@ -31,6 +31,8 @@ func (m *Mirror) Handler(prefix string) http.Handler {
 			m.serveAddCheckpoint(rw, r)
 		case "add-entries":
 			m.serveAddEntries(rw, r)
+		case "sign-subtree":
+			m.serveSignSubtree(rw, r)
 		default:
 			m.serveRead(rw, r, rest)
 		}
@@ -43,7 +45,7 @@ func (m *Mirror) Owns(prefix, path string) bool {
 	if !ok {
 		return false
 	}
-	if rest == "add-checkpoint" || rest == "add-entries" {
+	if rest == "add-checkpoint" || rest == "add-entries" || rest == "sign-subtree" {
 		return true
 	}
 	h, _, _ := strings.Cut(rest, "/")

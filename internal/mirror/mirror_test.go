@@ -172,14 +172,20 @@ func newTestMirror(t testing.TB, dir string, logs ...Log) *testMirror {
 	return newTestMirrorOn(t, st, dir, testCosigner(t), logs...)
 }
 
-// testCosigner is the test mirror's identity.
-func testCosigner(t testing.TB) *checkpoint.Cosigner {
+// testCosignerKey is the test mirror's keys.
+func testCosignerKey(t testing.TB) *keys.CosignerKeys {
 	t.Helper()
-	seed := bytes.Repeat([]byte{7}, keys.SeedSize)
-	k, err := keys.CosignerFromSeed(seed, "mirror")
+	k, err := keys.CosignerFromSeed(bytes.Repeat([]byte{7}, keys.SeedSize), "mirror")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return k
+}
+
+// testCosigner is the test mirror's identity.
+func testCosigner(t testing.TB) *checkpoint.Cosigner {
+	t.Helper()
+	k := testCosignerKey(t)
 	cs, err := checkpoint.NewCosigner("mirror.example/m1", k.Ed25519, k.MLDSA44)
 	if err != nil {
 		t.Fatal(err)
