@@ -314,7 +314,7 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 		defer release()
 		p.LowPriority = low
 	}
-	res, _, err := seq.Add(ctx, p)
+	res, err := seq.Add(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -326,7 +326,7 @@ func TestSettleWaitsForPooledEntries(t *testing.T) {
 	}
 	gone, cancel := context.WithCancel(ctx)
 	cancel() // the submitter is gone before the entry is sequenced
-	if _, _, err := seq.Add(gone, p); !errors.Is(err, context.Canceled) {
+	if _, err := seq.Add(gone, p); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Add with a cancelled context: %v", err)
 	}
 	done()

@@ -1,7 +1,7 @@
 package sequencer
 
 // The leaf hash index backfill. With Config.HashIndex, every round records
-// its entries' leaf hashes with their dedup records (see sequence), so the
+// its entries' leaf hashes with their dedup records (see commitRound), so the
 // index holds every entry this process sequenced since it loaded the log.
 // The entries before that (logged while rfc6962_read_api was off, or by a
 // process whose index writes were lost) are indexed here, in the

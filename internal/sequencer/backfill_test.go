@@ -80,7 +80,7 @@ func TestHashIndexBackfill(t *testing.T) {
 	}
 	stop := runFor(t, s)
 	for i, p := range pendings(700, 50) {
-		if _, _, err := s.Add(ctx, p); err != nil {
+		if _, err := s.Add(ctx, p); err != nil {
 			t.Fatalf("Add %d during the backfill: %v", i, err)
 		}
 	}
@@ -181,7 +181,7 @@ func BenchmarkHashIndexBackfill(b *testing.B) {
 	const n = 8192
 	for i, p := range pendings(0, n) {
 		go func() {
-			if _, _, err := s.Add(ctx, p); err != nil {
+			if _, err := s.Add(ctx, p); err != nil {
 				b.Errorf("Add %d: %v", i, err)
 			}
 		}()

@@ -50,7 +50,7 @@ func sequenceRounds(ctx context.Context, b *testing.B, s *Sequencer, perRound in
 			batch[i] = &waiter{p: p, done: make(chan struct{})}
 			n++
 		}
-		if err := s.sequence(ctx, batch); err != nil {
+		if err := s.commitRound(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func BenchmarkRoundAtTreeSize(b *testing.B) {
 					batch[i] = &waiter{p: p, done: make(chan struct{})}
 					n++
 				}
-				if err := s.sequence(ctx, batch); err != nil {
+				if err := s.commitRound(ctx, batch); err != nil {
 					b.Fatal(err)
 				}
 				rounds++

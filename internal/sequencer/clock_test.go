@@ -82,7 +82,7 @@ func TestCheckpointAheadAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	runSeq(t, s)
-	_, _, err = s.Add(ctx, pending(2))
+	_, err = s.Add(ctx, pending(2))
 	var se *clock.SkewError
 	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &se) || se.Reason != "checkpoint_ahead" {
 		t.Fatalf("Add after a fast leader: %v, want ErrUnavailable with a checkpoint_ahead SkewError", err)
@@ -108,7 +108,7 @@ func TestCheckpointAheadAfterFailover(t *testing.T) {
 	for s.Health() != nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r, _, err := s.Add(ctx, pending(3))
+	r, err := s.Add(ctx, pending(3))
 	if err != nil {
 		t.Fatalf("Add once the clock caught up: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestSkewedClockAgainstPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			runSeq(t, s)
-			r, _, err := s.Add(ctx, pending(0))
+			r, err := s.Add(ctx, pending(0))
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("Add: %v", err)

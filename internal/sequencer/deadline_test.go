@@ -68,7 +68,7 @@ func TestCommitDeadline(t *testing.T) {
 		<-done
 	}()
 
-	if _, _, err := s.Add(ctx, pending(1)); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Add(ctx, pending(1)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Add past the commit deadline: %v, want ErrUnavailable", err)
 	}
 	if n := cl.replaces.Load(); n != 0 {
@@ -82,7 +82,7 @@ func TestCommitDeadline(t *testing.T) {
 	// one-minute round timeout.
 	cl.hang.Store(true)
 	deadline.Store(time.Now().Add(300 * time.Millisecond).UnixNano())
-	if _, _, err := s.Add(ctx, pending(2)); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Add(ctx, pending(2)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Add with a hanging commit: %v, want ErrUnavailable", err)
 	}
 	var causes []error
@@ -102,7 +102,7 @@ func TestCommitDeadline(t *testing.T) {
 	cl.hang.Store(false)
 	deadline.Store(time.Now().Add(time.Hour).UnixNano())
 	for start := time.Now(); ; {
-		_, _, err := s.Add(ctx, pending(3))
+		_, err := s.Add(ctx, pending(3))
 		if err == nil {
 			break
 		}

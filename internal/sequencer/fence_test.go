@@ -81,7 +81,7 @@ func TestCopiedDatabaseCannotFork(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := b.Add(ctx, p); !errors.Is(err, ErrUnavailable) {
+			if _, err := b.Add(ctx, p); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("Add to the second writer: %v, want ErrUnavailable", err)
 			}
 		}()

@@ -57,7 +57,7 @@ func TestPartialTilesCollected(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, _, err := s.Add(ctx, p); err != nil {
+				if _, err := s.Add(ctx, p); err != nil {
 					t.Error(err)
 				}
 			}()

@@ -11,7 +11,7 @@ import (
 
 // This file is the pure part of a round: from the committed tree and a batch
 // of entries, what the round writes and what it answers. It does no I/O and
-// keeps no state, so the protocol in Sequencer.sequence (stage → fence →
+// keeps no state, so the protocol in Sequencer.commitRound (stage → fence →
 // commit → tiles and dedup → answer → publish) stays short and the
 // arithmetic can be tested on its own.
 

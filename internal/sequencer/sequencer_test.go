@@ -92,7 +92,7 @@ func addAll(t *testing.T, s *Sequencer, ps []*Pending) []Result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _, err := s.Add(context.Background(), p)
+			r, err := s.Add(context.Background(), p)
 			if err != nil {
 				t.Errorf("Add %d: %v", i, err)
 			}
@@ -211,9 +211,10 @@ func TestDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, dup, err := s.Add(ctx, pending(1))
-	if err != nil || !dup || r != res[0] {
-		t.Fatalf("after reload: %v %v %v, want %v duplicate", r, dup, err, res[0])
+	// No round runs here, so only the cache can answer.
+	r, err := s.Add(ctx, pending(1))
+	if err != nil || r != res[0] {
+		t.Fatalf("after reload: %v %v, want %v from the dedup cache", r, err, res[0])
 	}
 }
 
@@ -245,7 +246,7 @@ func TestPoolFull(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, _, err := s.Add(ctx, pending(3)); !errors.Is(err, ErrPoolFull) {
+	if _, err := s.Add(ctx, pending(3)); !errors.Is(err, ErrPoolFull) {
 		t.Fatalf("Add to a full pool: %v, want ErrPoolFull", err)
 	}
 }
@@ -400,7 +401,7 @@ func TestLockFailures(t *testing.T) {
 			runCtx, cancel := context.WithCancel(ctx)
 			done := make(chan error)
 			go func() { done <- s.Run(runCtx) }()
-			_, _, err = s.Add(ctx, pending(1))
+			_, err = s.Add(ctx, pending(1))
 			if !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Add during a failing commit: %v, want ErrUnavailable", err)
 			}
@@ -408,7 +409,7 @@ func TestLockFailures(t *testing.T) {
 			// are refused at once; then they are taken.
 			var r Result
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				r, _, err = s.Add(ctx, pending(2))
+				r, err = s.Add(ctx, pending(2))
 				if err == nil {
 					break
 				}
@@ -470,7 +471,7 @@ func TestLowPriorityDeferred(t *testing.T) {
 		p := pending(i)
 		p.LowPriority = low
 		go func() {
-			_, _, err := s.Add(ctx, p)
+			_, err := s.Add(ctx, p)
 			results <- result{i, err}
 		}()
 	}

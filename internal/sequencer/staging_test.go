@@ -90,7 +90,7 @@ func TestStaleSequencerWritesNoTiles(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := stale.Add(ctx, p); !errors.Is(err, ErrUnavailable) {
+			if _, err := stale.Add(ctx, p); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("stale Add: %v, want ErrUnavailable", err)
 			}
 		}()
@@ -99,7 +99,7 @@ func TestStaleSequencerWritesNoTiles(t *testing.T) {
 	if err := <-done; !errors.Is(err, lock.ErrConflict) {
 		t.Fatalf("stale Run: %v, want a conflict", err)
 	}
-	if _, _, err := stale.Add(ctx, pending(2000)); !errors.Is(err, ErrUnavailable) {
+	if _, err := stale.Add(ctx, pending(2000)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("stopped sequencer Add: %v, want ErrUnavailable", err)
 	}
 	if _, cp, err := Committed(ctx, e.config(t)); err != nil || cp.Size != 300 {
@@ -301,14 +301,14 @@ func TestHealthFollowsRounds(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if _, _, err := s.Add(ctx, pending(1)); err != nil {
+	if _, err := s.Add(ctx, pending(1)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("healthy", func(err error) bool { return err == nil })
 	ft.fail.Store(true)
 	// A submission is still answered (its entry is durable in the bundle),
 	// but the log is not healthy: its tiles are not being written.
-	if _, _, err := s.Add(ctx, pending(2)); err != nil {
+	if _, err := s.Add(ctx, pending(2)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("unhealthy", func(err error) bool { return err != nil && strings.Contains(err.Error(), "injected failure") })
@@ -353,7 +353,7 @@ func TestStalledStorageAnswers503(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	if _, _, err := s.Add(ctx, pending(0)); err != nil {
+	if _, err := s.Add(ctx, pending(0)); err != nil {
 		t.Fatal(err)
 	}
 	st.stall.Store(true)
@@ -366,7 +366,7 @@ func TestStalledStorageAnswers503(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := s.Add(addCtx, pending(100+i)); !errors.Is(err, ErrUnavailable) {
+			if _, err := s.Add(addCtx, pending(100+i)); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("Add while storage is stalled: %v, want ErrUnavailable", err)
 			}
 		}()
@@ -374,7 +374,7 @@ func TestStalledStorageAnswers503(t *testing.T) {
 	wg.Wait()
 	st.stall.Store(false)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		_, _, err := s.Add(ctx, pending(1))
+		_, err := s.Add(ctx, pending(1))
 		if err == nil {
 			break
 		}

@@ -90,7 +90,7 @@ func TestElectorGivesUpWhenRoundsFail(t *testing.T) {
 	if a.leads() {
 		t.Fatal("a leads while cut off from the storage")
 	}
-	if _, _, err := b.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
+	if _, err := b.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
 		t.Fatalf("the new leader could not sequence: %v", err)
 	}
 	waitUntil(t, "a's health reports its storage trouble", func() bool { return a.log.Health(time.Minute) != nil })
@@ -109,7 +109,7 @@ func TestElectorGivesUpWhenRoundsFail(t *testing.T) {
 	if b.leads() {
 		t.Fatal("two leaders")
 	}
-	if _, _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(2)); err != nil {
+	if _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(2)); err != nil {
 		t.Fatalf("a could not sequence after the heal: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestElectorNotLeaderWhileDraining(t *testing.T) {
 	sa.hang.Store(true)
 	added := make(chan error, 1)
 	go func() {
-		_, _, err := seq.Add(context.Background(), pendingEntry(3))
+		_, err := seq.Add(context.Background(), pendingEntry(3))
 		added <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // the entry's round is hung in the storage

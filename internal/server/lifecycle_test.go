@@ -82,7 +82,7 @@ func TestLifecycleWithStandby(t *testing.T) {
 	waitUntil(t, "a leads", a.leads)
 	b := e.startWithLifecycle(t, "b", lc)
 	waitUntil(t, "b knows the leader", func() bool { return b.log.Leader() == "http://a" })
-	if _, _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
+	if _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
 		t.Fatal(err)
 	}
 	if time.Now().Before(freeze) {

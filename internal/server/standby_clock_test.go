@@ -67,7 +67,7 @@ func TestElectorRefusesToLeadWithSkewedClock(t *testing.T) {
 	good := e.startClocked(t, "good", goodClock, db)
 	waitUntil(t, "the correct process leads", good.leads)
 	waitUntil(t, "the fast process forwards to it", func() bool { return fast.log.Leader() == "http://good" })
-	r, _, err := good.log.Sequencer().Add(ctx, pendingEntry(1))
+	r, err := good.log.Sequencer().Add(ctx, pendingEntry(1))
 	if err != nil {
 		t.Fatal(err)
 	}

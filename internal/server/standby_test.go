@@ -183,7 +183,7 @@ func TestElectorTakeover(t *testing.T) {
 	if b.leads() {
 		t.Fatal("two leaders")
 	}
-	if _, _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
+	if _, err := a.log.Sequencer().Add(context.Background(), pendingEntry(1)); err != nil {
 		t.Fatal(err)
 	}
 	a.stop()

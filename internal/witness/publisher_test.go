@@ -105,7 +105,7 @@ func add(t *testing.T, seq *sequencer.Sequencer, from, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := seq.Add(context.Background(), &sequencer.Pending{Entry: tile.Entry{Certificate: fmt.Appendf(nil, "certificate %d", i)}})
+			_, err := seq.Add(context.Background(), &sequencer.Pending{Entry: tile.Entry{Certificate: fmt.Appendf(nil, "certificate %d", i)}})
 			if err != nil {
 				t.Errorf("Add %d: %v", i, err)
 			}
@@ -269,7 +269,7 @@ func TestPublisherNeverDelaysSCTs(t *testing.T) {
 	seq, stop := e.run(t, p)
 	for i := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		r, _, err := seq.Add(ctx, &sequencer.Pending{Entry: tile.Entry{Certificate: fmt.Appendf(nil, "cert %d", i)}})
+		r, err := seq.Add(ctx, &sequencer.Pending{Entry: tile.Entry{Certificate: fmt.Appendf(nil, "cert %d", i)}})
 		cancel()
 		if err != nil || r.Index != uint64(i) {
 			t.Fatalf("Add %d while the witness hangs: index %d, %v", i, r.Index, err)
