@@ -119,3 +119,80 @@ func leaseMoved(l *ctlog.Log, leader string) bool {
 // FlushWarnings logs the pending summaries of rate-limited warnings, for a
 // process that is stopping.
 func (s *Server) FlushWarnings() { s.warnings.Flush() }
+
+// ForwardedHeader marks a submission a standby forwarded to the leader. A
+// process that is not the leader answers such a request with 503 instead of
+// forwarding it again, so two processes that each believe the other leads
+// cannot bounce a request between them.
+const ForwardedHeader = "Mosaic-Forwarded"
+
+// maxForwardedResponse bounds the leader's response a standby relays; an
+// SCT response or an error line is far smaller.
+const maxForwardedResponse = 1 << 20
+
+// forward relays a submission to the log's leader and its answer back. The
+// leader validates and sequences it; a standby never issues an SCT itself.
+//
+// Each attempt is bounded by ForwardTimeout and abandoned as soon as the
+// lease moves (see relay). If an attempt fails and the lease has moved,
+// the submission goes once more to where the log is sequenced now: to the
+// new leader, or, if this process has become the leader, back to the
+// caller, which handles it here (forward then returns false, having
+// written nothing). So a standby relays a submission at most twice, and a
+// process never relays one that was relayed to it (ForwardedHeader).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) bool {
+	leader := l.Leader()
+	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
+		setReason(w, ReasonNoLeader)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "The log has no leader right now (failover in progress); retry later.", http.StatusServiceUnavailable)
+		return true
+	}
+	if err := l.LeaderUnreachable(); err != nil {
+		// The standby's latest probe of the leader got no answer: fail
+		// fast instead of opening connections over a path that hangs.
+		setReason(w, ReasonNoLeader)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "The log's leader is unreachable from this server (failover in progress?); retry later.", http.StatusServiceUnavailable)
+		return true
+	}
+	select {
+	case s.forwards <- struct{}{}:
+		defer func() { <-s.forwards }()
+	default:
+		setReason(w, ReasonForwardBusy)
+		w.Header().Set("Retry-After", jitter(1, 3))
+		http.Error(w, "This server is relaying as many submissions to the log's leader as it may; retry later.", http.StatusServiceUnavailable)
+		return true
+	}
+	resp, out, err := s.relay(r, l, leader, body)
+	if err != nil && r.Context().Err() == nil {
+		if l.Sequencer() != nil {
+			return false
+		}
+		if next := l.Leader(); next != "" && next != leader {
+			leader = next
+			resp, out, err = s.relay(r, l, leader, body)
+			if err != nil && r.Context().Err() == nil && l.Sequencer() != nil {
+				return false
+			}
+		}
+	}
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.warnings.Warn("forward", "forwarding a submission to the leader failed", "log", l.Name, "leader", leader, "err", err)
+		}
+		setReason(w, ReasonNoLeader)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "The log's leader is unreachable or did not answer in time (failover in progress?); retry later.", http.StatusServiceUnavailable)
+		return true
+	}
+	for _, h := range []string{"Content-Type", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
+	return true
+}
