@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -198,22 +197,32 @@ func TestShedIdleNearGlobalCap(t *testing.T) {
 
 // serveBusy serves lim with a handler that holds every request until the
 // test ends, and fills it with n requests being served, from the given
-// addresses in turn. It returns the server's address.
+// addresses in turn. It returns the server's address. Each request is
+// being served before the next connection is made: a connection still
+// silent could be shed by a later one near the cap (which is right, but
+// not what the tests using this want).
 func serveBusy(t *testing.T, lim *Limiter, n int, from ...string) string {
 	t.Helper()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	var inHandler sync.WaitGroup
-	inHandler.Add(n)
+	started := make(chan struct{})
 	addr := serveHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inHandler.Done()
+		select {
+		case started <- struct{}{}:
+		case <-release:
+			return
+		}
 		<-release
 	}))
 	for i := range n {
 		c := dial(t, from[i%len(from)], addr)
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: log.example\r\n\r\n")
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("request %d of %d was not served within 30s", i+1, n)
+		}
 	}
-	inHandler.Wait()
 	return addr
 }
 
