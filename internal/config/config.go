@@ -231,6 +231,34 @@ type Log struct {
 	Mirrors []Mirror `yaml:"mirrors,omitempty"`
 }
 
+// validate reports a storage section (field f) that names no backend, two,
+// or a bucket-less S3 one, and reports whether it is valid so far.
+func (s Storage) validate(f string, bad func(field, format string, args ...any)) bool {
+	switch {
+	case s.Dir == "" && s.S3 == nil:
+		bad(f, "a storage backend is required (storage.dir or storage.s3)")
+	case s.Dir != "" && s.S3 != nil:
+		bad(f, "set only one of storage.dir and storage.s3")
+	case s.S3 != nil && s.S3.Bucket == "":
+		bad(f+".s3.bucket", "required")
+	default:
+		return true
+	}
+	return false
+}
+
+// checkOrigin reports (field f) an origin that is not a valid checkpoint
+// origin, or one seen holds already, and adds it to seen.
+func checkOrigin(f, origin string, seen map[string]bool, bad func(field, format string, args ...any)) {
+	switch {
+	case !validKeyName(origin) || len(origin) > 255:
+		bad(f, "%q is not a valid checkpoint origin (1 to 255 bytes of UTF-8 without spaces or '+')", origin)
+	case seen[origin]:
+		bad(f, "%q is listed twice", origin)
+	}
+	seen[origin] = true
+}
+
 // Storage selects a storage backend: exactly one of Dir and S3.
 type Storage struct {
 	// Dir is a local directory (the embedded default).
@@ -587,12 +615,7 @@ func (c *Config) Validate() error {
 			bad(f+".not_after_limit", "must be after not_after_start")
 		}
 		switch {
-		case l.Storage.Dir == "" && l.Storage.S3 == nil:
-			bad(f+".storage", "a storage backend is required (storage.dir or storage.s3)")
-		case l.Storage.Dir != "" && l.Storage.S3 != nil:
-			bad(f+".storage", "set only one of storage.dir and storage.s3")
-		case l.Storage.S3 != nil && l.Storage.S3.Bucket == "":
-			bad(f+".storage.s3.bucket", "required")
+		case !l.Storage.validate(f+".storage", bad):
 		case l.Storage.S3 != nil && l.Storage.S3.ReadCacheMB < 0:
 			bad(f+".storage.s3.read_cache_mb", "must not be negative")
 		case l.Storage.S3 != nil && (l.Storage.S3.AttemptTimeout < 100*time.Millisecond || l.Storage.S3.AttemptTimeout > 5*time.Minute):

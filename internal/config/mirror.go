@@ -106,27 +106,14 @@ func (m *MirrorServer) validate(bad func(field, format string, args ...any)) {
 	if m.Key == "" {
 		bad("mirror.key", "required (create one with: mosaic keygen -o FILE)")
 	}
-	switch {
-	case m.Storage.Dir == "" && m.Storage.S3 == nil:
-		bad("mirror.storage", "a storage backend is required (storage.dir or storage.s3)")
-	case m.Storage.Dir != "" && m.Storage.S3 != nil:
-		bad("mirror.storage", "set only one of storage.dir and storage.s3")
-	case m.Storage.S3 != nil && m.Storage.S3.Bucket == "":
-		bad("mirror.storage.s3.bucket", "required")
-	}
+	m.Storage.validate("mirror.storage", bad)
 	if len(m.Logs) == 0 {
 		bad("mirror.logs", "at least one log is required")
 	}
 	origins := map[string]bool{}
 	for i, l := range m.Logs {
 		f := fmt.Sprintf("mirror.logs[%d]", i)
-		switch {
-		case !validKeyName(l.Origin) || len(l.Origin) > 255:
-			bad(f+".origin", "%q is not a valid checkpoint origin", l.Origin)
-		case origins[l.Origin]:
-			bad(f+".origin", "%q is listed twice", l.Origin)
-		}
-		origins[l.Origin] = true
+		checkOrigin(f+".origin", l.Origin, origins, bad)
 		if l.Format != "" && l.Format != "static-ct" && l.Format != "tlog-tiles" {
 			bad(f+".format", "%q is not static-ct or tlog-tiles", l.Format)
 		}

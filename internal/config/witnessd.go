@@ -111,13 +111,7 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	origins := map[string]bool{}
 	for i, l := range w.Logs {
 		f := fmt.Sprintf("witness.logs[%d]", i)
-		switch {
-		case !validKeyName(l.Origin) || len(l.Origin) > 255:
-			bad(f+".origin", "%q is not a valid checkpoint origin (1 to 255 bytes of UTF-8 without spaces or '+')", l.Origin)
-		case origins[l.Origin]:
-			bad(f+".origin", "%q is listed twice", l.Origin)
-		}
-		origins[l.Origin] = true
+		checkOrigin(f+".origin", l.Origin, origins, bad)
 		if len(l.Keys) == 0 {
 			bad(f+".keys", "at least one vkey of the log is required")
 		}
