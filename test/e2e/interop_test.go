@@ -506,18 +506,7 @@ func TestInteropHammerAndFsckOnSunlight(t *testing.T) {
 func mirrorSunlight(t *testing.T, l *sunlightLog) string {
 	t.Helper()
 	mdir := t.TempDir()
-	seed := bytes.Repeat([]byte{43}, keys.SeedSize)
-	if err := os.WriteFile(filepath.Join(mdir, "mirror.key"), seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mk, err := keys.CosignerFromSeed(seed, "mirror")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := checkpoint.NewCosigner("mirror.test/sunlight", mk.Ed25519, mk.MLDSA44)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := writeMirrorKey(t, mdir, 43, "mirror.test/sunlight")
 	port := freePort(t)
 	prefix := fmt.Sprintf("http://127.0.0.1:%d/mirror/", port)
 	storage := "file://" + filepath.Join(l.dir, "data") + "/"

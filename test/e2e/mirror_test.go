@@ -65,6 +65,25 @@ mirror:
 	}
 }
 
+// writeMirrorKey writes a mirror seed of bytes b to dir/mirror.key and
+// returns the cosigner named name that the mirror's config makes of it.
+func writeMirrorKey(t *testing.T, dir string, b byte, name string) *checkpoint.Cosigner {
+	t.Helper()
+	seed := bytes.Repeat([]byte{b}, keys.SeedSize)
+	if err := os.WriteFile(filepath.Join(dir, "mirror.key"), seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mk, err := keys.CosignerFromSeed(seed, "mirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := checkpoint.NewCosigner(name, mk.Ed25519, mk.MLDSA44)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // TestMirrorEndToEnd runs a dev log that pushes to a mirror run by another
 // `mosaic serve` process: the mirror's checkpoint verifies with the log's
 // keys (RFC 6962, Ed25519, ML-DSA-44) and carries the mirror's Ed25519 and
@@ -75,18 +94,7 @@ func TestMirrorEndToEnd(t *testing.T) {
 	dir, s, _, _ := stoppedDevLog(t)
 
 	mdir := t.TempDir()
-	seed := bytes.Repeat([]byte{42}, keys.SeedSize)
-	if err := os.WriteFile(filepath.Join(mdir, "mirror.key"), seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mk, err := keys.CosignerFromSeed(seed, "mirror")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := checkpoint.NewCosigner("mirror.test/m1", mk.Ed25519, mk.MLDSA44)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := writeMirrorKey(t, mdir, 42, "mirror.test/m1")
 	port := freePort(t)
 	m, prefix := startMirror(t, mdir, port, s)
 	setDevLogField(t, dir, "mirrors", []map[string]any{{"url": prefix, "keys": cs.VerifierKeys()}})
