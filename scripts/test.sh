@@ -28,6 +28,12 @@ go vet ./...
 echo "== staticcheck"
 bash scripts/staticcheck.sh
 
+# The dedup engine comparison (docs/ARCHITECTURE.md, "The dedup engine"),
+# a module of its own: vetted, and run small, which runs its crash test
+# (SIGKILL mid-fill, then every acknowledged record checked) on each engine.
+echo "== bench/dedupengine (vet, and a small comparison with its crash test)"
+(cd bench/dedupengine && go vet ./... && go run . -n 60000 -kill-at 20000 | tail -5)
+
 if [ "${CI:-}" = "true" ]; then
   echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium, Sunlight and nginx are required)"
   bash scripts/postgres.sh
