@@ -21,63 +21,13 @@
 # on PATH).
 set -euo pipefail
 
-MINIO_MODULE="github.com/minio/minio"
-MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
-
-minio_bin() {
-	if [[ -n "${MINIO_BIN:-}" ]]; then
-		echo "$MINIO_BIN"
-		return
-	fi
-	local gobin
-	gobin="$(go env GOBIN)"
-	if [[ -z "$gobin" ]]; then
-		gobin="$(go env GOPATH)/bin"
-	fi
-	echo "$gobin/minio"
-}
-
-# installed_version prints the module version the binary was built from.
-installed_version() {
-	go version -m "$1" 2>/dev/null | awk '$1 == "mod" && $2 == "'"$MINIO_MODULE"'" { print $3 }'
-}
-
-cmd_install() {
-	local bin
-	bin="$(minio_bin)"
-	if [[ -x "$bin" && "$(installed_version "$bin")" == "$MINIO_VERSION" ]]; then
-		echo "minio $MINIO_VERSION already installed at $bin"
-		return
-	fi
-	echo "building minio $MINIO_VERSION (first build takes a few minutes)..." >&2
-	if [[ -n "${MINIO_BIN:-}" ]]; then
-		# go install cannot name its output; build into a temporary GOBIN and move.
-		local tmp
-		tmp="$(mktemp -d)"
-		trap 'rm -rf "$tmp"' RETURN
-		GOBIN="$tmp" go install "$MINIO_MODULE@$MINIO_VERSION"
-		mkdir -p "$(dirname "$MINIO_BIN")"
-		mv "$tmp/minio" "$MINIO_BIN"
-	else
-		# Another process (a background install on a dev machine) may be
-		# building the same thing; go's build cache makes the second one cheap.
-		go install "$MINIO_MODULE@$MINIO_VERSION"
-	fi
-	echo "installed minio $MINIO_VERSION at $bin"
-}
-
-cmd_path() {
-	local bin
-	bin="$(minio_bin)"
-	if [[ -x "$bin" ]]; then
-		echo "$bin"
-	elif command -v minio >/dev/null; then
-		command -v minio
-	else
-		echo "minio not installed: run 'bash scripts/minio.sh install'" >&2
-		exit 1
-	fi
-}
+TOOL=minio
+TOOL_MODULE="github.com/minio/minio"
+TOOL_PKG="$TOOL_MODULE"
+TOOL_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+TOOL_BIN_VAR=MINIO_BIN
+# shellcheck source=scripts/gotool.sh
+source "$(dirname "$0")/gotool.sh"
 
 cmd_start() {
 	if [[ $# -ne 2 ]]; then

@@ -17,61 +17,13 @@
 # on PATH).
 set -euo pipefail
 
-PEBBLE_MODULE="github.com/letsencrypt/pebble/v2"
-PEBBLE_VERSION="v2.10.1"
-
-pebble_bin() {
-	if [[ -n "${PEBBLE_BIN:-}" ]]; then
-		echo "$PEBBLE_BIN"
-		return
-	fi
-	local gobin
-	gobin="$(go env GOBIN)"
-	if [[ -z "$gobin" ]]; then
-		gobin="$(go env GOPATH)/bin"
-	fi
-	echo "$gobin/pebble"
-}
-
-# installed_version prints the module version the binary was built from.
-installed_version() {
-	go version -m "$1" 2>/dev/null | awk '$1 == "mod" && $2 == "'"$PEBBLE_MODULE"'" { print $3 }'
-}
-
-cmd_install() {
-	local bin
-	bin="$(pebble_bin)"
-	if [[ -x "$bin" && "$(installed_version "$bin")" == "$PEBBLE_VERSION" ]]; then
-		echo "pebble $PEBBLE_VERSION already installed at $bin"
-		return
-	fi
-	echo "building pebble $PEBBLE_VERSION..." >&2
-	if [[ -n "${PEBBLE_BIN:-}" ]]; then
-		# go install cannot name its output; build into a temporary GOBIN and move.
-		local tmp
-		tmp="$(mktemp -d)"
-		trap 'rm -rf "$tmp"' RETURN
-		GOBIN="$tmp" go install "$PEBBLE_MODULE/cmd/pebble@$PEBBLE_VERSION"
-		mkdir -p "$(dirname "$PEBBLE_BIN")"
-		mv "$tmp/pebble" "$PEBBLE_BIN"
-	else
-		go install "$PEBBLE_MODULE/cmd/pebble@$PEBBLE_VERSION"
-	fi
-	echo "installed pebble $PEBBLE_VERSION at $bin"
-}
-
-cmd_path() {
-	local bin
-	bin="$(pebble_bin)"
-	if [[ -x "$bin" ]]; then
-		echo "$bin"
-	elif command -v pebble >/dev/null; then
-		command -v pebble
-	else
-		echo "pebble not installed: run 'bash scripts/pebble.sh install'" >&2
-		exit 1
-	fi
-}
+TOOL=pebble
+TOOL_MODULE="github.com/letsencrypt/pebble/v2"
+TOOL_PKG="$TOOL_MODULE/cmd/pebble"
+TOOL_VERSION="v2.10.1"
+TOOL_BIN_VAR=PEBBLE_BIN
+# shellcheck source=scripts/gotool.sh
+source "$(dirname "$0")/gotool.sh"
 
 case "${1:-}" in
 install) cmd_install ;;
