@@ -26,7 +26,20 @@ type MirrorServer struct {
 	Storage Storage `yaml:"storage"`
 	// Logs are the logs it mirrors.
 	Logs []MirroredLog `yaml:"logs"`
+	// RatePerClient bounds each client's add-checkpoint, add-entries and
+	// sign-subtree requests per second (default 20; 0: no limit), with
+	// bursts of BurstPerClient (default twice the rate). Clients are
+	// grouped as the connection caps group them
+	// (limits.ipv6_client_prefix, per_client_exempt).
+	RatePerClient  *float64 `yaml:"rate_per_client,omitempty"`
+	BurstPerClient int      `yaml:"burst_per_client,omitempty"`
 }
+
+// defaultMirrorRate is the default rate_per_client: a log pushing to the
+// mirror sends add-checkpoint and then 8,192 entries per add-entries, so
+// 20 requests a second let it catch up on about 160,000 entries a second;
+// a pusher that gets 429 waits out its Retry-After.
+const defaultMirrorRate = 20
 
 // MirroredLog is one log a mirror copies.
 type MirroredLog struct {
@@ -74,6 +87,7 @@ func (m *MirrorServer) setDefaults() {
 			m.Name = Origin(u)
 		}
 	}
+	defaultClientRate(&m.RatePerClient, &m.BurstPerClient, defaultMirrorRate)
 	for i := range m.Logs {
 		if m.Logs[i].Pull != "" && m.Logs[i].PullInterval == 0 {
 			m.Logs[i].PullInterval = time.Minute
@@ -106,6 +120,7 @@ func (m *MirrorServer) validate(bad func(field, format string, args ...any)) {
 	if m.Key == "" {
 		bad("mirror.key", "required (create one with: mosaic keygen -o FILE)")
 	}
+	validateClientRate("mirror", *m.RatePerClient, m.BurstPerClient, bad)
 	m.Storage.validate("mirror.storage", bad)
 	if len(m.Logs) == 0 {
 		bad("mirror.logs", "at least one log is required")

@@ -27,8 +27,9 @@ mirror:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Mirror.Name != "mirror.example/m" || c.Mirror.Logs[0].PullInterval != time.Minute {
-		t.Fatalf("defaults: name %q, pull_interval %v", c.Mirror.Name, c.Mirror.Logs[0].PullInterval)
+	if m := c.Mirror; m.Name != "mirror.example/m" || m.Logs[0].PullInterval != time.Minute ||
+		*m.RatePerClient != defaultMirrorRate || m.BurstPerClient != 2*defaultMirrorRate {
+		t.Fatalf("defaults: name %q, pull_interval %v, rate %v, burst %d", m.Name, m.Logs[0].PullInterval, *m.RatePerClient, m.BurstPerClient)
 	}
 	for _, tc := range []struct{ yaml, field string }{
 		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: []}", "mirror.logs"},
@@ -36,6 +37,8 @@ mirror:
 		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, keys: [notakey]}]}", "mirror.logs[0].keys[0]"},
 		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, format: x, keys: [" + mirrorVKey + "]}]}", "mirror.logs[0].format"},
 		{"mirror: {prefix: 'https://m/', storage: {dir: d}, logs: [{origin: log.example/a, keys: [" + mirrorVKey + "]}]}", "mirror.key"},
+		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, rate_per_client: -1, logs: [{origin: log.example/a, keys: [" + mirrorVKey + "]}]}", "mirror.rate_per_client"},
+		{"mirror: {key: k, prefix: 'https://m/', storage: {dir: d}, burst_per_client: -3, logs: [{origin: log.example/a, keys: [" + mirrorVKey + "]}]}", "mirror.burst_per_client"},
 	} {
 		_, err := Parse([]byte("listen: [{address: 127.0.0.1:8080}]\n" + tc.yaml + "\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.field) {

@@ -52,17 +52,33 @@ type WitnessedLog struct {
 // checkpoint (at most a few a second) plus a resend after a 409.
 const defaultWitnessRate = 20
 
+// defaultClientRate sets a server's rate_per_client to def and its
+// burst_per_client to twice the rate where they are not set.
+func defaultClientRate(rate **float64, burst *int, def float64) {
+	if *rate == nil {
+		*rate = &def
+	}
+	if *burst == 0 {
+		*burst = max(1, int(2*(**rate)))
+	}
+}
+
+// validateClientRate reports a section's rate_per_client and
+// burst_per_client out of range.
+func validateClientRate(section string, rate float64, burst int, bad func(field, format string, args ...any)) {
+	if rate < 0 || rate > 1e6 {
+		bad(section+".rate_per_client", "%v is out of range (0 to 1000000; 0 means no limit)", rate)
+	}
+	if burst < 1 || burst > 1_000_000 {
+		bad(section+".burst_per_client", "%d is out of range (1 to 1000000)", burst)
+	}
+}
+
 func (w *WitnessServer) setDefaults() {
 	if w == nil {
 		return
 	}
-	if w.RatePerClient == nil {
-		r := float64(defaultWitnessRate)
-		w.RatePerClient = &r
-	}
-	if w.BurstPerClient == 0 {
-		w.BurstPerClient = max(1, int(2**w.RatePerClient))
-	}
+	defaultClientRate(&w.RatePerClient, &w.BurstPerClient, defaultWitnessRate)
 	if w.LogListRefresh == 0 {
 		w.LogListRefresh = time.Hour
 	}
@@ -88,12 +104,7 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	if w.Key == "" {
 		bad("witness.key", "required (create one with: mosaic keygen -o FILE -witness NAME)")
 	}
-	if r := *w.RatePerClient; r < 0 || r > 1e6 {
-		bad("witness.rate_per_client", "%v is out of range (0 to 1000000; 0 means no limit)", r)
-	}
-	if w.BurstPerClient < 1 || w.BurstPerClient > 1_000_000 {
-		bad("witness.burst_per_client", "%d is out of range (1 to 1000000)", w.BurstPerClient)
-	}
+	validateClientRate("witness", *w.RatePerClient, w.BurstPerClient, bad)
 	if c.Postgres == "" && c.Database == "" {
 		bad("witness", "the witness keeps its state in a database: set the top-level database (an embedded database file) or postgres")
 	}

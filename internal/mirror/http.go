@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -27,6 +29,16 @@ func (m *Mirror) Handler(prefix string) http.Handler {
 			return
 		}
 		switch rest {
+		case "add-checkpoint", "add-entries", "sign-subtree":
+			// Each costs the mirror signature checks, hashing or a
+			// signature of its own: one address must not be able to
+			// spend the mirror's CPU for everyone (reads are served
+			// from storage and cost far less).
+			if !m.allow(rw, r, rest) {
+				return
+			}
+		}
+		switch rest {
 		case "add-checkpoint":
 			m.serveAddCheckpoint(rw, r)
 		case "add-entries":
@@ -37,6 +49,22 @@ func (m *Mirror) Handler(prefix string) http.Handler {
 			m.serveRead(rw, r, rest)
 		}
 	})
+}
+
+// allow applies the client's rate limit to a request to endpoint, or
+// answers it with 429 and a Retry-After.
+func (m *Mirror) allow(rw http.ResponseWriter, r *http.Request, endpoint string) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return true // no network address: a handler called in-process
+	}
+	var te *ctlog.ThrottleError
+	if err := m.limit.Allow(ap.Addr()); errors.As(err, &te) {
+		rw.Header().Set("Retry-After", strconv.Itoa(te.RetryAfter))
+		m.answer(rw, endpoint, nil, refuse(http.StatusTooManyRequests, "This client address is over the mirror's request rate limit; retry later."))
+		return false
+	}
+	return true
 }
 
 // Owns reports whether path is one of the mirror's under prefix.

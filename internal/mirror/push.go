@@ -103,7 +103,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 		src: &source{format: StaticCT, get: cfg.Storage.Get, notFound: isNotFound}}
 	p.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mosaic_mirror_push_requests_total",
-		Help: "Requests to each mirror by endpoint and result: ok, accepted (202), conflict (409), error, timeout.",
+		Help: "Requests to each mirror by endpoint and result: ok, accepted (202), conflict (409), throttled (a 429 waited out), error, timeout.",
 	}, []string{"mirror", "endpoint", "result"})
 	p.entries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mosaic_mirror_push_entries_total",
@@ -299,10 +299,43 @@ func (p *Pusher) addCheckpoint(ctx context.Context, t *target, signed []byte, cp
 // maxAnswer bounds a mirror's answer.
 const maxAnswer = 64 << 10
 
+// A 429 is waited out at most maxThrottleRetries times a request, each
+// wait at most maxThrottleWait.
+const (
+	maxThrottleRetries = 5
+	maxThrottleWait    = 30 * time.Second
+)
+
+// post sends body to the mirror's endpoint and returns its answer. A 429
+// with a Retry-After (the mirror's rate limit) is waited out and the
+// request sent again, while ctx allows (see maxThrottleRetries). A 503 is
+// not: it may last (storage down, an issuer that cannot be fetched), and
+// the next checkpoint resumes the push anyway.
 func (p *Pusher) post(ctx context.Context, t *target, endpoint string, body []byte, gz bool) (int, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		code, b, retry, err := p.postOnce(ctx, t, endpoint, body, gz)
+		if err != nil || retry <= 0 || attempt == maxThrottleRetries {
+			return code, b, err
+		}
+		deadline, ok := ctx.Deadline()
+		if retry > maxThrottleWait || (ok && time.Until(deadline) < retry) {
+			return code, b, err
+		}
+		p.count(t, endpoint, "throttled")
+		select {
+		case <-ctx.Done():
+			return code, b, err
+		case <-time.After(retry):
+		}
+	}
+}
+
+// postOnce is one request of post; retry is the answer's Retry-After if it
+// is a 429 that has one.
+func (p *Pusher) postOnce(ctx context.Context, t *target, endpoint string, body []byte, gz bool) (code int, answer []byte, retry time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+endpoint, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	if gz {
 		req.Header.Set("Content-Encoding", "gzip")
@@ -315,15 +348,20 @@ func (p *Pusher) post(ctx context.Context, t *target, endpoint string, body []by
 			result = "timeout"
 		}
 		p.count(t, endpoint, result)
-		return 0, nil, fmt.Errorf("%s: %w", endpoint, err)
+		return 0, nil, 0, fmt.Errorf("%s: %w", endpoint, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil || len(b) > maxAnswer {
 		p.count(t, endpoint, "error")
-		return 0, nil, fmt.Errorf("%s: the answer could not be read or is larger than %d bytes", endpoint, maxAnswer)
+		return 0, nil, 0, fmt.Errorf("%s: the answer could not be read or is larger than %d bytes", endpoint, maxAnswer)
 	}
-	return resp.StatusCode, b, nil
+	if resp.StatusCode == http.StatusTooManyRequests {
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 {
+			retry = max(time.Duration(n)*time.Second, 100*time.Millisecond)
+		}
+	}
+	return resp.StatusCode, b, retry, nil
 }
 
 func firstLine(b []byte) string {

@@ -70,7 +70,11 @@ func openMirror(ctx context.Context, c *config.Config, reg prometheus.Registerer
 		}
 		logs[i] = mirror.Log{Origin: l.Origin, Format: f, Keys: l.Keys, PublicKey: pub, Pull: l.Pull, PullInterval: l.PullInterval, Issuers: l.Issuers}
 	}
-	m, err := mirror.New(ctx, mirror.Config{Cosigner: cs, Logs: logs, Storage: st, Logger: logger, Registerer: reg})
+	limit, err := serverRateLimit(c, *mc.RatePerClient, mc.BurstPerClient)
+	if err != nil {
+		return nil, err
+	}
+	m, err := mirror.New(ctx, mirror.Config{Cosigner: cs, Logs: logs, Storage: st, RateLimit: limit, Logger: logger, Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
 	}

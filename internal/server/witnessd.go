@@ -46,13 +46,9 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 	} else if store, err = b.database(c.Database); err != nil {
 		return nil, fmt.Errorf("database (the witness's state): %w", err)
 	}
-	exempt, err := c.PerClientExempt()
+	limit, err := serverRateLimit(c, *wc.RatePerClient, wc.BurstPerClient)
 	if err != nil {
-		return nil, fmt.Errorf("limits.per_client_exempt: %w", err)
-	}
-	ipv6 := c.Limits.IPv6ClientPrefix
-	if ipv6 == 0 {
-		ipv6 = netlimit.DefaultIPv6Prefix
+		return nil, err
 	}
 	logs := make([]witnessd.Log, len(wc.Logs))
 	for i, l := range wc.Logs {
@@ -60,7 +56,7 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 	}
 	w, err := witnessd.New(ctx, witnessd.Config{
 		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, Store: store,
-		RateLimit:  ctlog.ClientLimitConfig{Rate: *wc.RatePerClient, Burst: wc.BurstPerClient, Exempt: exempt, IPv6Bits: ipv6},
+		RateLimit:  limit,
 		Registerer: reg, Logger: logger,
 	})
 	if err != nil {
@@ -94,4 +90,20 @@ func (ws *witnessServer) route(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// serverRateLimit is the per-client request limit of a witness or mirror
+// section (rate_per_client, burst_per_client), with clients grouped and
+// exempted as the connection caps do (limits.ipv6_client_prefix,
+// per_client_exempt).
+func serverRateLimit(c *config.Config, rate float64, burst int) (ctlog.ClientLimitConfig, error) {
+	exempt, err := c.PerClientExempt()
+	if err != nil {
+		return ctlog.ClientLimitConfig{}, fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
+	ipv6 := c.Limits.IPv6ClientPrefix
+	if ipv6 == 0 {
+		ipv6 = netlimit.DefaultIPv6Prefix
+	}
+	return ctlog.ClientLimitConfig{Rate: rate, Burst: burst, Exempt: exempt, IPv6Bits: ipv6}, nil
 }
