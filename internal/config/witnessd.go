@@ -138,11 +138,13 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	}
 }
 
-// SetWitnessDefaults fills in the defaults of witness sections added to a
-// loaded config (mosaic serve -dev -witness adds them): the witness
-// server's and each log's witnesses'. Fields already set are kept.
-func (c *Config) SetWitnessDefaults() {
+// SetAddedDefaults fills in the defaults of sections added to a loaded
+// config (mosaic serve -dev -witness and -mirror add them): the witness
+// server's, the mirror server's and each log's witnesses'. Fields already
+// set are kept.
+func (c *Config) SetAddedDefaults() {
 	c.Witness.setDefaults()
+	c.Mirror.setDefaults()
 	for i := range c.Logs {
 		c.Logs[i].Witnesses.setDefaults()
 	}

@@ -42,6 +42,7 @@ func AddMirror(dir string, c *config.Config) (*staticct.DevMirror, error) {
 		}},
 	}
 	lc.Mirrors = []config.Mirror{{Name: "dev-mirror", URL: prefix, Keys: vkeys}}
+	c.SetAddedDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("the dev mirror's config: %w", err)
 	}

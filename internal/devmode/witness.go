@@ -33,7 +33,7 @@ func AddWitness(dir string, c *config.Config) (*staticct.DevWitness, error) {
 	}
 	quorum := 1
 	w.log.Witnesses = &config.Witnesses{Quorum: &quorum, List: []config.Witness{{Name: "dev-witness", URL: w.prefix, Keys: w.vkeys}}}
-	c.SetWitnessDefaults()
+	c.SetAddedDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("the dev witness's config: %w", err)
 	}
