@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,15 +41,43 @@ func (c Checkpoint) Marshal() []byte {
 // Parse parses a checkpoint body. Extension lines are rejected: a checkpoint
 // signed with RFC6962NoteSignature must not have any.
 func Parse(body []byte) (Checkpoint, error) {
+	c, n, err := parse(body)
+	if err == nil && n != 3 {
+		return c, fmt.Errorf("checkpoint body has %d lines, want 3 (origin, size, hash)", n)
+	}
+	return c, err
+}
+
+// ParseTree parses the tree of a checkpoint body that may have extension
+// lines (c2sp.org/tlog-checkpoint: non-empty lines after the root hash),
+// for what signs only the tree (an ML-DSA-44 cosignature's message).
+func ParseTree(body []byte) (Checkpoint, error) {
+	c, _, err := parse(body)
+	return c, err
+}
+
+// parse parses a checkpoint body's first three lines and returns how many
+// lines it has, each after the third non-empty.
+func parse(body []byte) (Checkpoint, int, error) {
 	var c Checkpoint
 	s := string(body)
 	if !strings.HasSuffix(s, "\n") {
-		return c, errors.New("checkpoint body does not end with a newline")
+		return c, 0, errors.New("checkpoint body does not end with a newline")
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-	if len(lines) != 3 {
-		return c, fmt.Errorf("checkpoint body has %d lines, want 3 (origin, size, hash)", len(lines))
+	if len(lines) < 3 {
+		return c, 0, fmt.Errorf("checkpoint body has %d lines, want 3 (origin, size, hash)", len(lines))
 	}
+	if slices.Contains(lines[3:], "") {
+		return c, 0, errors.New("checkpoint body has an empty extension line")
+	}
+	c, err := parseTree(lines)
+	return c, len(lines), err
+}
+
+// parseTree parses the origin, size and root hash lines.
+func parseTree(lines []string) (Checkpoint, error) {
+	var c Checkpoint
 	if lines[0] == "" {
 		return c, errors.New("checkpoint has an empty origin")
 	}

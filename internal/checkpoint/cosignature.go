@@ -119,13 +119,19 @@ func ParseCosignerKey(vkey string) (note.Verifier, error) {
 // are. Such a signature is valid subtree/v1, but it states nothing about
 // the tree being the newest the witness saw, and tlog-witness forbids it
 // in add-checkpoint responses; a witness that sends one gets no credit.
+//
+// The checkpoint may have extension lines: a witness cosigns those of any
+// log (its Ed25519 cosignature covers them), and the ML-DSA-44 message is
+// the tree alone, so the cosignature vouches for the tree, as it says. (A
+// log's own ML-DSA-44 key, MLDSA44Verifier, keeps to texts without them:
+// there the signature is the log's word on the whole text.)
 type mldsaCosigner struct{ *MLDSA44Verifier }
 
 func (v mldsaCosigner) Verify(msg, sig []byte) bool {
 	if len(sig) < 8 || binary.BigEndian.Uint64(sig) == 0 {
 		return false
 	}
-	return v.MLDSA44Verifier.Verify(msg, sig)
+	return v.verify(ParseTree, msg, sig)
 }
 
 // VerifyCosignatures opens a signed checkpoint note with the cosigners'

@@ -59,37 +59,54 @@ func (c *Cosigner) VerifierKeys() []string {
 	return out
 }
 
+// ErrNotCosignable is wrapped by the errors of Cosigner methods whose
+// inputs cannot be cosigned (an origin or a timestamp out of range), as
+// opposed to a failure to sign.
+var ErrNotCosignable = errors.New("cannot be cosigned")
+
 // Cosign returns the note signature lines ("— name base64\n") of the
 // cosigner's keys on the checkpoint whose note text is text, timestamped ts
-// (seconds since the epoch, not zero).
+// (seconds since the epoch, not zero). The text must parse as a checkpoint
+// without extension lines; CosignTree takes one already parsed.
 func (c *Cosigner) Cosign(text []byte, ts uint64) ([]byte, error) {
-	if ts == 0 || ts > 1<<63-1 {
-		return nil, errors.New("a cosignature's timestamp must be between 1 and 2^63-1")
-	}
 	cp, err := Parse(text)
 	if err != nil {
 		return nil, err
 	}
-	var lines []byte
-	line := func(hash uint32, sig []byte) {
-		b := binary.BigEndian.AppendUint32(nil, hash)
-		b = binary.BigEndian.AppendUint64(b, ts)
-		b = append(b, sig...)
-		lines = fmt.Appendf(lines, "— %s %s\n", c.name, base64.StdEncoding.EncodeToString(b))
+	return c.CosignTree(text, cp.Origin, cp.Size, cp.Hash, ts)
+}
+
+// CosignTree is Cosign of a checkpoint the caller has parsed: text is its
+// whole note text (extension lines included: the Ed25519 cosignature/v1
+// signs them), and origin, size and hash are what it says; the ML-DSA-44
+// cosignature signs only those (c2sp.org/tlog-cosignature). The caller
+// must have checked that they are the text's.
+func (c *Cosigner) CosignTree(text []byte, origin string, size int64, hash [32]byte, ts uint64) ([]byte, error) {
+	if ts == 0 || ts > 1<<63-1 {
+		return nil, fmt.Errorf("%w: a cosignature's timestamp must be between 1 and 2^63-1", ErrNotCosignable)
 	}
+	if size < 0 {
+		return nil, fmt.Errorf("%w: a negative tree size", ErrNotCosignable)
+	}
+	// The ML-DSA-44 message first: its checks are on the input, and they
+	// must fail before anything is signed.
+	var m []byte
+	if c.ml != nil {
+		var err error
+		if m, err = SubtreeMessage(c.name, ts, origin, 0, uint64(size), hash); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotCosignable, err)
+		}
+	}
+	var lines []byte
 	if c.ed != nil {
-		line(c.edHash, ed25519.Sign(c.ed, CosignedMessage(ts, text)))
+		lines = c.line(lines, c.edHash, ts, ed25519.Sign(c.ed, CosignedMessage(ts, text)))
 	}
 	if c.ml != nil {
-		m, err := SubtreeMessage(c.name, ts, cp.Origin, 0, uint64(cp.Size), cp.Hash)
-		if err != nil {
-			return nil, err
-		}
 		sig, err := c.ml.Sign(nil, m, nil)
 		if err != nil {
 			return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
 		}
-		line(c.mlHash, sig)
+		lines = c.line(lines, c.mlHash, ts, sig)
 	}
 	return lines, nil
 }
@@ -103,13 +120,19 @@ func (c *Cosigner) SubtreeLine(origin string, start, end uint64, hash [32]byte) 
 	}
 	m, err := SubtreeMessage(c.name, 0, origin, start, end, hash)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrNotCosignable, err)
 	}
 	sig, err := c.ml.Sign(nil, m, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
 	}
-	b := binary.BigEndian.AppendUint32(nil, c.mlHash)
-	b = binary.BigEndian.AppendUint64(b, 0)
-	return fmt.Appendf(nil, "— %s %s\n", c.name, base64.StdEncoding.EncodeToString(append(b, sig...))), nil
+	return c.line(nil, c.mlHash, 0, sig), nil
+}
+
+// line appends to lines a note signature line of the cosigner: the key
+// hash, then the timestamped signature (c2sp.org/tlog-cosignature).
+func (c *Cosigner) line(lines []byte, keyHash uint32, ts uint64, sig []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, keyHash)
+	b = binary.BigEndian.AppendUint64(b, ts)
+	return fmt.Appendf(lines, "— %s %s\n", c.name, base64.StdEncoding.EncodeToString(append(b, sig...)))
 }

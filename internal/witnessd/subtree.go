@@ -96,7 +96,7 @@ func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
 	if subtree.Verify(req.Start, req.End, cp.Size, req.Hash, cp.Hash, req.Proof) != nil {
 		return nil, refuse(http.StatusUnprocessableEntity, resultInconsistent, "The subtree consistency proof does not verify.")
 	}
-	return w.mldsaLine(0, cp.Origin, req.Start, req.End, req.Hash)
+	return cosigned(w.cs.SubtreeLine(cp.Origin, uint64(req.Start), uint64(req.End), req.Hash))
 }
 
 // readRequest applies the client's rate limit, reads the body (at most

@@ -62,14 +62,18 @@ func TestSignSubtree(t *testing.T) {
 	if !ok || err != nil || name != witnessName || len(sig) != 4+8+mldsa.MLDSA44SignatureSize || binary.BigEndian.Uint64(sig[4:]) != 0 {
 		t.Fatalf("sign-subtree answered %q, want one ML-DSA-44 line with a zero timestamp", r.body)
 	}
-	if binary.BigEndian.Uint32(sig) != w.mlID {
-		t.Errorf("key ID %08x, want the ML-DSA-44 key's %08x", binary.BigEndian.Uint32(sig), w.mlID)
+	mlKey, err := checkpoint.ParseCosignerKey(w.VerifierKeys()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.BigEndian.Uint32(sig) != mlKey.KeyHash() {
+		t.Errorf("key ID %08x, want the ML-DSA-44 key's %08x", binary.BigEndian.Uint32(sig), mlKey.KeyHash())
 	}
 	m, err := checkpoint.SubtreeMessage(witnessName, 0, testOrigin, 8, 13, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mldsa.Verify(w.ml.MLDSA44.PublicKey(), m, sig[12:], nil); err != nil {
+	if err := mldsa.Verify(witnessKeys(t).MLDSA44.PublicKey(), m, sig[12:], nil); err != nil {
 		t.Fatalf("subtree cosignature does not verify: %v", err)
 	}
 

@@ -16,9 +16,7 @@ package witnessd
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -95,10 +93,7 @@ type Config struct {
 // Witness serves add-checkpoint and the monitoring checkpoints.
 type Witness struct {
 	name string
-	ed   ed25519.PrivateKey
-	edID uint32
-	ml   *keys.CosignerKeys
-	mlID uint32
+	cs   *checkpoint.Cosigner
 	// logs are the witnessed logs by origin. The map is never changed
 	// once stored: AddLogs stores a new one (under addMu), so a request
 	// reads it without a lock.
@@ -161,10 +156,14 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 	if cfg.Keys == nil || cfg.Store == nil {
 		return nil, errors.New("the witness needs its keys and a state store")
 	}
-	w := &Witness{name: cfg.Name, ed: cfg.Keys.Ed25519, ml: cfg.Keys,
+	cs, err := checkpoint.NewCosigner(cfg.Name, cfg.Keys.Ed25519, cfg.Keys.MLDSA44)
+	if err != nil {
+		return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
+	}
+	w := &Witness{name: cfg.Name, cs: cs,
 		store: cfg.Store, limit: ctlog.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
-	// The key IDs of the cosignature lines, from the vkeys (Ed25519 first,
-	// then ML-DSA-44): checkpoint.ParseCosignerKey also checks the name.
+	// The witness's own cosignatures, which sign-subtree's reference
+	// checkpoint must carry.
 	var own []note.Verifier
 	for _, vkey := range w.VerifierKeys() {
 		v, err := checkpoint.ParseCosignerKey(vkey)
@@ -173,7 +172,6 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		}
 		own = append(own, v)
 	}
-	w.edID, w.mlID = own[0].KeyHash(), own[1].KeyHash()
 	w.cosigners = note.VerifierList(own...)
 	w.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -299,12 +297,7 @@ func (w *Witness) Logs() int { return len(*w.logs.Load()) }
 
 // VerifierKeys returns the witness's vkeys: Ed25519 cosignature/v1 (type
 // 0x04), then ML-DSA-44 (type 0x06).
-func (w *Witness) VerifierKeys() []string {
-	return []string{
-		checkpoint.CosignatureVerifierKey(w.name, w.ed.Public().(ed25519.PublicKey)),
-		checkpoint.MLDSA44VerifierKey(w.name, w.ml.MLDSA44.PublicKey()),
-	}
-}
+func (w *Witness) VerifierKeys() []string { return w.cs.VerifierKeys() }
 
 // StateKey is the Store key of the log with this origin: its SHA-256, the
 // <origin hash> of the monitoring checkpoint URL.
@@ -601,40 +594,21 @@ func consistent(cur state, req *AddCheckpoint) error {
 }
 
 // cosign returns the witness's cosignature lines on cp: Ed25519
-// cosignature/v1 over the note text, and ML-DSA-44 over the subtree/v1
-// message of (origin, 0, size, hash), both timestamped now (in seconds;
-// never zero, as tlog-witness requires).
+// cosignature/v1 over the note text (extension lines included), and
+// ML-DSA-44 over the subtree/v1 message of (origin, 0, size, hash), both
+// timestamped now (in seconds; never zero, as tlog-witness requires).
 func (w *Witness) cosign(cp Checkpoint) ([]byte, error) {
 	ts := uint64(max(w.now().Unix(), 1))
-	ed := w.line(w.edID, ts, ed25519.Sign(w.ed, checkpoint.CosignedMessage(ts, []byte(cp.Text))))
-	ml, err := w.mldsaLine(ts, cp.Origin, 0, cp.Size, cp.Hash)
-	if err != nil {
-		return nil, err
-	}
-	return append(ed, ml...), nil
+	return cosigned(w.cs.CosignTree([]byte(cp.Text), cp.Origin, cp.Size, cp.Hash, ts))
 }
 
-// mldsaLine returns the witness's ML-DSA-44 cosignature line on the
-// subtree [start, end) with hash of the log origin, timestamped ts (zero
-// for a subtree that does not start at 0).
-func (w *Witness) mldsaLine(ts uint64, origin string, start, end int64, hash tlog.Hash) ([]byte, error) {
-	m, err := checkpoint.SubtreeMessage(w.name, ts, origin, uint64(start), uint64(end), hash)
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", err)
+// cosigned turns a Cosigner's refusal of its input into the client's 400.
+func cosigned(lines []byte, err error) ([]byte, error) {
+	if errors.Is(err, checkpoint.ErrNotCosignable) {
+		why := strings.TrimPrefix(err.Error(), checkpoint.ErrNotCosignable.Error()+": ")
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", why)
 	}
-	sig, err := w.ml.MLDSA44.Sign(nil, m, nil)
-	if err != nil {
-		return nil, fmt.Errorf("ML-DSA-44 cosignature: %w", err)
-	}
-	return w.line(w.mlID, ts, sig), nil
-}
-
-// line is a note signature line of the witness: key ID, then the
-// timestamped_signature (c2sp.org/tlog-cosignature).
-func (w *Witness) line(keyID uint32, ts uint64, sig []byte) []byte {
-	b := binary.BigEndian.AppendUint32(nil, keyID)
-	b = binary.BigEndian.AppendUint64(b, ts)
-	return fmt.Appendf(nil, "— %s %s\n", w.name, base64.StdEncoding.EncodeToString(append(b, sig...)))
+	return lines, err
 }
 
 // capitalize makes a parser error the start of a sentence.

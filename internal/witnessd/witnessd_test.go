@@ -449,3 +449,40 @@ func TestStoreDown(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestExtensionLines: a checkpoint with extension lines (tlog-checkpoint
+// allows them; a witness cosigns them) is cosigned, the Ed25519
+// cosignature covering them and the ML-DSA-44 one the tree alone; the
+// witness's view of the log moves to its tree.
+func TestExtensionLines(t *testing.T) {
+	lg := newTestLog(t, testOrigin)
+	w := newWitness(t, boltStore(t), lg)
+	tr := newTree(t, 7, -1)
+	c := checkpoint.Checkpoint{Origin: lg.origin, Size: 7, Hash: tr.root(t, 7)}
+	text := string(c.Marshal()) + "extension: a line the witness must sign over\n"
+	signed, err := note.Sign(&note.Note{Text: text}, checkpoint.NewEd25519Signer(lg.origin, lg.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := post(w.Handler(prefix), body(0, nil, signed))
+	if r.code != 200 {
+		t.Fatalf("add-checkpoint with an extension line: %d %s", r.code, r.body)
+	}
+	verifyCosigned(t, w, signed, r.body)
+	// Without the extension line the Ed25519 cosignature does not verify.
+	plain, err := note.Sign(&note.Note{Text: string(c.Marshal())}, checkpoint.NewEd25519Signer(lg.origin, lg.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, err := checkpoint.ParseCosignerKey(w.VerifierKeys()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := note.Open(append(plain, r.body...), note.VerifierList(ed)); err == nil {
+		t.Error("the Ed25519 cosignature verifies without the extension line it should cover")
+	}
+	cur, err := w.state(context.Background(), (*w.logs.Load())[lg.origin])
+	if err != nil || cur.size != 7 || cur.hash != c.Hash {
+		t.Errorf("the witness's state after the cosignature: %+v, %v; want size 7 and the tree's root", cur, err)
+	}
+}
