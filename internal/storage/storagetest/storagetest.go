@@ -237,23 +237,57 @@ func testNoTornReads(t *testing.T, b storage.Backend) {
 	wg.Wait()
 }
 
-// testCancelledContext: an operation whose context is already done fails
-// rather than blocking, and a failed Put is, as the contract allows,
-// either applied or not, never torn.
+// testCancelledContext: an operation whose context is already done
+// returns promptly (a backend that never blocks, a local directory, may
+// ignore the context), and if it fails, it says the context ended: a Get
+// of an object that exists never reports it missing, which a caller could
+// act on (a log whose checkpoint seems gone), and a failed Put is, as the
+// contract allows, either applied or not, never torn.
 func testCancelledContext(t *testing.T, b storage.Backend) {
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
+	// prompt runs op, failing the test if it takes a minute: long enough
+	// for any machine, short of the suite's two-minute context.
+	prompt := func(what string, op func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatalf("%s with a cancelled context has not returned after a minute", what)
+			return nil
+		}
+	}
+	cancelled := func(what string, err error) {
+		t.Helper()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context failed with %v, which does not wrap context.Canceled", what, err)
+		}
+	}
+
 	data := bytes.Repeat([]byte{9}, 4096)
-	if err := b.Put(c, "tile/0/x002/001", data, storage.Options("tile/0/x002/001")); err != nil {
+	err := prompt("Put", func() error { return b.Put(c, "tile/0/x002/001", data, storage.Options("tile/0/x002/001")) })
+	cancelled("Put", err)
+	if err != nil {
 		got, gerr := b.Get(ctx(t), "tile/0/x002/001")
 		if gerr == nil && !bytes.Equal(got, data) {
 			t.Fatalf("a Put that failed (%v) left a torn object of %d bytes", err, len(got))
 		}
 	}
+
 	put(t, b, "checkpoint", []byte("cp"))
-	if _, err := b.Get(c, "checkpoint"); err == nil {
-		// Backends that never block (a local directory) may ignore the
-		// context; one that answers must answer correctly.
-		wantObject(t, b, "checkpoint", []byte("cp"))
+	var got []byte
+	err = prompt("Get", func() (err error) { got, err = b.Get(c, "checkpoint"); return err })
+	cancelled("Get of an object that exists", err)
+	if err == nil && !bytes.Equal(got, []byte("cp")) {
+		t.Errorf("Get with a cancelled context answered %q, want the object stored", got)
+	}
+	err = prompt("Get", func() (err error) { _, err = b.Get(c, "no/such/object"); return err })
+	if err == nil {
+		t.Error("Get of a missing object with a cancelled context succeeded")
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		cancelled("Get of a missing object", err)
 	}
 }
