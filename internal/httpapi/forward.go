@@ -192,6 +192,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 			w.Header().Set(h, v)
 		}
 	}
+	if v := resp.Header.Get(ReasonHeader); resp.StatusCode >= 400 && knownReason(v) {
+		if rec, ok := w.(*statusRecorder); ok {
+			rec.reason = v // not setReason: this response goes to the client
+		}
+	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(out)
 	return true

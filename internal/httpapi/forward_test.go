@@ -41,8 +41,11 @@ import (
 // processes is exercised in test/e2e TestFailover.
 func TestStandbyForwards(t *testing.T) {
 	var calls atomic.Int32
+	var leaderReason atomic.Value // the leader's ReasonHeader
+	leaderReason.Store(ReasonPoolFull)
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
+		w.Header().Set(ReasonHeader, leaderReason.Load().(string))
 		body, _ := io.ReadAll(r.Body)
 		if r.Header.Get(ForwardedHeader) == "" || r.URL.Path != "/log/ct/v1/add-chain" || string(body) != `{"chain":["AA=="]}` {
 			t.Errorf("leader got %s %s %q (forwarded header %q)", r.Method, r.URL.Path, body, r.Header.Get(ForwardedHeader))
@@ -78,8 +81,22 @@ func TestStandbyForwards(t *testing.T) {
 	if w.Code != 503 || w.Header().Get("Retry-After") != "7" || w.Body.String() != "leader says no\n" || calls.Load() != 1 {
 		t.Errorf("relayed answer: %d %q Retry-After %q, leader called %d times", w.Code, w.Body, w.Header().Get("Retry-After"), calls.Load())
 	}
-	if w := post(true); w.Code != 503 || calls.Load() != 1 {
-		t.Errorf("an already forwarded request: %d %q, leader called %d times", w.Code, w.Body, calls.Load())
+	if w.Header().Get(ReasonHeader) != "" {
+		t.Errorf("the leader's reason header was passed on to the client: %q", w.Header().Get(ReasonHeader))
+	}
+	if n := requestsWithReason(t, reg, ReasonPoolFull); n != 1 {
+		t.Errorf("relayed refusals counted under the leader's reason %q: %v, want 1", ReasonPoolFull, n)
+	}
+	// A reason outside the fixed set is not a label value.
+	leaderReason.Store("x-made-up")
+	post(false)
+	if n := requestsWithReason(t, reg, "x-made-up"); n != 0 {
+		t.Errorf("a made-up reason became a label value (%v requests)", n)
+	}
+	// An already forwarded request is refused, and the refusal says why
+	// to the standby that forwarded it.
+	if w := post(true); w.Code != 503 || calls.Load() != 2 || w.Header().Get(ReasonHeader) != ReasonNoLeader {
+		t.Errorf("an already forwarded request: %d %q, reason header %q, leader called %d times", w.Code, w.Body, w.Header().Get(ReasonHeader), calls.Load())
 	}
 
 	leader.Close()
@@ -346,4 +363,28 @@ func TestForwardBecomesLeader(t *testing.T) {
 	if idx, err := sct.Verify(&k.ECDSA.PublicKey, k.LogID(), &resp, tile.Entry{Certificate: leaf}); err != nil || idx != 0 {
 		t.Errorf("SCT: index %d, %v; want a valid SCT for index 0", idx, err)
 	}
+}
+
+// requestsWithReason is the sum of mosaic_http_requests_total over the
+// series labelled reason.
+func requestsWithReason(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "mosaic_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "reason" && lp.GetValue() == reason {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -144,6 +144,9 @@ type statusRecorder struct {
 	http.ResponseWriter
 	code   int
 	reason string
+	// forwarded: the request came from a standby (ForwardedHeader), which
+	// is told the refusal's reason (ReasonHeader) for its own metrics.
+	forwarded bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -174,7 +177,7 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 	var latency atomic.Pointer[prometheus.Observer]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{ResponseWriter: w, forwarded: r.Header.Get(ForwardedHeader) != ""}
 		defer func() {
 			if p := recover(); p != nil {
 				// A bug must not take the process (and every other log)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,11 +38,28 @@ const (
 	ReasonInternal     = "internal"         // 500: a bug
 )
 
-// setReason records why a request was refused, for metrics.
+// setReason records why a request was refused, for metrics, and tells a
+// standby that forwarded the request (ReasonHeader). Call it before the
+// response's head is written.
 func setReason(w http.ResponseWriter, reason string) {
 	if rec, ok := w.(*statusRecorder); ok {
 		rec.reason = reason
+		if rec.forwarded {
+			rec.Header().Set(ReasonHeader, reason)
+		}
 	}
+}
+
+// ReasonHeader carries a refusal's reason from a leader to the standby
+// that forwarded the submission, which counts the refusal it relays under
+// that reason. It is not passed on to the client.
+const ReasonHeader = "Mosaic-Refusal-Reason"
+
+// knownReason reports whether r is one of the fixed reasons (a relayed
+// ReasonHeader outside the set is not used, so a label's values stay
+// fixed whatever a leader sends).
+func knownReason(r string) bool {
+	return slices.Contains(refusalReasons[:], r)
 }
 
 // jitter returns a Retry-After value drawn uniformly from [lo, hi] seconds,
