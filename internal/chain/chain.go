@@ -39,7 +39,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -815,28 +814,11 @@ func (c *issuerCache) len() int {
 	return len(c.m)
 }
 
-// LoadRoots reads a PEM bundle of root certificates. Text between PEM blocks
-// is ignored, as in the usual CA bundle files; any block that is not a
-// parseable "CERTIFICATE" is an error naming the file and the block.
-// Duplicate certificates are dropped, keeping the first.
-func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(pemPath)
-	if err != nil {
-		return nil, fmt.Errorf("reading roots: %w", err)
-	}
-	roots, err := ParseRootsPEM(data, pemPath)
-	if err != nil {
-		return nil, err
-	}
-	if len(roots) == 0 {
-		return nil, fmt.Errorf("%s: no certificates found", pemPath)
-	}
-	return roots, nil
-}
-
-// ParseRootsPEM parses a PEM bundle of certificates as LoadRoots does;
-// name identifies the bundle in errors. An input without certificates
-// yields none and no error.
+// ParseRootsPEM parses a PEM bundle of certificates. Text between PEM
+// blocks is ignored, as in the usual CA bundle files; any block that is
+// not a parseable "CERTIFICATE" is an error naming the bundle (name) and
+// the block. Duplicate certificates are dropped, keeping the first. An
+// input without certificates yields none and no error.
 func ParseRootsPEM(data []byte, name string) ([]*x509.Certificate, error) {
 	var (
 		roots []*x509.Certificate

@@ -748,3 +748,20 @@ func TestRejectPrecertSigningCerts(t *testing.T) {
 		t.Fatalf("a precertificate issued by its CA directly: %v", err)
 	}
 }
+
+// LoadRoots reads a PEM bundle of root certificates with ParseRootsPEM,
+// as package roots does, and wants at least one.
+func LoadRoots(pemPath string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(pemPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading roots: %w", err)
+	}
+	roots, err := ParseRootsPEM(data, pemPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("%s: no certificates found", pemPath)
+	}
+	return roots, nil
+}

@@ -198,10 +198,3 @@ func (c *ClientLimiter) bucket(key netip.Addr, now time.Time) *clientBucket {
 func (c *ClientLimiter) newBucket(now time.Time) clientBucket {
 	return clientBucket{tokens: float64(c.cfg.Burst), chainTokens: max(1, float64(c.cfg.Burst)*c.cfg.AddChainShare), last: now}
 }
-
-// clients returns how many clients have a bucket, for tests.
-func (c *ClientLimiter) clients() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.buckets)
-}

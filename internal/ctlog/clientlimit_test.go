@@ -216,3 +216,10 @@ func TestAdmitClientUnderPressure(t *testing.T) {
 		t.Fatalf("add-chain once the pressure is gone: %v", err)
 	}
 }
+
+// clients returns how many clients have a bucket, (a test helper).
+func (c *ClientLimiter) clients() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.buckets)
+}

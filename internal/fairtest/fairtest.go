@@ -122,9 +122,6 @@ func start(ctx context.Context, bin, dir string, fdLimit int, extra ...string) (
 	return s, nil
 }
 
-// Output returns what the server has written so far.
-func (s *Server) Output() string { return s.out.String() }
-
 // Stop stops the server with SIGTERM (SIGKILL after a minute).
 func (s *Server) Stop() error {
 	s.cmd.Process.Signal(syscall.SIGTERM)

@@ -50,11 +50,6 @@ type Fork struct {
 	Detail string
 }
 
-// String formats the fork on one line.
-func (f Fork) String() string {
-	return fmt.Sprintf("%s [%v] vs [%v]", f.Detail, f.A, f.B)
-}
-
 // compare checks the given checkpoints against the log's checkpoint log,
 // whose tiles are the log being checked:
 //

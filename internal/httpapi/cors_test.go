@@ -22,13 +22,19 @@ func testValidator(t *testing.T) *chain.Validator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rootValidator(t, root)
+}
+
+// rootValidator is a validator of chains to root alone.
+func rootValidator(tb testing.TB, root *testca.CA) *chain.Validator {
+	tb.Helper()
 	cert, err := ctx509.ParseCertificate(root.DER)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	v, err := chain.NewValidator(chain.Policy{Roots: []*ctx509.Certificate{cert}})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return v
 }

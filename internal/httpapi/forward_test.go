@@ -22,7 +22,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/keys"
@@ -291,17 +290,7 @@ func TestForwardBecomesLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := root.WritePEM(filepath.Join(dir, "root.pem"), filepath.Join(dir, "root.key")); err != nil {
-		t.Fatal(err)
-	}
-	roots, err := chain.LoadRoots(filepath.Join(dir, "root.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	validator, err := chain.NewValidator(chain.Policy{Roots: roots})
-	if err != nil {
-		t.Fatal(err)
-	}
+	validator := rootValidator(t, root)
 	seed := sha256.Sum256([]byte("forward test log"))
 	k, err := keys.FromSeed(seed[:])
 	if err != nil {

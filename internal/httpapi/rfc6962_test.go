@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
@@ -64,17 +63,7 @@ func newRFCFixture(tb testing.TB, n int, wrap func(storage.Backend) storage.Back
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := root.WritePEM(filepath.Join(dir, "root.pem"), filepath.Join(dir, "root.key")); err != nil {
-		tb.Fatal(err)
-	}
-	roots, err := chain.LoadRoots(filepath.Join(dir, "root.pem"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	validator, err := chain.NewValidator(chain.Policy{Roots: roots})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	validator := rootValidator(tb, root)
 	seed := sha256.Sum256([]byte("rfc6962 test log"))
 	k, err := keys.FromSeed(seed[:])
 	if err != nil {

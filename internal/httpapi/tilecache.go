@@ -49,20 +49,9 @@ func newTileCache(max int64) *tileCache {
 	return &tileCache{max: max, lru: list.New(), byKey: map[string]*cachedTile{}, loading: map[string]*tileLoad{}}
 }
 
-// get returns the tile at key, from memory or read with load (once for
-// concurrent callers), and a release function the caller must call once
-// it no longer uses the tile. The returned slice is shared: the caller
-// must not modify it.
-func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
-	t, err := c.acquire(ctx, key, func(ctx context.Context, _ string) ([]byte, error) { return load(ctx) })
-	if err != nil {
-		return nil, nil, err
-	}
-	return t.data, func() { c.release(t) }, nil
-}
-
-// acquire is get without the closure: the caller calls c.release(t) once
-// it no longer uses t, and must not modify t.data or t.length.
+// acquire returns the tile at key, from memory or read with load (once
+// for concurrent callers). The caller calls c.release(t) once it no longer
+// uses t, and must not modify t.data or t.length (they are shared).
 func (c *tileCache) acquire(ctx context.Context, key string, load func(context.Context, string) ([]byte, error)) (*cachedTile, error) {
 	for {
 		c.mu.Lock()

@@ -190,3 +190,15 @@ func TestTileCacheSharesTilesInUse(t *testing.T) {
 		release()
 	}
 }
+
+// get returns the tile at key, from memory or read with load (once for
+// concurrent callers), and a release function the caller must call once
+// it no longer uses the tile. The returned slice is shared: the caller
+// must not modify it.
+func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
+	t, err := c.acquire(ctx, key, func(ctx context.Context, _ string) ([]byte, error) { return load(ctx) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.data, func() { c.release(t) }, nil
+}

@@ -121,13 +121,6 @@ func (rs *refusals) releaseLocked(r *refusal) {
 	}
 }
 
-// inProgress returns the number of slots taken.
-func (rs *refusals) inProgress() int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.n
-}
-
 func (l *listener) refuse(nc net.Conn, reason string) {
 	l.lim.refused.WithLabelValues(reason).Inc()
 	if l.refusal == CloseOnly {

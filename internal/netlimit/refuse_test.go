@@ -93,3 +93,10 @@ func TestGoodClientAnsweredUnderRefusalFlood(t *testing.T) {
 	})
 	want503(t, dial(t, "127.0.0.2", addr), "too many connections open")
 }
+
+// inProgress returns the number of slots taken.
+func (rs *refusals) inProgress() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.n
+}

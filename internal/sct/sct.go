@@ -19,15 +19,11 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
-// SignatureInput returns the RFC 6962 §3.2 digitally-signed structure of an
-// SCT for entry: sct_version v1 (0), signature_type certificate_timestamp
-// (0), then the TimestampedEntry with the leaf_index extension. (Byte for
-// byte this is also the MerkleTreeLeaf, whose version and leaf_type are 0 too.)
-func SignatureInput(e *tile.Entry) []byte {
-	return e.MerkleTreeLeaf()
-}
-
-// appendSignatureInput appends SignatureInput(e) to b. Sign and verify
+// appendSignatureInput appends to b the RFC 6962 §3.2 digitally-signed
+// structure of an SCT for entry e: sct_version v1 (0), signature_type
+// certificate_timestamp (0), then the TimestampedEntry with the leaf_index
+// extension (byte for byte also the MerkleTreeLeaf, whose version and
+// leaf_type are 0 too). Sign and verify
 // only hash it, so they give it a stack buffer (4 KiB, room for all but
 // the rare larger leaf, which append moves to the heap).
 func appendSignatureInput(b []byte, e *tile.Entry) []byte {

@@ -440,3 +440,11 @@ func TestAppendJSON(t *testing.T) {
 		}
 	}
 }
+
+// SignatureInput returns the RFC 6962 §3.2 digitally-signed structure of an
+// SCT for entry: sct_version v1 (0), signature_type certificate_timestamp
+// (0), then the TimestampedEntry with the leaf_index extension. (Byte for
+// byte this is also the MerkleTreeLeaf, whose version and leaf_type are 0 too.)
+func SignatureInput(e *tile.Entry) []byte {
+	return e.MerkleTreeLeaf()
+}
