@@ -135,7 +135,18 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 	}
 	// Top-level tests only; a package that failed to build or panicked
 	// before its tests ran shows as a FAIL line above, not in these counts.
-	fmt.Fprintf(w, "tests: %d passed, %d failed, %d skipped\n", passed, failedTests, countTop(skips))
+	top := countTop(skips)
+	fmt.Fprintf(w, "tests: %d passed, %d failed, %d skipped", passed, failedTests, top)
+	if sub := len(skips) - top; sub > 0 {
+		// A skipped subtest's parent passed: say so, or the totals
+		// would look as if nothing was skipped.
+		noun := "subtests"
+		if sub == 1 {
+			noun = "subtest"
+		}
+		fmt.Fprintf(w, " (top-level tests; also %d %s skipped, listed above)", sub, noun)
+	}
+	fmt.Fprintln(w)
 	return failed, nil
 }
 
