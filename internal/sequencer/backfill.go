@@ -35,7 +35,6 @@ package sequencer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -233,14 +232,14 @@ func (s *Sequencer) backfillRange(ctx context.Context, lo, hi, size int64, root 
 		stored = append(stored, tlog.StoredHashIndex(0, i))
 	}
 	// Authenticated against root: see the file's comment.
-	want, err := tlog.TileHashReader(tlog.Tree{N: size, Hash: root}, tileReader{ctx, s.cfg.Storage}).ReadHashes(stored)
+	want, err := tlog.TileHashReader(tlog.Tree{N: size, Hash: root}, storage.HashReader(ctx, s.cfg.Storage)).ReadHashes(stored)
 	if err != nil {
 		return fmt.Errorf("reading the leaf hashes of entries %d to %d: %w", lo, hi-1, err)
 	}
 	records := make([]dedup.Record, 0, hi-lo)
 	for n := lo / tile.Width; n*tile.Width < hi; n++ {
 		t := tile.Tile{Data: true, N: n, W: int(min(tile.Width, size-n*tile.Width))}
-		gz, err := readTile(ctx, s.cfg.Storage, t)
+		gz, err := storage.ReadTile(ctx, s.cfg.Storage, t)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", t.Path(), err)
 		}
@@ -278,27 +277,6 @@ func (s *Sequencer) backfillRange(ctx context.Context, lo, hi, size int64, root 
 		return fmt.Errorf("recording the leaf hash index progress: %w", err)
 	}
 	return nil
-}
-
-// readTile reads the tile t as the tree it belongs to has it. A partial
-// tile superseded by its full tile may have been deleted (see gc.go); the
-// full tile then stands in for it, its first W hashes or entries being the
-// partial tile's.
-func readTile(ctx context.Context, st storage.Backend, t tile.Tile) ([]byte, error) {
-	b, err := st.Get(ctx, t.Path())
-	if err == nil || t.Full() || !errors.Is(err, storage.ErrNotFound) {
-		return b, err
-	}
-	full := t
-	full.W = tile.Width
-	b, err = st.Get(ctx, full.Path())
-	if err != nil {
-		return nil, err
-	}
-	if !t.Data {
-		b = b[:min(len(b), t.W*tlog.HashSize)]
-	}
-	return b, nil
 }
 
 // sleep waits d or until ctx is done, and reports whether ctx is still live.

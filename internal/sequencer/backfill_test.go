@@ -44,7 +44,7 @@ func checkIndexed(t *testing.T, e *env, cfg Config, n int64) {
 	t.Helper()
 	ctx := context.Background()
 	for k := int64(0); k*tile.Width < n; k++ {
-		gz, err := readTile(ctx, e.store, tile.Tile{Data: true, N: k, W: int(min(tile.Width, n-k*tile.Width))})
+		gz, err := storage.ReadTile(ctx, e.store, tile.Tile{Data: true, N: k, W: int(min(tile.Width, n-k*tile.Width))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -698,28 +698,29 @@ func (r *faultRun) resubmitAll(p *process) {
 	wg.Wait()
 }
 
-// cachedTiles reads hash tiles from storage for tlog.TileHashReader (which
-// authenticates each against the tree), reading each path once.
+// cachedTiles reads hash tiles with a tlog.TileReader for
+// tlog.TileHashReader (which authenticates each against the tree),
+// reading each tile once.
 type cachedTiles struct {
-	tileReader
+	tlog.TileReader
 	mu    sync.Mutex
-	cache map[string][]byte
+	cache map[tlog.Tile][]byte
 }
 
 func (c *cachedTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(tiles))
 	for i, t := range tiles {
-		p := tile.Tile{Level: t.L, N: t.N, W: t.W}.Path()
 		c.mu.Lock()
-		b, ok := c.cache[p]
+		b, ok := c.cache[t]
 		c.mu.Unlock()
 		if !ok {
-			var err error
-			if b, err = c.st.Get(c.ctx, p); err != nil {
+			bs, err := c.TileReader.ReadTiles([]tlog.Tile{t})
+			if err != nil {
 				return nil, err
 			}
+			b = bs[0]
 			c.mu.Lock()
-			c.cache[p] = b
+			c.cache[t] = b
 			c.mu.Unlock()
 		}
 		out[i] = b
@@ -745,7 +746,7 @@ func (r *faultRun) verify() (size int64, checkpoints int) {
 		t.Fatalf("the lock backend holds another checkpoint than the one loaded (%v)", err)
 	}
 	tree := tlog.Tree{N: final.Size, Hash: final.Hash}
-	hr := tlog.TileHashReader(tree, &cachedTiles{tileReader: tileReader{ctx, r.be.storage}, cache: map[string][]byte{}})
+	hr := tlog.TileHashReader(tree, &cachedTiles{TileReader: storage.HashReader(ctx, r.be.storage), cache: map[tlog.Tile][]byte{}})
 
 	// Every acknowledged entry is at its index, with its timestamp, and
 	// included in the final tree.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
@@ -94,7 +95,7 @@ func TestPartialTilesCollected(t *testing.T) {
 	if cp.Size != 400 {
 		t.Fatalf("tree size %d, want 400", cp.Size)
 	}
-	hr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tileReader{ctx, e.store})
+	hr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, storage.HashReader(ctx, e.store))
 	for i := int64(0); i < cp.Size; i += 37 {
 		if _, err := tlog.ProveRecord(cp.Size, i, hr); err != nil {
 			t.Fatalf("proving entry %d after collection: %v", i, err)

@@ -327,34 +327,12 @@ func (s *Sequencer) checkExtends(ctx context.Context, older, newer *checkpoint.V
 		return nil
 	}
 	tree := tlog.Tree{N: newer.Size, Hash: newer.Hash}
-	proof, err := tlog.ProveTree(newer.Size, older.Size, tlog.TileHashReader(tree, tileReader{ctx, s.cfg.Storage}))
+	proof, err := tlog.ProveTree(newer.Size, older.Size, tlog.TileHashReader(tree, storage.HashReader(ctx, s.cfg.Storage)))
 	if err != nil {
 		return fmt.Errorf("computing a consistency proof from storage: %w", err)
 	}
 	return tlog.CheckTree(proof, newer.Size, newer.Hash, older.Size, older.Hash)
 }
-
-// tileReader reads hash tiles from storage for tlog.TileHashReader.
-type tileReader struct {
-	ctx context.Context
-	st  storage.Backend
-}
-
-func (r tileReader) Height() int { return tile.Height }
-
-func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
-	out := make([][]byte, len(tiles))
-	for i, t := range tiles {
-		data, err := readTile(r.ctx, r.st, tile.Tile{Level: t.L, N: t.N, W: t.W})
-		if err != nil {
-			return nil, err
-		}
-		out[i] = data
-	}
-	return out, nil
-}
-
-func (r tileReader) SaveTiles([]tlog.Tile, [][]byte) {}
 
 // ownLateFence reports whether the fence holds the checkpoint of one of
 // this process's rounds whose fence move was reported failed (see

@@ -16,7 +16,6 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
-	"github.com/mosaic-ct/mosaic/internal/tile"
 )
 
 // DefaultTimeout bounds how long a checkpoint waits for cosignatures
@@ -226,7 +225,7 @@ func (p *Publisher) prover(ctx context.Context, cp *checkpoint.Verified) prover 
 		if pr, ok := proofs[old]; ok {
 			return pr, nil
 		}
-		thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, tileReader{ctx, p.cfg.Storage})
+		thr := tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, storage.HashReader(ctx, p.cfg.Storage))
 		pr, err := tlog.ProveTree(cp.Size, old, thr)
 		if err != nil {
 			return nil, err
@@ -310,35 +309,3 @@ func (p *Publisher) Policy() (quorum, latest, witnesses int) {
 	defer p.mu.Unlock()
 	return p.cfg.Quorum, p.latest, len(p.clients)
 }
-
-// tileReader reads hash tiles from storage for tlog.TileHashReader.
-type tileReader struct {
-	ctx context.Context
-	st  storage.Backend
-}
-
-func (r tileReader) Height() int { return tile.Height }
-
-func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
-	out := make([][]byte, len(tiles))
-	for i, t := range tiles {
-		tt := tile.Tile{Level: t.L, N: t.N, W: t.W}
-		data, err := r.st.Get(r.ctx, tt.Path())
-		if errors.Is(err, storage.ErrNotFound) && !tt.Full() {
-			// A partial tile deleted once its full tile existed: the
-			// full tile starts with the same hashes.
-			tt.W = tile.Width
-			data, err = r.st.Get(r.ctx, tt.Path())
-			if err == nil && len(data) >= t.W*tlog.HashSize {
-				data = data[:t.W*tlog.HashSize]
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[i] = data
-	}
-	return out, nil
-}
-
-func (r tileReader) SaveTiles([]tlog.Tile, [][]byte) {}

@@ -589,19 +589,7 @@ mirror:
 func TestInteropSunlightWitnessCosignsMosaic(t *testing.T) {
 	sl := testenv.FindSunlight(t)
 	dir, dev, _, _ := stoppedDevLog(t)
-	var mlKey string
-	for _, vk := range dev.info.CheckpointVKeys {
-		if vkeyType(vk) == 0x06 {
-			mlKey = vk
-		}
-	}
-	if mlKey == "" {
-		t.Fatalf("dev.json has no ML-DSA-44 vkey: %q", dev.info.CheckpointVKeys)
-	}
-	list := filepath.Join(t.TempDir(), "loglist")
-	if err := os.WriteFile(list, []byte("logs/v0\nvkey "+mlKey+"\norigin "+dev.info.Origin+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	list, _ := mldsaLogList(t, dev)
 	l := startSunlight(t, sl, sunlightOptions{roots: dev.info.Roots,
 		notAfterStart: dev.info.NotAfterStart, notAfterLimit: dev.info.NotAfterLimit, witnessLogList: list})
 
@@ -650,6 +638,27 @@ func TestInteropSunlightWitnessCosignsMosaic(t *testing.T) {
 
 // vkeyType returns a vkey's key type byte (0x01 Ed25519 note key, 0x04
 // Ed25519 cosignature key, 0x06 ML-DSA-44), or 0 if it is malformed.
+// mldsaLogList writes a witness-network log list ("logs/v0") naming the
+// dev log by its origin and ML-DSA-44 vkey, as Sunlight's witness and
+// mirror take them, and returns its path and that vkey.
+func mldsaLogList(t *testing.T, dev *devServer) (path, vkey string) {
+	t.Helper()
+	var mlKey string
+	for _, vk := range dev.info.CheckpointVKeys {
+		if vkeyType(vk) == 0x06 {
+			mlKey = vk
+		}
+	}
+	if mlKey == "" {
+		t.Fatalf("dev.json has no ML-DSA-44 vkey: %q", dev.info.CheckpointVKeys)
+	}
+	list := filepath.Join(t.TempDir(), "loglist")
+	if err := os.WriteFile(list, []byte("logs/v0\nvkey "+mlKey+"\norigin "+dev.info.Origin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return list, mlKey
+}
+
 func vkeyType(vkey string) byte {
 	_, rest, _ := strings.Cut(vkey, "+")
 	_, b64, _ := strings.Cut(rest, "+") // the key's base64 may hold '+'
@@ -824,16 +833,7 @@ func TestInteropTesseraWitnessClient(t *testing.T) {
 func TestInteropSunlightMirrorsMosaic(t *testing.T) {
 	sl := testenv.FindSunlight(t)
 	dir, dev, _, _ := stoppedDevLog(t)
-	var mlKey string
-	for _, vk := range dev.info.CheckpointVKeys {
-		if vkeyType(vk) == 0x06 {
-			mlKey = vk
-		}
-	}
-	list := filepath.Join(t.TempDir(), "loglist")
-	if err := os.WriteFile(list, []byte("logs/v0\nvkey "+mlKey+"\norigin "+dev.info.Origin+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	list, mlKey := mldsaLogList(t, dev)
 	l := startSunlight(t, sl, sunlightOptions{roots: dev.info.Roots, notAfterStart: dev.info.NotAfterStart,
 		notAfterLimit: dev.info.NotAfterLimit, witnessLogList: list, mirrorLogList: list})
 	setDevLogField(t, dir, "mirrors", []map[string]any{{"name": "sunlight", "url": l.witnessURL,
