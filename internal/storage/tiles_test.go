@@ -20,7 +20,7 @@ func TestReadTile(t *testing.T) {
 	data := []byte("a full data tile")
 	for key, b := range map[string][]byte{tile.Tile{N: 0, W: tile.Width}.Path(): full,
 		tile.Tile{Data: true, N: 0, W: tile.Width}.Path(): data,
-		tile.Tile{N: 1, W: 5}.Path(): bytes.Repeat([]byte{2}, 5*32)} {
+		tile.Tile{N: 1, W: 5}.Path():                      bytes.Repeat([]byte{2}, 5*32)} {
 		if err := st.Put(ctx, key, b, storage.Options(key)); err != nil {
 			t.Fatal(err)
 		}
