@@ -1,6 +1,7 @@
 package ctlog
 
 import (
+	"errors"
 	"math"
 	"net/netip"
 	"sync"
@@ -152,12 +153,21 @@ func (c *ClientLimiter) allow(addr netip.Addr, precert bool, inflight int64) err
 	return nil
 }
 
-// Allow takes a token for one request from addr, for a limit that does
-// not tell requests apart (the witness server's add-checkpoint), or
-// returns a *ThrottleError saying when to retry. A nil ClientLimiter
-// allows everything.
-func (c *ClientLimiter) Allow(addr netip.Addr) error {
-	return c.allow(addr, true, 0)
+// AllowRemote takes a token for one request from the client at
+// remoteAddr (an http.Request's RemoteAddr), for a limit that does not
+// tell requests apart (the witness's and the mirror's POSTs), or says in
+// how many seconds to retry. A request without a network address (a
+// handler called in-process) and a nil ClientLimiter are allowed.
+func (c *ClientLimiter) AllowRemote(remoteAddr string) (retryAfter int, ok bool) {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return 0, true
+	}
+	var te *ThrottleError
+	if errors.As(c.allow(ap.Addr(), true, 0), &te) {
+		return te.RetryAfter, false
+	}
+	return 0, true
 }
 
 // retryAfter is how many whole seconds (at least 1) it takes to earn

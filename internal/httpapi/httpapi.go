@@ -144,9 +144,10 @@ type statusRecorder struct {
 	http.ResponseWriter
 	code   int
 	reason string
-	// forwarded: the request came from a standby (ForwardedHeader), which
-	// is told the refusal's reason (ReasonHeader) for its own metrics.
-	forwarded bool
+	// req is the request's header: a refusal of a request a standby
+	// forwarded (ForwardedHeader) tells it the reason (ReasonHeader), for
+	// its own metrics. Looked at only on refusals.
+	req http.Header
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -177,7 +178,7 @@ func (s *Server) instrument(l *ctlog.Log, endpoint string, h http.Handler) http.
 	var latency atomic.Pointer[prometheus.Observer]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, forwarded: r.Header.Get(ForwardedHeader) != ""}
+		rec := &statusRecorder{ResponseWriter: w, req: r.Header}
 		defer func() {
 			if p := recover(); p != nil {
 				// A bug must not take the process (and every other log)

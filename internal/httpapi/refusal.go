@@ -44,7 +44,7 @@ const (
 func setReason(w http.ResponseWriter, reason string) {
 	if rec, ok := w.(*statusRecorder); ok {
 		rec.reason = reason
-		if rec.forwarded {
+		if rec.req.Get(ForwardedHeader) != "" {
 			rec.Header().Set(ReasonHeader, reason)
 		}
 	}

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 )
@@ -54,17 +52,12 @@ func (m *Mirror) Handler(prefix string) http.Handler {
 // allow applies the client's rate limit to a request to endpoint, or
 // answers it with 429 and a Retry-After.
 func (m *Mirror) allow(rw http.ResponseWriter, r *http.Request, endpoint string) bool {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return true // no network address: a handler called in-process
-	}
-	var te *ctlog.ThrottleError
-	if err := m.limit.Allow(ap.Addr()); errors.As(err, &te) {
-		rw.Header().Set("Retry-After", strconv.Itoa(te.RetryAfter))
+	retryAfter, ok := m.limit.AllowRemote(r.RemoteAddr)
+	if !ok {
+		rw.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 		m.answer(rw, endpoint, nil, refuse(http.StatusTooManyRequests, "This client address is over the mirror's request rate limit; retry later."))
-		return false
 	}
-	return true
+	return ok
 }
 
 // Owns reports whether path is one of the mirror's under prefix.

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/subtree"
 )
 
@@ -102,13 +100,10 @@ func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
 // readRequest applies the client's rate limit, reads the body (at most
 // MaxBodyBytes) and parses it with parse.
 func readRequest[T any](w *Witness, r *http.Request, parse func([]byte) (*T, error)) (*T, error) {
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		var te *ctlog.ThrottleError
-		if err := w.limit.Allow(ap.Addr()); errors.As(err, &te) {
-			e := refuse(http.StatusTooManyRequests, resultRateLimited, "This client address is over the witness's request rate limit; retry later.")
-			e.retryAfter = te.RetryAfter
-			return nil, e
-		}
+	if retryAfter, ok := w.limit.AllowRemote(r.RemoteAddr); !ok {
+		e := refuse(http.StatusTooManyRequests, resultRateLimited, "This client address is over the witness's request rate limit; retry later.")
+		e.retryAfter = retryAfter
+		return nil, e
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
