@@ -59,10 +59,20 @@ func (c *Cosigner) VerifierKeys() []string {
 	return out
 }
 
-// ErrNotCosignable is wrapped by the errors of Cosigner methods whose
-// inputs cannot be cosigned (an origin or a timestamp out of range), as
-// opposed to a failure to sign.
+// ErrNotCosignable is matched (errors.Is) by the errors of Cosigner
+// methods whose inputs cannot be cosigned (an origin or a timestamp out of
+// range), as opposed to a failure to sign. Their text is only the reason.
 var ErrNotCosignable = errors.New("cannot be cosigned")
+
+// notCosignable is an input error: it says why, and is ErrNotCosignable.
+type notCosignable struct{ why string }
+
+func (e notCosignable) Error() string        { return e.why }
+func (e notCosignable) Is(target error) bool { return target == ErrNotCosignable }
+
+func notCosignablef(format string, args ...any) error {
+	return notCosignable{fmt.Sprintf(format, args...)}
+}
 
 // Cosign returns the note signature lines ("— name base64\n") of the
 // cosigner's keys on the checkpoint whose note text is text, timestamped ts
@@ -83,10 +93,10 @@ func (c *Cosigner) Cosign(text []byte, ts uint64) ([]byte, error) {
 // must have checked that they are the text's.
 func (c *Cosigner) CosignTree(text []byte, origin string, size int64, hash [32]byte, ts uint64) ([]byte, error) {
 	if ts == 0 || ts > 1<<63-1 {
-		return nil, fmt.Errorf("%w: a cosignature's timestamp must be between 1 and 2^63-1", ErrNotCosignable)
+		return nil, notCosignablef("a cosignature's timestamp must be between 1 and 2^63-1")
 	}
 	if size < 0 {
-		return nil, fmt.Errorf("%w: a negative tree size", ErrNotCosignable)
+		return nil, notCosignablef("a negative tree size")
 	}
 	// The ML-DSA-44 message first: its checks are on the input, and they
 	// must fail before anything is signed.
@@ -94,7 +104,7 @@ func (c *Cosigner) CosignTree(text []byte, origin string, size int64, hash [32]b
 	if c.ml != nil {
 		var err error
 		if m, err = SubtreeMessage(c.name, ts, origin, 0, uint64(size), hash); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotCosignable, err)
+			return nil, notCosignablef("%v", err)
 		}
 	}
 	var lines []byte
@@ -120,7 +130,7 @@ func (c *Cosigner) SubtreeLine(origin string, start, end uint64, hash [32]byte) 
 	}
 	m, err := SubtreeMessage(c.name, 0, origin, start, end, hash)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotCosignable, err)
+		return nil, notCosignablef("%v", err)
 	}
 	sig, err := c.ml.Sign(nil, m, nil)
 	if err != nil {

@@ -605,8 +605,7 @@ func (w *Witness) cosign(cp Checkpoint) ([]byte, error) {
 // cosigned turns a Cosigner's refusal of its input into the client's 400.
 func cosigned(lines []byte, err error) ([]byte, error) {
 	if errors.Is(err, checkpoint.ErrNotCosignable) {
-		why := strings.TrimPrefix(err.Error(), checkpoint.ErrNotCosignable.Error()+": ")
-		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", why)
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", err)
 	}
 	return lines, err
 }
