@@ -32,6 +32,8 @@ bash scripts/staticcheck.sh
 # a module of its own: vetted, and run small, which runs its crash test
 # (SIGKILL mid-fill, then every acknowledged record checked) on each engine.
 echo "== bench/dedupengine (vet, and a small comparison with its crash test)"
+# It takes in the main module by a replace, so a new dependency of the
+# packages it uses needs `go mod tidy` there too ("missing go.sum entry").
 (cd bench/dedupengine && go vet ./... && go run . -n 60000 -kill-at 20000 | tail -5)
 
 if [ "${CI:-}" = "true" ]; then

@@ -6,7 +6,9 @@
 // stored keeping its first value.
 //
 // It is a separate module so that the main module does not depend on
-// Pebble or Badger for a benchmark. Run from this directory:
+// Pebble or Badger for a benchmark; it takes in the main module by a
+// replace, so when the packages it uses gain a dependency, run go mod
+// tidy here too. Run from this directory:
 //
 //	go run . -engines bolt,pebble,badger -n 16777216
 //
