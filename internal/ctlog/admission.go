@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
 // AdmissionConfig is how a log shares its capacity under load.
@@ -85,26 +86,12 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	return a
 }
 
-// Reasons for refusing a submission for now, as in ThrottleError.Reason.
+// Reasons for refusing a submission for now, as in
+// netlimit.ThrottleError.Reason (beside the per-client limit's).
 const (
 	ReasonOldRateLimit = "old_rate_limit"
 	ReasonIssuerShare  = "issuer_share"
 )
-
-// ThrottleError is a submission refused for now to share the log's
-// capacity: the client should retry later (HTTP 429).
-type ThrottleError struct {
-	// Reason is ReasonOldRateLimit, ReasonIssuerShare, ReasonClientRate
-	// or ReasonClientAddChain.
-	Reason string
-	// Message is a one-sentence explanation for the client.
-	Message string
-	// RetryAfter is when the client may succeed, in seconds (0: the
-	// caller picks a jittered few).
-	RetryAfter int
-}
-
-func (e *ThrottleError) Error() string { return e.Message }
 
 // admit classifies e and reserves its place among its issuer's waiting
 // submissions. On success the caller must call release once the
@@ -113,7 +100,7 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 	old := a.cfg.OldAge > 0 && a.cfg.Now().Sub(e.NotBefore) > a.cfg.OldAge
 	low = old || (a.cfg.EmbeddedSCTsLowPriority && e.HasSCTList)
 	if old && a.limiter != nil && !a.limiter.Allow() {
-		return false, nil, &ThrottleError{Reason: ReasonOldRateLimit,
+		return false, nil, &netlimit.ThrottleError{Reason: ReasonOldRateLimit,
 			Message: "the log takes certificates with an old NotBefore at a limited rate and that rate is exceeded; retry later"}
 	}
 	if a.cfg.PerIssuerShare <= 0 {
@@ -129,7 +116,7 @@ func (a *Admission) admit(e *chain.Entry) (low bool, release func(), err error) 
 	contended := a.classTotal[0]+a.classTotal[1] >= a.cfg.PoolSize && n < class
 	if contended && float64(n+1) > a.cfg.PerIssuerShare*float64(class+1) {
 		a.mu.Unlock()
-		return false, nil, &ThrottleError{Reason: ReasonIssuerShare,
+		return false, nil, &netlimit.ThrottleError{Reason: ReasonIssuerShare,
 			Message: "too many submissions from this certificate's issuer are waiting to be logged; retry later"}
 	}
 	a.waiting[k]++

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/chain"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
 func TestAdmissionPriority(t *testing.T) {
@@ -49,9 +50,9 @@ func TestAdmissionOldRateLimit(t *testing.T) {
 		}
 	}
 	_, _, err := a.admit(old)
-	var te *ThrottleError
+	var te *netlimit.ThrottleError
 	if !errors.As(err, &te) || te.Reason != ReasonOldRateLimit {
-		t.Fatalf("third old submission: %v, want a %s ThrottleError", err, ReasonOldRateLimit)
+		t.Fatalf("third old submission: %v, want a %s netlimit.ThrottleError", err, ReasonOldRateLimit)
 	}
 	if _, release, err := a.admit(&chain.Entry{NotBefore: now}); err != nil {
 		t.Errorf("a fresh submission was rate-limited: %v", err)
@@ -76,7 +77,7 @@ func TestAdmissionPerIssuer(t *testing.T) {
 		}
 		return err
 	}
-	var te *ThrottleError
+	var te *netlimit.ThrottleError
 	// One issuer alone is never refused for its share, whatever the load:
 	// there is no one to be fair to.
 	for i := range 8 {

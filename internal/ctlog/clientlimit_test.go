@@ -5,179 +5,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
-
-// fakeClock is a clock the test moves by hand, so rates are exact and no
-// test waits.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time      { return c.t }
-func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock           { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-func addr(s string) netip.Addr           { return netip.MustParseAddr(s) }
-func throttled(err error) (*ThrottleError, bool) {
-	var te *ThrottleError
-	return te, errors.As(err, &te)
-}
-
-// TestClientLimitCrossPoster: a "cross-poster" sending 400 submissions a
-// second from one address is held to the configured rate, each refusal
-// saying when to retry, while another address submitting at the same
-// time is never refused.
-func TestClientLimitCrossPoster(t *testing.T) {
-	clk := newFakeClock()
-	c := NewClientLimiter(ClientLimitConfig{Rate: 100, Burst: 100, Now: clk.now})
-	attacker, other := addr("192.0.2.1"), addr("198.51.100.7")
-	admitted, refused := 0, 0
-	for i := range 4000 { // 10 s at 400/s
-		clk.add(2500 * time.Microsecond)
-		switch err := c.allow(attacker, false, 0); {
-		case err == nil:
-			admitted++
-		default:
-			te, ok := throttled(err)
-			if !ok || te.Reason != ReasonClientRate || te.RetryAfter < 1 || te.Message == "" {
-				t.Fatalf("refusal %v (%+v), want a client_rate ThrottleError with RetryAfter", err, te)
-			}
-			refused++
-		}
-		if i%40 == 0 { // 10/s from another client
-			if err := c.allow(other, false, 0); err != nil {
-				t.Fatalf("the other client was refused: %v", err)
-			}
-		}
-	}
-	// 100 of burst plus 100/s for 10 s.
-	if admitted < 1090 || admitted > 1110 {
-		t.Errorf("the cross-poster got %d of 4000 admitted, want about 1100 (burst 100 + 100/s for 10 s)", admitted)
-	}
-	t.Logf("cross-poster at 400/s: %d admitted, %d refused", admitted, refused)
-}
-
-// TestClientLimitPressureFavoursPrecerts: under pressure a client's
-// add-chain submissions get only their share of the rate while its
-// add-pre-chain submissions keep being admitted; without pressure both
-// are equal.
-func TestClientLimitPressureFavoursPrecerts(t *testing.T) {
-	clk := newFakeClock()
-	c := NewClientLimiter(ClientLimitConfig{Rate: 100, Burst: 100, AddChainShare: 0.1, Pressure: 50, Now: clk.now})
-	a := addr("192.0.2.1")
-	chainOK, preOK := 0, 0
-	for range 500 { // 10 s, 50/s of each: together within the rate
-		clk.add(20 * time.Millisecond)
-		if c.allow(a, false, 500) == nil {
-			chainOK++
-		}
-		if err := c.allow(a, true, 500); err == nil {
-			preOK++
-		} else {
-			t.Fatalf("add-pre-chain refused under pressure within the rate: %v", err)
-		}
-	}
-	if chainOK > 110 {
-		t.Errorf("under pressure add-chain got %d of 500, want about 10/s (share 0.1 of 100/s)", chainOK)
-	}
-	err := c.allow(a, false, 500)
-	if te, ok := throttled(err); !ok || te.Reason != ReasonClientAddChain || te.RetryAfter < 1 {
-		t.Errorf("add-chain under pressure: %v, want a client_add_chain refusal with RetryAfter", err)
-	}
-	// No pressure: add-chain is admitted at the full rate again.
-	clk.add(2 * time.Second)
-	for i := range 50 {
-		clk.add(10 * time.Millisecond)
-		if err := c.allow(a, false, 49); err != nil {
-			t.Fatalf("add-chain %d without pressure: %v", i, err)
-		}
-	}
-	t.Logf("under pressure: add-chain %d of 500, add-pre-chain %d of 500", chainOK, preOK)
-}
-
-// TestClientLimitKeys: IPv6 clients are grouped by /64 (a host's
-// addresses share one limit), IPv4-mapped addresses are IPv4, and exempt
-// ranges are not limited.
-func TestClientLimitKeys(t *testing.T) {
-	clk := newFakeClock()
-	c := NewClientLimiter(ClientLimitConfig{Rate: 1, Burst: 1, Now: clk.now,
-		Exempt: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
-	if c.allow(addr("2001:db8:1:2::1"), true, 0) != nil {
-		t.Fatal("first submission refused")
-	}
-	if c.allow(addr("2001:db8:1:2:ffff::9"), true, 0) == nil {
-		t.Error("another address of the same /64 was not limited with the first")
-	}
-	if c.allow(addr("2001:db8:1:3::1"), true, 0) != nil {
-		t.Error("another /64 was limited with the first")
-	}
-	if c.allow(addr("192.0.2.1"), true, 0) != nil || c.allow(addr("::ffff:192.0.2.1"), true, 0) == nil {
-		t.Error("an IPv4-mapped address is not the IPv4 address's client")
-	}
-	for range 10 {
-		if err := c.allow(addr("10.1.2.3"), true, 0); err != nil {
-			t.Fatalf("exempt address refused: %v", err)
-		}
-	}
-	if NewClientLimiter(ClientLimitConfig{}) != nil {
-		t.Error("rate 0 made a limiter")
-	}
-	var none *ClientLimiter
-	if none.allow(addr("192.0.2.1"), false, 1e9) != nil {
-		t.Error("a nil limiter refused")
-	}
-}
-
-// TestClientLimitBoundedMemory: an attacker with far more addresses than
-// MaxClients cannot grow the table past it, nor get more than one
-// client's rate beyond the clients it displaces (the overflow bucket);
-// idle clients' buckets are dropped, so a returning well-behaved client
-// gets its own bucket again.
-func TestClientLimitBoundedMemory(t *testing.T) {
-	clk := newFakeClock()
-	c := NewClientLimiter(ClientLimitConfig{Rate: 10, Burst: 10, MaxClients: 100, Now: clk.now})
-	admitted := 0
-	for i := range 100000 { // 100,000 addresses within one second
-		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		if c.allow(a, true, 0) == nil {
-			admitted++
-		}
-		if n := c.clients(); n > 100 {
-			t.Fatalf("%d clients tracked, want at most 100", n)
-		}
-	}
-	// 100 tracked clients' first submissions, plus the overflow bucket's
-	// burst of 10 (and what it earns in the second).
-	if admitted > 100+10+10 {
-		t.Errorf("100,000 addresses got %d admitted, want at most 120", admitted)
-	}
-	// After a refill time the idle buckets are dropped at the next sweep:
-	// a new client gets a bucket of its own, not the overflow.
-	clk.add(2 * time.Second)
-	for range 10 {
-		if err := c.allow(addr("198.51.100.7"), true, 0); err != nil {
-			t.Fatalf("a new client after the attack: %v", err)
-		}
-	}
-	if n := c.clients(); n != 1 {
-		t.Errorf("%d clients tracked after the sweep, want 1", n)
-	}
-}
-
-// BenchmarkClientLimiterAllow measures the limiter's cost per submission,
-// over 10,000 clients (go test -bench ClientLimiter -benchmem).
-func BenchmarkClientLimiterAllow(b *testing.B) {
-	c := NewClientLimiter(ClientLimitConfig{Rate: 1e9, Burst: 1e9, Pressure: 1})
-	addrs := make([]netip.Addr, 10000)
-	for i := range addrs {
-		addrs[i] = netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := c.allow(addrs[i%len(addrs)], i%2 == 0, 0); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
 
 // TestAdmitClientUnderPressure: Log.AdmitClient takes the log's pressure
 // from its real count of submissions in flight (the one AddChain keeps):
@@ -185,9 +15,8 @@ func BenchmarkClientLimiterAllow(b *testing.B) {
 // is refused while its add-pre-chain is admitted; once they are answered,
 // add-chain is admitted again.
 func TestAdmitClientUnderPressure(t *testing.T) {
-	clk := newFakeClock()
-	l := &Log{ClientLimits: NewClientLimiter(ClientLimitConfig{Rate: 100, Burst: 100, AddChainShare: 0.02, Pressure: 3, Now: clk.now})}
-	a := addr("192.0.2.1")
+	l := &Log{ClientLimits: netlimit.NewClientLimiter(netlimit.ClientLimitConfig{Rate: 100, Burst: 100, AddChainShare: 0.02, Pressure: 3, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})}
+	a := netip.MustParseAddr("192.0.2.1")
 	var done []func()
 	for range 3 {
 		d, err := l.admit(time.Now())
@@ -201,7 +30,8 @@ func TestAdmitClientUnderPressure(t *testing.T) {
 			t.Fatalf("add-chain %d within its share: %v", i, err)
 		}
 	}
-	if te, ok := throttled(l.AdmitClient(a, false)); !ok || te.Reason != ReasonClientAddChain {
+	var te *netlimit.ThrottleError
+	if !errors.As(l.AdmitClient(a, false), &te) || te.Reason != netlimit.ReasonClientAddChain {
 		t.Fatalf("add-chain beyond its share under pressure: %v, want a client_add_chain refusal", te)
 	}
 	for i := range 10 {
@@ -215,11 +45,4 @@ func TestAdmitClientUnderPressure(t *testing.T) {
 	if err := l.AdmitClient(a, false); err != nil {
 		t.Fatalf("add-chain once the pressure is gone: %v", err)
 	}
-}
-
-// clients returns how many clients have a bucket, (a test helper).
-func (c *ClientLimiter) clients() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.buckets)
 }

@@ -21,11 +21,11 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sct"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
-	"github.com/mosaic-ct/mosaic/internal/witness"
 )
 
 // Log is a running log.
@@ -53,7 +53,7 @@ type Log struct {
 	Admission *Admission
 	// ClientLimits is the log's submission rate limit per client address
 	// (nil: none); see AdmitClient.
-	ClientLimits *ClientLimiter
+	ClientLimits *netlimit.ClientLimiter
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle
@@ -67,7 +67,7 @@ type Log struct {
 	Workers *Workers
 	// Witnesses gathers witness cosignatures for the log's checkpoints
 	// (nil if the log has no witnesses); the home page shows its state.
-	Witnesses *witness.Publisher
+	Witnesses Witnesses
 
 	role atomic.Pointer[role]
 
@@ -77,6 +77,35 @@ type Log struct {
 	frozen      atomic.Bool
 	inflight    atomic.Int64
 	usableSince atomic.Pointer[time.Time]
+}
+
+// Witnesses is what a log needs of its witness publisher (package
+// witness, which the server plugs in): whether the last checkpoint was
+// published, and each witness's state for the dashboard. It is declared
+// here so that the log does not depend on the transparency network.
+type Witnesses interface {
+	// Err is why the last checkpoint could not be published with its
+	// quorum of cosignatures (nil if it was).
+	Err() error
+	// Policy is the quorum, the cosignatures on the last checkpoint
+	// published, and how many witnesses there are.
+	Policy() (quorum, latest, witnesses int)
+	// Statuses is each witness's state, in configuration order.
+	Statuses() []WitnessStatus
+}
+
+// WitnessStatus is one witness's state as the dashboard shows it.
+type WitnessStatus struct {
+	Name, URL string
+	// Size is the tree size the witness last cosigned for this log (-1 if
+	// unknown).
+	Size int64
+	// LastSuccess and LastAttempt are zero if there was none.
+	LastSuccess, LastAttempt time.Time
+	// LastError is why the latest attempt failed ("" if it succeeded).
+	LastError string
+	// Latency is how long the latest attempt took.
+	Latency time.Duration
 }
 
 // role is what this process does for the log right now: sequence it, or
@@ -272,7 +301,7 @@ type RejectError = chain.RejectError
 
 // AddChain validates a submitted chain, waits until its entry is sequenced
 // and committed, and returns the SCT. Errors are *RejectError for a bad
-// submission, *ThrottleError for one refused for now by admission control,
+// submission, *netlimit.ThrottleError for one refused for now by admission control,
 // *ReadOnlyError for a log that takes no more submissions, or wrap
 // ErrPoolFull (ErrDeferred for a low-priority entry) /
 // sequencer.ErrUnavailable / ErrStopped.
@@ -328,10 +357,10 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 
 // AdmitClient takes a token from the rate limit of the client at addr for
 // a submission (add-pre-chain if precert), before any work is spent on it,
-// or returns a *ThrottleError. While the log is under pressure (see
-// ClientLimitConfig.Pressure) add-chain gets only a share of the rate.
+// or returns a *netlimit.ThrottleError. While the log is under pressure (see
+// netlimit.ClientLimitConfig.Pressure) add-chain gets only a share of the rate.
 func (l *Log) AdmitClient(addr netip.Addr, precert bool) error {
-	return l.ClientLimits.allow(addr, precert, l.inflight.Load())
+	return l.ClientLimits.Allow(addr, precert, l.inflight.Load())
 }
 
 // PublicKey returns the log's ECDSA public key.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestClientRateLimit(t *testing.T) {
 	f := newSubmitFixture(t)
 	clk := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f.log.ClientLimits = ctlog.NewClientLimiter(ctlog.ClientLimitConfig{Rate: 50, Burst: 50, Now: func() time.Time { return clk }})
+	f.log.ClientLimits = netlimit.NewClientLimiter(netlimit.ClientLimitConfig{Rate: 50, Burst: 50, Now: func() time.Time { return clk }})
 	leaf, err := f.ca.Intermediate.IssueLeaf(testca.LeafOptions{DNSNames: []string{"rate.example"}})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/buildinfo"
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/testca"
 )
@@ -700,7 +701,7 @@ func TestRunDashboard(t *testing.T) {
 func TestDashboardRefusals(t *testing.T) {
 	f := newSubmitFixture(t)
 	clk := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f.log.ClientLimits = ctlog.NewClientLimiter(ctlog.ClientLimitConfig{Rate: 1, Burst: 1, Now: func() time.Time { return clk }})
+	f.log.ClientLimits = netlimit.NewClientLimiter(netlimit.ClientLimitConfig{Rate: 1, Burst: 1, Now: func() time.Time { return clk }})
 	ld := f.server.dash.byLg[f.log]
 	// The baseline sample, before any refusal; it must hold a checkpoint.
 	base := time.Now().Add(-20 * time.Second)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
 // Reasons a submission is refused: the "reason" label of
@@ -75,7 +76,7 @@ func jitter(lo, hi int) string {
 // submissions are refused without a line per refusal.
 func (s *Server) writeAddChainError(w http.ResponseWriter, r *http.Request, l *ctlog.Log, err error) {
 	code, reason, retryAfter, msg := http.StatusServiceUnavailable, "", "", ""
-	var te *ctlog.ThrottleError
+	var te *netlimit.ThrottleError
 	var se *clock.SkewError
 	switch re, isReject := ctlog.IsReject(err); {
 	case isReject:

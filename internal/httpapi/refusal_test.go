@@ -19,6 +19,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/chain"
 	"github.com/mosaic-ct/mosaic/internal/clock"
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
 )
@@ -61,8 +62,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{&chain.RejectError{Reason: "chain[1] did not sign chain[0]"}, 400, ReasonChain, 0, 0, "chain[1] did not sign chain[0]"},
 		{&chain.RejectError{Reason: "chain[0] expired", Policy: true}, 400, ReasonPolicy, 0, 0, "chain[0] expired"},
-		{&ctlog.ThrottleError{Reason: ctlog.ReasonOldRateLimit, Message: "slow down"}, 429, ReasonOldRateLimit, 1, 5, "slow down"},
-		{&ctlog.ThrottleError{Reason: ctlog.ReasonIssuerShare, Message: "share"}, 429, ReasonIssuerShare, 1, 5, "share"},
+		{&netlimit.ThrottleError{Reason: ctlog.ReasonOldRateLimit, Message: "slow down"}, 429, ReasonOldRateLimit, 1, 5, "slow down"},
+		{&netlimit.ThrottleError{Reason: ctlog.ReasonIssuerShare, Message: "share"}, 429, ReasonIssuerShare, 1, 5, "share"},
 		{sequencer.ErrDeferred, 503, ReasonDeferred, 10, 30, "defers low-priority"},
 		{sequencer.ErrPoolFull, 503, ReasonPoolFull, 1, 1, "at capacity"},
 		{fmt.Errorf("%w: lock: connection refused", sequencer.ErrUnavailable), 503, ReasonUnavailable, 5, 5, "temporarily unable"},

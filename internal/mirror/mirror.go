@@ -35,7 +35,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/tile"
 	"github.com/mosaic-ct/mosaic/staticct"
@@ -84,7 +84,7 @@ type Config struct {
 	Storage storage.Backend
 	// RateLimit bounds each client's add-checkpoint, add-entries and
 	// sign-subtree requests (Rate 0: no limit).
-	RateLimit ctlog.ClientLimitConfig
+	RateLimit netlimit.ClientLimitConfig
 	// Now timestamps cosignatures (time.Now if nil).
 	Now        func() time.Time
 	Logger     *slog.Logger
@@ -99,7 +99,7 @@ type Mirror struct {
 	metrics  *metrics
 	log      *slog.Logger
 	inflight chan struct{} // bounds concurrent add-entries bodies
-	limit    *ctlog.ClientLimiter
+	limit    *netlimit.ClientLimiter
 }
 
 type metrics struct {
@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Mirror, error) {
 		cfg.Logger = slog.Default()
 	}
 	m := &Mirror{cfg: cfg, logs: map[string]*mlog{}, byHash: map[string]*mlog{}, log: cfg.Logger,
-		inflight: make(chan struct{}, maxUploads), limit: ctlog.NewClientLimiter(cfg.RateLimit)}
+		inflight: make(chan struct{}, maxUploads), limit: netlimit.NewClientLimiter(cfg.RateLimit)}
 	m.metrics = &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_mirror_requests_total",

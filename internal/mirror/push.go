@@ -19,7 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/mailbox"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -69,7 +69,7 @@ type Pusher struct {
 	log     *slog.Logger
 
 	// mailbox holds the newest checkpoint not yet pushed.
-	mailbox *sequencer.Latest
+	mailbox *mailbox.Latest
 
 	requests *prometheus.CounterVec
 	entries  *prometheus.CounterVec
@@ -99,7 +99,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 			MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2: true, DisableCompression: true}}
 	}
-	p := &Pusher{cfg: cfg, log: cfg.Logger, mailbox: sequencer.NewLatest(),
+	p := &Pusher{cfg: cfg, log: cfg.Logger, mailbox: mailbox.NewLatest(),
 		src: &source{format: StaticCT, get: cfg.Storage.Get, notFound: isNotFound}}
 	p.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mosaic_mirror_push_requests_total",

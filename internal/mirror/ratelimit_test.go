@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
@@ -28,7 +28,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	cs := testCosigner(t)
 	m, err := New(context.Background(), Config{Cosigner: cs, Logs: []Log{l.mirrorLog()}, Storage: st,
-		RateLimit: ctlog.ClientLimitConfig{Rate: 2, Burst: 2}})
+		RateLimit: netlimit.ClientLimitConfig{Rate: 2, Burst: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

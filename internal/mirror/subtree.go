@@ -9,7 +9,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/mosaic-ct/mosaic/internal/subtree"
-	"github.com/mosaic-ct/mosaic/internal/witnessd"
+	"github.com/mosaic-ct/mosaic/internal/tlogwitness"
 )
 
 // serveSignSubtree answers sign-subtree as a witness does
@@ -29,11 +29,11 @@ func (m *Mirror) serveSignSubtree(rw http.ResponseWriter, r *http.Request) {
 		m.answer(rw, "sign-subtree", nil, refuse(http.StatusMethodNotAllowed, "Use POST."))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, witnessd.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, tlogwitness.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			m.answer(rw, "sign-subtree", nil, refuse(http.StatusRequestEntityTooLarge, "The body is larger than %d bytes.", witnessd.MaxBodyBytes))
+			m.answer(rw, "sign-subtree", nil, refuse(http.StatusRequestEntityTooLarge, "The body is larger than %d bytes.", tlogwitness.MaxBodyBytes))
 			return
 		}
 		m.answer(rw, "sign-subtree", nil, refuse(http.StatusBadRequest, "The request body could not be read."))
@@ -44,7 +44,7 @@ func (m *Mirror) serveSignSubtree(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Mirror) signSubtree(body []byte) ([]byte, error) {
-	req, err := witnessd.ParseSignSubtree(body)
+	req, err := tlogwitness.ParseSignSubtree(body)
 	if err != nil {
 		msg := err.Error()
 		if msg != "" {

@@ -20,7 +20,6 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/db/postgres"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
 	"github.com/mosaic-ct/mosaic/internal/lock"
-	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
@@ -438,7 +437,7 @@ func s3Backends(t *testing.T) faultBackends {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fence, err := s3lock.NewFence(ctx, cfg)
+	fence, err := s3.NewFence(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

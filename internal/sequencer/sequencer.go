@@ -68,7 +68,7 @@ type Config struct {
 	Lock    lock.Backend
 	Dedup   dedup.Store
 	// Fence is the storage's own compare-and-swap register of checkpoints
-	// (localfs.Dir.Fence, s3lock.NewFence): see "One storage, one writer"
+	// (localfs.Dir.Fence, s3.NewFence): see "One storage, one writer"
 	// in the package doc.
 	Fence lock.Backend
 	// Restoring says Load runs for `mosaic restore`, against a backup of

@@ -20,10 +20,10 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/fsync"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/sequencer"
-	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 )
 
 // A backup of the embedded database is only ever restorable as the
@@ -149,7 +149,7 @@ func Backup(ctx context.Context, c *config.Config, database, out string) ([]stri
 	if err := os.Link(tmp, out); err != nil {
 		return nil, fmt.Errorf("-o: %w", err)
 	}
-	if err := localfs.SyncDir(filepath.Dir(out)); err != nil {
+	if err := fsync.Dir(filepath.Dir(out)); err != nil {
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("backed up %s to %s: %s", db.path, out, how)}, report...), nil
@@ -372,7 +372,7 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if err := os.Rename(tmp, db.path); err != nil {
 		return nil, err
 	}
-	if err := localfs.SyncDir(filepath.Dir(db.path)); err != nil {
+	if err := fsync.Dir(filepath.Dir(db.path)); err != nil {
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil

@@ -56,13 +56,13 @@ func admissionConfig(lc *config.Log) ctlog.AdmissionConfig {
 // submissions is in flight, the threshold per_issuer_share uses too. IPv6
 // clients are grouped as the connection caps group them
 // (limits.ipv6_client_prefix), so one setting says what a client is.
-func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) ctlog.ClientLimitConfig {
+func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) netlimit.ClientLimitConfig {
 	a := lc.Admission
 	ipv6 := c.Limits.IPv6ClientPrefix
 	if ipv6 == 0 {
 		ipv6 = netlimit.DefaultIPv6Prefix
 	}
-	return ctlog.ClientLimitConfig{
+	return netlimit.ClientLimitConfig{
 		IPv6Bits:      ipv6,
 		Rate:          *a.PerClientRate,
 		Burst:         a.PerClientBurst,

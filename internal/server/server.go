@@ -30,7 +30,6 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/leanhttp"
 	"github.com/mosaic-ct/mosaic/internal/lock"
-	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/p256key"
 	"github.com/mosaic-ct/mosaic/internal/procs"
@@ -224,7 +223,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		}
 	}
 	if lc.Lock == "s3" {
-		sl, err := s3lock.New(ctx, s3For("lock"))
+		sl, err := s3.NewLock(ctx, s3For("lock"))
 		if err != nil {
 			return nil, field("lock", err)
 		}
@@ -252,7 +251,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		TLSOnly:          lc.Policy.TLSOnly(),
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
-		ClientLimits:     ctlog.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
+		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 	}
@@ -288,7 +287,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		if err != nil {
 			return nil, field("witnesses", err)
 		}
-		l.Witnesses = pub
+		l.Witnesses = witnessStatuses{pub}
 		publisher = pub
 	}
 	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
@@ -887,4 +886,17 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	}
 	s.logger.Info("stopped")
 	return runErr
+}
+
+// witnessStatuses is a witness.Publisher as the ctlog.Witnesses the log
+// shows on its dashboard (package ctlog does not import package witness).
+type witnessStatuses struct{ *witness.Publisher }
+
+func (w witnessStatuses) Statuses() []ctlog.WitnessStatus {
+	st := w.Publisher.Statuses()
+	out := make([]ctlog.WitnessStatus, len(st))
+	for i, s := range st {
+		out[i] = ctlog.WitnessStatus(s)
+	}
+	return out
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/config"
 	"github.com/mosaic-ct/mosaic/internal/lock"
-	"github.com/mosaic-ct/mosaic/internal/lock/s3lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/storage/s3"
@@ -43,7 +42,7 @@ func openFence(ctx context.Context, store storage.Backend, s3For func(client str
 	case *localfs.Dir:
 		return st.Fence(), true, nil
 	case *s3.Store:
-		f, err := s3lock.NewFence(ctx, s3For("fence"))
+		f, err := s3.NewFence(ctx, s3For("fence"))
 		if err != nil {
 			return nil, false, fmt.Errorf("storage.s3: %w", err)
 		}

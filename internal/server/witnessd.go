@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mosaic-ct/mosaic/internal/config"
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
 	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/witnessd"
@@ -96,14 +95,14 @@ func (ws *witnessServer) route(next http.Handler) http.Handler {
 // section (rate_per_client, burst_per_client), with clients grouped and
 // exempted as the connection caps do (limits.ipv6_client_prefix,
 // per_client_exempt).
-func serverRateLimit(c *config.Config, rate float64, burst int) (ctlog.ClientLimitConfig, error) {
+func serverRateLimit(c *config.Config, rate float64, burst int) (netlimit.ClientLimitConfig, error) {
 	exempt, err := c.PerClientExempt()
 	if err != nil {
-		return ctlog.ClientLimitConfig{}, fmt.Errorf("limits.per_client_exempt: %w", err)
+		return netlimit.ClientLimitConfig{}, fmt.Errorf("limits.per_client_exempt: %w", err)
 	}
 	ipv6 := c.Limits.IPv6ClientPrefix
 	if ipv6 == 0 {
 		ipv6 = netlimit.DefaultIPv6Prefix
 	}
-	return ctlog.ClientLimitConfig{Rate: rate, Burst: burst, Exempt: exempt, IPv6Bits: ipv6}, nil
+	return netlimit.ClientLimitConfig{Rate: rate, Burst: burst, Exempt: exempt, IPv6Bits: ipv6}, nil
 }

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/mailbox"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -54,7 +54,7 @@ type Publisher struct {
 	log     *slog.Logger
 
 	// mailbox holds the newest checkpoint not yet taken by Run.
-	mailbox *sequencer.Latest
+	mailbox *mailbox.Latest
 
 	mu     sync.Mutex
 	latest int   // cosignatures on the last published checkpoint
@@ -125,7 +125,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Quorum < 0 || cfg.Quorum > len(cfg.Witnesses) {
 		return nil, fmt.Errorf("witness quorum %d is not between 0 and the number of witnesses (%d)", cfg.Quorum, len(cfg.Witnesses))
 	}
-	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, mailbox: sequencer.NewLatest()}
+	p := &Publisher{cfg: cfg, metrics: newMetrics(cfg.Registerer), log: cfg.Logger, mailbox: mailbox.NewLatest()}
 	seen := map[string]bool{}
 	for i, w := range cfg.Witnesses {
 		if len(w.Keys) == 0 {

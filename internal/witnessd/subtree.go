@@ -1,66 +1,15 @@
 package witnessd
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/subtree"
+	"github.com/mosaic-ct/mosaic/internal/tlogwitness"
 )
-
-// SignSubtree is a parsed sign-subtree request body.
-type SignSubtree struct {
-	// Start and End are the subtree's leaves, [Start, End).
-	Start, End int64
-	// Hash is the subtree's Merkle tree hash.
-	Hash tlog.Hash
-	// Proof is the subtree consistency proof to the checkpoint's tree.
-	Proof tlog.TreeProof
-	// Note is the reference checkpoint note, as sent.
-	Note []byte
-	// Checkpoint is the note's text, parsed (signatures not verified).
-	Checkpoint Checkpoint
-}
-
-// ParseSignSubtree parses a sign-subtree body (c2sp.org/tlog-witness): a
-// "subtree <start> <end>" line, the subtree hash, up to 63 consistency
-// proof lines, an empty line, then a checkpoint note. It checks the form
-// only; whether [start, end) is a valid subtree of the checkpoint's tree
-// is the handler's question. Errors are one sentence.
-func ParseSignSubtree(body []byte) (*SignSubtree, error) {
-	line, rest, ok := bytes.Cut(body, []byte("\n"))
-	if !ok {
-		return nil, errors.New("the request body does not start with a subtree line ending in a newline")
-	}
-	f := bytes.Split(line, []byte(" "))
-	if len(f) != 3 || string(f[0]) != "subtree" {
-		return nil, errors.New("the request body's first line is not \"subtree <start> <end>\"")
-	}
-	req := &SignSubtree{}
-	var err error
-	if req.Start, err = parseSize(f[1]); err != nil {
-		return nil, fmt.Errorf("the subtree start %w", err)
-	}
-	if req.End, err = parseSize(f[2]); err != nil {
-		return nil, fmt.Errorf("the subtree end %w", err)
-	}
-	line, rest, ok = bytes.Cut(rest, []byte("\n"))
-	if !ok {
-		return nil, errors.New("the request body has no subtree hash line")
-	}
-	if req.Hash, err = parseHash(line); err != nil {
-		return nil, fmt.Errorf("the subtree hash %w", err)
-	}
-	if req.Proof, req.Note, req.Checkpoint, err = parseProofAndNote(rest); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
 
 // serveSignSubtree answers sign-subtree: an ML-DSA-44 cosignature of a
 // subtree, with a zero timestamp, for a subtree proved consistent with a
@@ -75,7 +24,7 @@ func (w *Witness) serveSignSubtree(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
-	req, err := readRequest(w, r, ParseSignSubtree)
+	req, err := readRequest(w, r, tlogwitness.ParseSignSubtree)
 	if err != nil {
 		return nil, err
 	}
@@ -98,18 +47,18 @@ func (w *Witness) signSubtree(r *http.Request, label *string) ([]byte, error) {
 }
 
 // readRequest applies the client's rate limit, reads the body (at most
-// MaxBodyBytes) and parses it with parse.
+// tlogwitness.MaxBodyBytes) and parses it with parse.
 func readRequest[T any](w *Witness, r *http.Request, parse func([]byte) (*T, error)) (*T, error) {
 	if retryAfter, ok := w.limit.AllowRemote(r.RemoteAddr); !ok {
 		e := refuse(http.StatusTooManyRequests, resultRateLimited, "This client address is over the witness's request rate limit; retry later.")
 		e.retryAfter = retryAfter
 		return nil, e
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, tlogwitness.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, refuse(http.StatusRequestEntityTooLarge, resultBadRequest, "The request body is larger than %d bytes.", MaxBodyBytes)
+			return nil, refuse(http.StatusRequestEntityTooLarge, resultBadRequest, "The request body is larger than %d bytes.", tlogwitness.MaxBodyBytes)
 		}
 		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The request body could not be read.")
 	}
@@ -122,7 +71,7 @@ func readRequest[T any](w *Witness, r *http.Request, parse func([]byte) (*T, err
 
 // lookup returns the witnessed log of cp's origin, or a 404, and sets
 // label (the metrics' log label) to its origin.
-func (w *Witness) lookup(cp Checkpoint, label *string) (*witnessedLog, error) {
+func (w *Witness) lookup(cp tlogwitness.Checkpoint, label *string) (*witnessedLog, error) {
 	l := (*w.logs.Load())[cp.Origin]
 	if l == nil {
 		return nil, refuse(http.StatusNotFound, resultUnknownLog, "This witness does not witness a log with that origin.")

@@ -36,8 +36,9 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/tlogwitness"
 )
 
 // Store keeps the witness's state: per log, keyed by the SHA-256 of its
@@ -81,7 +82,7 @@ type Config struct {
 	// Store keeps the latest cosigned checkpoint of each log.
 	Store Store
 	// RateLimit bounds each client's requests (Rate 0: no limit).
-	RateLimit ctlog.ClientLimitConfig
+	RateLimit netlimit.ClientLimitConfig
 	// Registerer registers the metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -104,7 +105,7 @@ type Witness struct {
 	cosigners note.Verifiers
 	store     Store
 	lists     logLists
-	limit     *ctlog.ClientLimiter
+	limit     *netlimit.ClientLimiter
 	now       func() time.Time
 	log       *slog.Logger
 	metrics   metrics
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
 	}
 	w := &Witness{name: cfg.Name, cs: cs,
-		store: cfg.Store, limit: ctlog.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
+		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
 	// The witness's own cosignatures, which sign-subtree's reference
 	// checkpoint must carry.
 	var own []note.Verifier
@@ -487,7 +488,7 @@ func (w *Witness) respond(rw http.ResponseWriter, label string, lines []byte, er
 // an *httpError (any other error is the store's). label is set to the
 // log's origin once the request is known to be for a configured log.
 func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) {
-	req, err := readRequest(w, r, ParseAddCheckpoint)
+	req, err := readRequest(w, r, tlogwitness.ParseAddCheckpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -575,7 +576,7 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 
 // consistent checks that the checkpoint in req may follow cur: req.Old is
 // cur's size, and the checkpoint is cur's or extends it (by req.Proof).
-func consistent(cur state, req *AddCheckpoint) error {
+func consistent(cur state, req *tlogwitness.AddCheckpoint) error {
 	cp := req.Checkpoint
 	switch {
 	case req.Old != cur.size:
@@ -597,7 +598,7 @@ func consistent(cur state, req *AddCheckpoint) error {
 // cosignature/v1 over the note text (extension lines included), and
 // ML-DSA-44 over the subtree/v1 message of (origin, 0, size, hash), both
 // timestamped now (in seconds; never zero, as tlog-witness requires).
-func (w *Witness) cosign(cp Checkpoint) ([]byte, error) {
+func (w *Witness) cosign(cp tlogwitness.Checkpoint) ([]byte, error) {
 	ts := uint64(max(w.now().Unix(), 1))
 	return cosigned(w.cs.CosignTree([]byte(cp.Text), cp.Origin, cp.Size, cp.Hash, ts))
 }

@@ -20,12 +20,13 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/db/bolt"
 	"github.com/mosaic-ct/mosaic/internal/db/postgres"
 	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 	"github.com/mosaic-ct/mosaic/internal/testenv/sentence"
+	"github.com/mosaic-ct/mosaic/internal/tlogwitness"
 )
 
 const (
@@ -232,7 +233,7 @@ func TestAddCheckpoint(t *testing.T) {
 		{"bad proof line", append([]byte("old 10\nnot base64\n\n"), cp20...), 400},
 		{"no blank line", []byte("old 10\n"), 400},
 		{"too many proof lines", body(10, make(tlog.TreeProof, 64), cp20), 400},
-		{"too large", append(body(10, nil, cp20), bytes.Repeat([]byte("x"), MaxBodyBytes)...), 413},
+		{"too large", append(body(10, nil, cp20), bytes.Repeat([]byte("x"), tlogwitness.MaxBodyBytes)...), 413},
 		{"not a note", body(10, nil, []byte("example.com/witnessed-log\n20\n"+base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n\nno signatures\n")), 400},
 	} {
 		r := post(h, tc.body)
@@ -376,7 +377,7 @@ func TestRateLimit(t *testing.T) {
 	lg := newTestLog(t, testOrigin)
 	w, err := New(context.Background(), Config{Name: witnessName, Keys: witnessKeys(t), Store: boltStore(t),
 		Logs:      []Log{{Origin: lg.origin, Keys: []string{lg.vkey}}},
-		RateLimit: ctlog.ClientLimitConfig{Rate: 1, Burst: 2, Now: func() time.Time { return time.Unix(1e9, 0) }}})
+		RateLimit: netlimit.ClientLimitConfig{Rate: 1, Burst: 2, Now: func() time.Time { return time.Unix(1e9, 0) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

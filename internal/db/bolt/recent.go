@@ -20,7 +20,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/mosaic-ct/mosaic/internal/dedup"
-	"github.com/mosaic-ct/mosaic/internal/storage/localfs"
+	"github.com/mosaic-ct/mosaic/internal/fsync"
 )
 
 // The recent tier: why the dedup cache writes through a journal.
@@ -286,7 +286,7 @@ func (d *DB) recover(path string) error {
 			return err
 		}
 	}
-	if err := localfs.SyncDir(filepath.Dir(path)); err != nil {
+	if err := fsync.Dir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	err = d.db.View(func(tx *bbolt.Tx) error {
@@ -541,7 +541,7 @@ func (d *DB) rotate(path string) error {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = localfs.SyncDir(filepath.Dir(name))
+		err = fsync.Dir(filepath.Dir(name))
 	}
 	if err != nil {
 		f.Close()
@@ -795,7 +795,7 @@ func (d *DB) closeRecent() error {
 	if err := os.Remove(name); err != nil {
 		return err
 	}
-	return localfs.SyncDir(filepath.Dir(name))
+	return fsync.Dir(filepath.Dir(name))
 }
 
 // errNotCutBack is wrapped by appendSynced's error when the journal could

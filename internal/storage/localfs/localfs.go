@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mosaic-ct/mosaic/internal/fsync"
 	"github.com/mosaic-ct/mosaic/internal/storage"
 )
 
@@ -101,7 +102,7 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte, _ storage.PutOpt
 	// Sync the directory holding the new name, and the parents of any
 	// directory created above, so that every new directory entry is durable.
 	for _, dd := range append([]string{dir}, created...) {
-		if err := SyncDir(dd); err != nil {
+		if err := fsync.Dir(dd); err != nil {
 			return keyError("writing", key, "syncing its directory", err)
 		}
 	}
@@ -153,18 +154,6 @@ func mkdirAll(dir string) ([]string, error) {
 		parents = append(parents, filepath.Dir(m))
 	}
 	return parents, nil
-}
-
-// SyncDir fsyncs the directory dir, so that the files created, renamed or
-// removed in it are so after a crash. The embedded database's journals and
-// mosaic backup use it too.
-func SyncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // Get reads an object.

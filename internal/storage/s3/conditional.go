@@ -25,7 +25,7 @@ type PreconditionError struct {
 	// way that leaves its outcome unknown (a timeout, a broken connection,
 	// a 5xx). That attempt may have been applied, and the precondition
 	// then failed because of it: the caller should read the object back
-	// to find out (see package s3lock).
+	// to find out (see lock.go).
 	Retried bool
 }
 

@@ -6,7 +6,7 @@
 //
 // A new backend is a recipe: a package under internal/storage with the
 // Backend (and, if it can, storage.BatchDeleter), a fence for its storage
-// (see package sequencer; localfs.Dir.Fence, s3lock.NewFence), passing this
+// (see package sequencer; localfs.Dir.Fence, s3.NewFence), passing this
 // suite and locktest for the fence, and one case in server.openStorage.
 // A backend's tests call Run with a constructor that returns a fresh, empty
 // backend for each subtest:

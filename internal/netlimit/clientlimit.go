@@ -1,4 +1,4 @@
-package ctlog
+package netlimit
 
 import (
 	"errors"
@@ -6,11 +6,10 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/mosaic-ct/mosaic/internal/netlimit"
 )
 
-// ClientLimitConfig is a log's submission rate limit per client.
+// ClientLimitConfig is a per-client request rate limit: a log's on
+// submissions, the witness's and the mirror's on their POSTs.
 type ClientLimitConfig struct {
 	// Rate is how many submissions (add-chain and add-pre-chain together)
 	// one client may make per second (0: no limit), with bursts of Burst.
@@ -47,6 +46,21 @@ const (
 	ReasonClientRate     = "client_rate"
 	ReasonClientAddChain = "client_add_chain"
 )
+
+// ThrottleError is a request refused for now to share capacity: the
+// client should retry later (HTTP 429).
+type ThrottleError struct {
+	// Reason names the limit: ReasonClientRate or ReasonClientAddChain
+	// here, or the caller's own (a log's admission control).
+	Reason string
+	// Message is a one-sentence explanation for the client.
+	Message string
+	// RetryAfter is when the client may succeed, in seconds (0: the
+	// caller picks a jittered few).
+	RetryAfter int
+}
+
+func (e *ThrottleError) Error() string { return e.Message }
 
 // ClientLimiter is a token bucket per client: an IPv4 address, or an IPv6
 // prefix of IPv6Bits (IPv4-mapped IPv6 addresses count as IPv4). It is
@@ -89,7 +103,7 @@ func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
 		cfg.Burst = max(1, int(cfg.Rate))
 	}
 	if cfg.IPv6Bits <= 0 || cfg.IPv6Bits > 128 {
-		cfg.IPv6Bits = netlimit.DefaultIPv6Prefix
+		cfg.IPv6Bits = DefaultIPv6Prefix
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients
@@ -100,7 +114,7 @@ func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
 	return &ClientLimiter{cfg: cfg, buckets: map[netip.Addr]*clientBucket{}}
 }
 
-// clientKey is the client addr belongs to (netlimit.ClientGroup, as for
+// clientKey is the client addr belongs to (ClientGroup, as for
 // the connection caps), and whether it is limited (not exempt).
 func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Addr, bool) {
 	addr = addr.Unmap()
@@ -109,15 +123,15 @@ func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 	}
-	return netlimit.ClientGroup(addr, c.cfg.IPv6Bits), true
+	return ClientGroup(addr, c.cfg.IPv6Bits), true
 }
 
-// allow takes a token for a submission from addr (add-pre-chain if
+// Allow takes a token for a submission from addr (add-pre-chain if
 // precert) while inflight submissions are in the log, or says why not.
 // An address that is not valid (no address known) is not limited: a
 // request always has one, from the connection, so this is only a
 // handler called without a network.
-func (c *ClientLimiter) allow(addr netip.Addr, precert bool, inflight int64) error {
+func (c *ClientLimiter) Allow(addr netip.Addr, precert bool, inflight int64) error {
 	if c == nil || !addr.IsValid() {
 		return nil
 	}
@@ -164,7 +178,7 @@ func (c *ClientLimiter) AllowRemote(remoteAddr string) (retryAfter int, ok bool)
 		return 0, true
 	}
 	var te *ThrottleError
-	if errors.As(c.allow(ap.Addr(), true, 0), &te) {
+	if errors.As(c.Allow(ap.Addr(), true, 0), &te) {
 		return te.RetryAfter, false
 	}
 	return 0, true

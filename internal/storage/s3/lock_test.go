@@ -1,4 +1,4 @@
-package s3lock
+package s3
 
 import (
 	"bytes"
@@ -19,14 +19,11 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/lock/locktest"
-	"github.com/mosaic-ct/mosaic/internal/storage/s3"
 	"github.com/mosaic-ct/mosaic/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
-func config(srv *testenv.MinIOServer) s3.Config {
-	return s3.Config{
+func lockConfig(srv *testenv.MinIOServer) Config {
+	return Config{
 		Endpoint:        srv.Endpoint,
 		Region:          srv.Region,
 		Bucket:          srv.Bucket,
@@ -37,28 +34,28 @@ func config(srv *testenv.MinIOServer) s3.Config {
 	}
 }
 
-func newBackend(t *testing.T, cfg s3.Config) *Backend {
+func newBackend(t *testing.T, cfg Config) *Lock {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := New(ctx, cfg)
+	b, err := NewLock(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func TestConformance(t *testing.T) {
+func TestLockConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) lock.Backend {
-		return newBackend(t, config(testenv.MinIO(t)))
+		return newBackend(t, lockConfig(testenv.MinIO(t)))
 	})
 }
 
 // TestTwoProcesses: two backends (two processes) on one bucket see each
 // other's writes; the stale one loses.
-func TestTwoProcesses(t *testing.T) {
+func TestLockTwoProcesses(t *testing.T) {
 	srv := testenv.MinIO(t)
-	a, b := newBackend(t, config(srv)), newBackend(t, config(srv))
+	a, b := newBackend(t, lockConfig(srv)), newBackend(t, lockConfig(srv))
 	ctx := context.Background()
 	var id [32]byte
 	if err := a.Create(ctx, id, []byte("c0")); err != nil {
@@ -108,9 +105,9 @@ func ignoringProxy(t *testing.T, srv *testenv.MinIOServer) string {
 
 // TestRefusesServiceIgnoringConditions: New rejects a service that accepts
 // a PUT whose If-None-Match condition is false.
-func TestRefusesServiceIgnoringConditions(t *testing.T) {
+func TestLockRefusesServiceIgnoringConditions(t *testing.T) {
 	srv := testenv.MinIO(t)
-	cfg := config(srv)
+	cfg := lockConfig(srv)
 	cfg.Endpoint = ignoringProxy(t, srv)
 	_, err := New(context.Background(), cfg)
 	if err == nil {
@@ -126,7 +123,7 @@ func TestRefusesServiceIgnoringConditions(t *testing.T) {
 // applied, but its response is lost (the proxy answers 503 after
 // forwarding). The retry then fails its precondition because of our own
 // write; Replace must see that and succeed, not report a conflict.
-func TestAmbiguousRetry(t *testing.T) {
+func TestLockAmbiguousRetry(t *testing.T) {
 	srv := testenv.MinIO(t)
 	u, _ := url.Parse(srv.Endpoint)
 	proxy := httputil.NewSingleHostReverseProxy(u)
@@ -142,7 +139,7 @@ func TestAmbiguousRetry(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	cfg := config(srv)
+	cfg := lockConfig(srv)
 	cfg.Endpoint = front.URL
 	b := newBackend(t, cfg)
 	ctx := context.Background()
@@ -166,9 +163,9 @@ func TestAmbiguousRetry(t *testing.T) {
 	}
 }
 
-func TestObjectLayout(t *testing.T) {
+func TestLockObjectLayout(t *testing.T) {
 	srv := testenv.MinIO(t)
-	b := newBackend(t, config(srv))
+	b := newBackend(t, lockConfig(srv))
 	var id [32]byte
 	id[0] = 0xab
 	if err := b.Create(context.Background(), id, []byte("c0")); err != nil {
@@ -186,7 +183,7 @@ func TestObjectLayout(t *testing.T) {
 
 func TestFenceConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) lock.Backend {
-		f, err := NewFence(context.Background(), config(testenv.MinIO(t)))
+		f, err := NewFence(context.Background(), lockConfig(testenv.MinIO(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,8 +198,8 @@ func TestFenceConformance(t *testing.T) {
 // different objects.
 func TestFenceLayout(t *testing.T) {
 	srv := testenv.MinIO(t)
-	l := newBackend(t, config(srv))
-	f, err := NewFence(context.Background(), config(srv))
+	l := newBackend(t, lockConfig(srv))
+	f, err := NewFence(context.Background(), lockConfig(srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +221,7 @@ func TestFenceLayout(t *testing.T) {
 // refuses a writer whose expected value is stale.
 func TestFenceOnServiceIgnoringConditions(t *testing.T) {
 	srv := testenv.MinIO(t)
-	cfg := config(srv)
+	cfg := lockConfig(srv)
 	cfg.Endpoint = ignoringProxy(t, srv)
 	f, err := NewFence(context.Background(), cfg)
 	if err != nil {
@@ -253,7 +250,7 @@ func TestFenceOnServiceIgnoringConditions(t *testing.T) {
 // process last wrote) a Replace is one conditional PUT and no GET, and a
 // remembered ETag that went stale (another process wrote) still cannot
 // make a stale Replace succeed.
-func TestReplaceWithoutGet(t *testing.T) {
+func TestLockReplaceWithoutGet(t *testing.T) {
 	srv := testenv.MinIO(t)
 	var gets atomic.Int64
 	u, _ := url.Parse(srv.Endpoint)
@@ -265,10 +262,10 @@ func TestReplaceWithoutGet(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	cfg := config(srv)
+	cfg := lockConfig(srv)
 	cfg.Endpoint = front.URL
 	a := newBackend(t, cfg)
-	b := newBackend(t, config(srv))
+	b := newBackend(t, lockConfig(srv))
 	ctx := context.Background()
 	var id [32]byte
 	if err := a.Create(ctx, id, []byte("c0")); err != nil {

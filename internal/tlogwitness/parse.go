@@ -1,4 +1,10 @@
-package witnessd
+// Package tlogwitness parses the request bodies of c2sp.org/tlog-witness,
+// add-checkpoint and sign-subtree, for the witness server (witnessd) and
+// the mirror (which answers sign-subtree as a witness does). It checks
+// form only: that a body is the one canonical encoding of what it parsed,
+// within the spec's limits. Signatures, proofs and state are the
+// servers' questions.
+package tlogwitness
 
 import (
 	"bytes"
@@ -162,4 +168,53 @@ func parseHash(b []byte) (tlog.Hash, error) {
 	}
 	copy(h[:], raw)
 	return h, nil
+}
+
+// SignSubtree is a parsed sign-subtree request body.
+type SignSubtree struct {
+	// Start and End are the subtree's leaves, [Start, End).
+	Start, End int64
+	// Hash is the subtree's Merkle tree hash.
+	Hash tlog.Hash
+	// Proof is the subtree consistency proof to the checkpoint's tree.
+	Proof tlog.TreeProof
+	// Note is the reference checkpoint note, as sent.
+	Note []byte
+	// Checkpoint is the note's text, parsed (signatures not verified).
+	Checkpoint Checkpoint
+}
+
+// ParseSignSubtree parses a sign-subtree body (c2sp.org/tlog-witness): a
+// "subtree <start> <end>" line, the subtree hash, up to 63 consistency
+// proof lines, an empty line, then a checkpoint note. It checks the form
+// only; whether [start, end) is a valid subtree of the checkpoint's tree
+// is the handler's question. Errors are one sentence.
+func ParseSignSubtree(body []byte) (*SignSubtree, error) {
+	line, rest, ok := bytes.Cut(body, []byte("\n"))
+	if !ok {
+		return nil, errors.New("the request body does not start with a subtree line ending in a newline")
+	}
+	f := bytes.Split(line, []byte(" "))
+	if len(f) != 3 || string(f[0]) != "subtree" {
+		return nil, errors.New("the request body's first line is not \"subtree <start> <end>\"")
+	}
+	req := &SignSubtree{}
+	var err error
+	if req.Start, err = parseSize(f[1]); err != nil {
+		return nil, fmt.Errorf("the subtree start %w", err)
+	}
+	if req.End, err = parseSize(f[2]); err != nil {
+		return nil, fmt.Errorf("the subtree end %w", err)
+	}
+	line, rest, ok = bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return nil, errors.New("the request body has no subtree hash line")
+	}
+	if req.Hash, err = parseHash(line); err != nil {
+		return nil, fmt.Errorf("the subtree hash %w", err)
+	}
+	if req.Proof, req.Note, req.Checkpoint, err = parseProofAndNote(rest); err != nil {
+		return nil, err
+	}
+	return req, nil
 }

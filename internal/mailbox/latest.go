@@ -1,8 +1,11 @@
-package sequencer
+// Package mailbox is the one-slot mailbox between the sequencer and its
+// followers (the witness publisher, the mirror pusher): a round hands over
+// its checkpoint without ever waiting, and the follower takes the newest.
+package mailbox
 
 import "sync"
 
-// Latest is the mailbox of a Publisher: Publish keeps only the newest
+// Latest is the mailbox of a sequencer.Publisher: Publish keeps only the newest
 // checkpoint handed over (never blocking the round), and Run waits on
 // Wake and takes it. Checkpoints that arrive while Run is busy are
 // coalesced: it sees the newest.

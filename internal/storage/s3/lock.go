@@ -1,20 +1,21 @@
-// Package s3lock is a lock.Backend on S3-compatible object storage, using
-// conditional writes (If-None-Match and If-Match on PUT) as the
-// compare-and-swap. It lets an operator run Mosaic on object storage alone,
+package s3
+
+// The lock backend on S3-compatible object storage (Lock) and a log's
+// fence in its bucket (NewFence) use conditional writes (If-None-Match and
+// If-Match on PUT) as the compare-and-swap. It lets an operator run Mosaic on object storage alone,
 // without a database, while keeping the guarantee that two processes
 // pointed at one log can never both advance it.
 //
 // Each log's checkpoint is one object, "<prefix>lock/<hex log ID>", in the
-// bucket of an s3.Config. The bucket may be the one the log's tiles go to,
+// bucket of a Config. The bucket may be the one the log's tiles go to,
 // but the lock objects must not be writable by anyone else: the lock
 // backend is trusted. A private bucket or prefix is best.
 //
 // Not every service that speaks S3 enforces conditional writes (AWS S3,
 // MinIO, Cloudflare R2 and Tigris do; older Ceph RGW and many others
 // ignore the headers and overwrite). A service that ignores them would turn
-// the compare-and-swap into a blind write and allow a fork, so New tests
+// the compare-and-swap into a blind write and allow a fork, so NewLock tests
 // the service and refuses one that does not enforce them.
-package s3lock
 
 import (
 	"bytes"
@@ -28,43 +29,42 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/lock"
 	"github.com/mosaic-ct/mosaic/internal/storage"
-	"github.com/mosaic-ct/mosaic/internal/storage/s3"
 )
 
-// Backend is a lock.Backend on an S3 bucket. It is safe for concurrent use,
+// Lock is a lock.Backend on an S3 bucket. It is safe for concurrent use,
 // and any number of processes may share a bucket.
-type Backend struct {
-	store  *s3.Store
+type Lock struct {
+	store  *Store
 	prefix string // "lock/" or "fence/"
 	// atomic is false only for a fence on a service that does not enforce
 	// conditional writes (see NewFence).
 	atomic bool
 
 	mu    sync.Mutex
-	known map[string]version // the last version of each object this process wrote or read
+	known map[string]lockVersion // the last lockVersion of each object this process wrote or read
 }
 
-// version is an object's content hash and its ETag: a PUT with If-Match of
+// lockVersion is an object's content hash and its ETag: a PUT with If-Match of
 // that ETag replaces exactly that content, with no GET first.
-type version struct {
+type lockVersion struct {
 	sum  [32]byte
 	etag string
 }
 
-var _ lock.Backend = (*Backend)(nil)
+var _ lock.Backend = (*Lock)(nil)
 
-// objectOptions are stored with lock objects (s3.Store adds Cache-Control:
+// lockObjectOptions are stored with lock objects (Store adds Cache-Control:
 // no-store to conditional writes, so no cache ever answers for them).
-var objectOptions = storage.PutOptions{ContentType: "text/plain; charset=utf-8"}
+var lockObjectOptions = storage.PutOptions{ContentType: "text/plain; charset=utf-8"}
 
 // New connects to the bucket in cfg (checking it as s3.New does) and
 // verifies that the service enforces conditional writes.
-func New(ctx context.Context, cfg s3.Config) (*Backend, error) {
-	store, err := s3.New(ctx, cfg)
+func NewLock(ctx context.Context, cfg Config) (*Lock, error) {
+	store, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{store: store, prefix: "lock/", atomic: true, known: map[string]version{}}
+	b := &Lock{store: store, prefix: "lock/", atomic: true, known: map[string]lockVersion{}}
 	if err := b.checkConditionalWrites(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -83,12 +83,12 @@ func New(ctx context.Context, cfg s3.Config) (*Backend, error) {
 // That still stops a second writer that starts after the first has moved
 // the fence (the usual operator mistake); only two writers racing within
 // one round could both pass. The caller should warn.
-func NewFence(ctx context.Context, cfg s3.Config) (*Backend, error) {
-	store, err := s3.New(ctx, cfg)
+func NewFence(ctx context.Context, cfg Config) (*Lock, error) {
+	store, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{store: store, prefix: "fence/", atomic: true, known: map[string]version{}}
+	b := &Lock{store: store, prefix: "fence/", atomic: true, known: map[string]lockVersion{}}
 	if err := b.checkConditionalWrites(ctx, cfg); err != nil {
 		var ue *unsupportedError
 		if !errors.As(err, &ue) {
@@ -100,7 +100,7 @@ func NewFence(ctx context.Context, cfg s3.Config) (*Backend, error) {
 }
 
 // Atomic reports whether Create and Replace are atomic in the service.
-func (b *Backend) Atomic() bool { return b.atomic }
+func (b *Lock) Atomic() bool { return b.atomic }
 
 // unsupportedError is returned by checkConditionalWrites when the service
 // ignores the conditions.
@@ -111,7 +111,7 @@ func (e *unsupportedError) Error() string { return e.msg }
 // checkConditionalWrites writes a probe object and then tries to overwrite
 // it with If-None-Match: * and with If-Match of a wrong ETag. Both must be
 // refused with 412 Precondition Failed.
-func (b *Backend) checkConditionalWrites(ctx context.Context, cfg s3.Config) error {
+func (b *Lock) checkConditionalWrites(ctx context.Context, cfg Config) error {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	key := b.prefix + ".probe-" + hex.EncodeToString(rnd[:])
@@ -121,14 +121,14 @@ func (b *Backend) checkConditionalWrites(ctx context.Context, cfg s3.Config) err
 			"It cannot be a lock backend, as a fork would be possible; use PostgreSQL or the embedded database for the lock instead",
 			cfg.Endpoint, cfg.Bucket, what)}
 	}
-	if _, err := b.store.PutIfAbsent(ctx, key, []byte("probe 1"), objectOptions); err != nil {
+	if _, err := b.store.PutIfAbsent(ctx, key, []byte("probe 1"), lockObjectOptions); err != nil {
 		return fmt.Errorf("s3lock: checking conditional writes: %w", err)
 	}
-	_, err := b.store.PutIfAbsent(ctx, key, []byte("probe 2"), objectOptions)
+	_, err := b.store.PutIfAbsent(ctx, key, []byte("probe 2"), lockObjectOptions)
 	if err == nil {
 		return unsupported("a PUT with If-None-Match: * overwrote an existing object")
 	}
-	if !errors.Is(err, s3.ErrPreconditionFailed) {
+	if !errors.Is(err, ErrPreconditionFailed) {
 		return fmt.Errorf("s3lock: checking conditional writes: %w", err)
 	}
 	_, etag, err := b.store.GetWithETag(ctx, key)
@@ -139,38 +139,38 @@ func (b *Backend) checkConditionalWrites(ctx context.Context, cfg s3.Config) err
 	if etag == wrong {
 		wrong = "11111111111111111111111111111111"
 	}
-	_, err = b.store.PutIfMatch(ctx, key, []byte("probe 3"), objectOptions, wrong)
+	_, err = b.store.PutIfMatch(ctx, key, []byte("probe 3"), lockObjectOptions, wrong)
 	if err == nil {
 		return unsupported("a PUT with If-Match of a wrong ETag overwrote the object")
 	}
-	if !errors.Is(err, s3.ErrPreconditionFailed) {
+	if !errors.Is(err, ErrPreconditionFailed) {
 		return fmt.Errorf("s3lock: checking conditional writes: %w", err)
 	}
-	if _, err := b.store.PutIfMatch(ctx, key, []byte("probe 4"), objectOptions, etag); err != nil {
+	if _, err := b.store.PutIfMatch(ctx, key, []byte("probe 4"), lockObjectOptions, etag); err != nil {
 		return fmt.Errorf("s3lock: checking conditional writes: a PUT with If-Match of the current ETag failed: %w", err)
 	}
 	return nil
 }
 
-func (b *Backend) key(logID [32]byte) string { return b.prefix + hex.EncodeToString(logID[:]) }
+func (b *Lock) key(logID [32]byte) string { return b.prefix + hex.EncodeToString(logID[:]) }
 
-// remember records the version of the object at k that this process
+// remember records the lockVersion of the object at k that this process
 // last wrote or read; forget drops it.
-func (b *Backend) remember(k string, data []byte, etag string) {
+func (b *Lock) remember(k string, data []byte, etag string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if etag == "" {
 		delete(b.known, k)
 		return
 	}
-	b.known[k] = version{sha256.Sum256(data), etag}
+	b.known[k] = lockVersion{sha256.Sum256(data), etag}
 }
 
-func (b *Backend) forget(k string) { b.remember(k, nil, "") }
+func (b *Lock) forget(k string) { b.remember(k, nil, "") }
 
 // Fetch returns the log's current checkpoint, or an error wrapping
 // lock.ErrLogNotFound.
-func (b *Backend) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
+func (b *Lock) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
 	k := b.key(logID)
 	data, etag, err := b.store.GetWithETag(ctx, k)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -187,7 +187,7 @@ func (b *Backend) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
 // Create stores the log's first checkpoint with a PUT conditional on no
 // object existing (If-None-Match: *), so of concurrent Creates exactly one
 // succeeds; the others fail with lock.ErrConflict.
-func (b *Backend) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
+func (b *Lock) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
 	k := b.key(logID)
 	if !b.atomic {
 		if _, err := b.store.Get(ctx, k); err == nil {
@@ -195,17 +195,17 @@ func (b *Backend) Create(ctx context.Context, logID [32]byte, checkpoint []byte)
 		} else if !errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("s3lock: creating log %x: %w", logID, err)
 		}
-		if err := b.store.Put(ctx, k, checkpoint, objectOptions); err != nil {
+		if err := b.store.Put(ctx, k, checkpoint, lockObjectOptions); err != nil {
 			return fmt.Errorf("s3lock: creating log %x: %w", logID, err)
 		}
 		return nil
 	}
-	etag, err := b.store.PutIfAbsent(ctx, k, checkpoint, objectOptions)
+	etag, err := b.store.PutIfAbsent(ctx, k, checkpoint, lockObjectOptions)
 	if err == nil {
 		b.remember(k, checkpoint, etag)
 		return nil
 	}
-	if errors.Is(err, s3.ErrPreconditionFailed) {
+	if errors.Is(err, ErrPreconditionFailed) {
 		if b.appliedByUs(ctx, err, k, checkpoint) {
 			return nil
 		}
@@ -231,7 +231,7 @@ func (b *Backend) Create(ctx context.Context, logID [32]byte, checkpoint []byte)
 // accepted. A 412 on a remembered ETag is not yet a conflict (another
 // write may have stored the same bytes under a new ETag): the GET path
 // decides. In steady state a round costs one conditional PUT and no GET.
-func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
+func (b *Lock) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
 	k := b.key(logID)
 	if !b.atomic {
 		return b.replaceUnconditionally(ctx, logID, k, old, new)
@@ -240,12 +240,12 @@ func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) 
 	v, ok := b.known[k]
 	b.mu.Unlock()
 	if ok && v.sum == sha256.Sum256(old) {
-		etag, err := b.store.PutIfMatch(ctx, k, new, objectOptions, v.etag)
+		etag, err := b.store.PutIfMatch(ctx, k, new, lockObjectOptions, v.etag)
 		switch {
 		case err == nil:
 			b.remember(k, new, etag)
 			return nil
-		case errors.Is(err, s3.ErrPreconditionFailed):
+		case errors.Is(err, ErrPreconditionFailed):
 			if b.appliedByUs(ctx, err, k, new) {
 				return nil
 			}
@@ -270,12 +270,12 @@ func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) 
 	if !bytes.Equal(cur, old) {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
 	}
-	etag, err = b.store.PutIfMatch(ctx, k, new, objectOptions, etag)
+	etag, err = b.store.PutIfMatch(ctx, k, new, lockObjectOptions, etag)
 	switch {
 	case err == nil:
 		b.remember(k, new, etag)
 		return nil
-	case errors.Is(err, s3.ErrPreconditionFailed):
+	case errors.Is(err, ErrPreconditionFailed):
 		if b.appliedByUs(ctx, err, k, new) {
 			return nil
 		}
@@ -291,7 +291,7 @@ func (b *Backend) Replace(ctx context.Context, logID [32]byte, old, new []byte) 
 
 // replaceUnconditionally is Replace on a service that ignores conditions
 // (a fence only; see NewFence): read, compare, write.
-func (b *Backend) replaceUnconditionally(ctx context.Context, logID [32]byte, k string, old, new []byte) error {
+func (b *Lock) replaceUnconditionally(ctx context.Context, logID [32]byte, k string, old, new []byte) error {
 	cur, err := b.store.Get(ctx, k)
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w (%w)", logID, lock.ErrConflict, lock.ErrLogNotFound)
@@ -302,7 +302,7 @@ func (b *Backend) replaceUnconditionally(ctx context.Context, logID [32]byte, k 
 	if !bytes.Equal(cur, old) {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: the stored checkpoint is not the expected one: %w", logID, lock.ErrConflict)
 	}
-	if err := b.store.Put(ctx, k, new, objectOptions); err != nil {
+	if err := b.store.Put(ctx, k, new, lockObjectOptions); err != nil {
 		return fmt.Errorf("s3lock: replacing checkpoint of log %x: %w", logID, err)
 	}
 	return nil
@@ -315,8 +315,8 @@ func (b *Backend) replaceUnconditionally(ctx context.Context, logID [32]byte, k 
 // wrote, the write is in place and durable, so the call succeeded: whoever
 // wrote those bytes, the stored checkpoint is the one the caller intended.
 // Without a retried attempt, a precondition failure is always a conflict.
-func (b *Backend) appliedByUs(ctx context.Context, err error, k string, want []byte) bool {
-	var pe *s3.PreconditionError
+func (b *Lock) appliedByUs(ctx context.Context, err error, k string, want []byte) bool {
+	var pe *PreconditionError
 	if !errors.As(err, &pe) || !pe.Retried {
 		return false
 	}
