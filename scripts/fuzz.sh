@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh                      # all targets, 2s each (what CI runs)
 #   FUZZTIME=1m scripts/fuzz.sh          # all targets, a minute each
-#   scripts/fuzz.sh ./internal/chain     # only this package's targets
+#   scripts/fuzz.sh ./internal/log/chain     # only this package's targets
 #
 # A failing target's input is written by Go to
 # <package>/testdata/fuzz/<FuzzTarget>/<hash>; the script carries on with

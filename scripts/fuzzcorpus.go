@@ -3,7 +3,7 @@
 // fuzzcorpus writes the committed seed corpora of Mosaic's fuzz targets
 // (internal/*/testdata/fuzz/FuzzX/<name>) from real entries of the
 // navigli2025h2 production log in testdata/ and from chains minted
-// by the fixed test CA (internal/testca/fixedca). Run it from the repository
+// by the fixed test CA (internal/tools/testca/fixedca). Run it from the repository
 // root:
 //
 //	go run scripts/fuzzcorpus.go
@@ -34,12 +34,12 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/sct"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testca/fixedca"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca/fixedca"
 )
 
 const navigli = "testdata/navigli2025h2"
@@ -351,7 +351,7 @@ func genSequencer(d *navigliData, _ *minter) {
 	// checksum (FuzzDecodeBundle seals it), holding the real partial hash
 	// tile and gzipped data tile: the parent checkpoint (length-prefixed),
 	// a count, then length-prefixed keys and data, every length a uvarint
-	// (see internal/sequencer/staging.go).
+	// (see internal/log/sequencer/staging.go).
 	var zdata bytes.Buffer
 	zw := gzip.NewWriter(&zdata)
 	zw.Write(d.partialData)

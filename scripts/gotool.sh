@@ -10,7 +10,7 @@
 #   TOOL_BIN_VAR  the environment variable that names the binary's path
 #
 # The binary goes to $TOOL_BIN_VAR's path if set, else to $(go env GOBIN)
-# or $(go env GOPATH)/bin, which is where internal/testenv looks for it
+# or $(go env GOPATH)/bin, which is where internal/testkit/testenv looks for it
 # (then on PATH).
 
 tool_bin() {

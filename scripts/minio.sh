@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MinIO for Mosaic's integration tests and for trying the S3 backends by hand.
 #
-# Mosaic's tests (internal/testenv) start their own MinIO server processes on
+# Mosaic's tests (internal/testkit/testenv) start their own MinIO server processes on
 # 127.0.0.1 with throwaway data directories and credentials; all they need is
 # the binary. This script builds it from source with the Go toolchain at a
 # pinned version, because the only registry we rely on is the Go module proxy
@@ -17,7 +17,7 @@
 #                                          (default minioadmin/minioadmin)
 #
 # The binary goes to $MINIO_BIN if set, else to $(go env GOBIN) or
-# $(go env GOPATH)/bin, which is where internal/testenv looks for it (then
+# $(go env GOPATH)/bin, which is where internal/testkit/testenv looks for it (then
 # on PATH).
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pebble, Let's Encrypt's small ACME test server, for Mosaic's ACME tests.
 #
-# Mosaic's tests (internal/testenv) start their own Pebble processes on
+# Mosaic's tests (internal/testkit/testenv) start their own Pebble processes on
 # 127.0.0.1, each with a fresh config that points its TLS-ALPN-01 validation
 # at the test's listener; all they need is the binary. This script builds it
 # from source with the Go toolchain at a pinned version, because the only
@@ -13,7 +13,7 @@
 #   bash scripts/pebble.sh path        print the binary's path (exit 1 if missing)
 #
 # The binary goes to $PEBBLE_BIN if set, else to $(go env GOBIN) or
-# $(go env GOPATH)/bin, which is where internal/testenv looks for it (then
+# $(go env GOPATH)/bin, which is where internal/testkit/testenv looks for it (then
 # on PATH).
 set -euo pipefail
 

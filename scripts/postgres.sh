@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL for Mosaic's integration tests, on a Debian machine.
 #
-# The PostgreSQL lock and dedup backend (internal/db/postgres) is tested
-# against a real server: internal/testenv connects to
+# The PostgreSQL lock and dedup backend (internal/state/postgres) is tested
+# against a real server: internal/testkit/testenv connects to
 #
 #     postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 #

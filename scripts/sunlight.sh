@@ -32,7 +32,7 @@
 # The binaries go to $SUNLIGHT_DIR if set, else to
 # ${XDG_CACHE_HOME:-~/.cache}/mosaic/sunlight-v0.9.0-<hash>/bin, <hash>
 # naming the helpers' sources, so that editing them means a new build;
-# internal/testenv asks this script's `path` for it.
+# internal/testkit/testenv asks this script's `path` for it.
 set -euo pipefail
 
 SUNLIGHT_MODULE="filippo.io/sunlight"

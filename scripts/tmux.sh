@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tmux for the hammer's terminal tests (internal/hammer/tui_tmux_test.go),
+# tmux for the hammer's terminal tests (internal/tools/hammer/tui_tmux_test.go),
 # which run `mosaic hammer` in a real terminal, type keys and read the
 # screen. Under CI (CI=true) those tests fail without tmux, so CI runs this
 # first; it does nothing when tmux is already there.

@@ -27,10 +27,10 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/p256key"
-	"github.com/mosaic-ct/mosaic/internal/retry"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/retry"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
 
 // Size limits for fetched objects, so that a broken or hostile log cannot

@@ -7,8 +7,8 @@ import (
 	"log"
 	"net/http/httptest"
 
-	"github.com/mosaic-ct/mosaic/internal/fakelog"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

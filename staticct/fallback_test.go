@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/fakelog"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fakelog"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/fakelog"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fakelog"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

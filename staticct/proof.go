@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
 
 // CheckConsistency verifies that the tree of checkpoint newer extends the

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/mosaic-ct/mosaic/internal/p256key"
-	"github.com/mosaic-ct/mosaic/internal/sct"
+	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
 )
 
 // appendAddChainRequest appends the RFC 6962 §4.1 add-chain (and §4.2

@@ -1,9 +1,9 @@
 package staticct
 
 import (
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/sct"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
 
 // Checkpoint is the body of a checkpoint (c2sp.org/tlog-checkpoint): its

@@ -1,7 +1,7 @@
 package staticct
 
 import (
-	"github.com/mosaic-ct/mosaic/internal/buildinfo"
+	"github.com/mosaic-ct/mosaic/internal/base/buildinfo"
 )
 
 // ProjectURL is the contact URL in Mosaic's User-Agent strings, so that a

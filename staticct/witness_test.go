@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/fakelog"
-	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fakelog"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

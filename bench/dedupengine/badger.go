@@ -7,7 +7,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
-	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 )
 
 // badgerEngine keeps each record under "k", the log ID and the key, in a

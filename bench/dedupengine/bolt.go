@@ -4,8 +4,8 @@ import (
 	"context"
 	"path/filepath"
 
-	"github.com/mosaic-ct/mosaic/internal/db/bolt"
-	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/bolt"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 )
 
 // boltEngine is Mosaic's embedded database, as `serve` opens it.

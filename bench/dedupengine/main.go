@@ -1,5 +1,5 @@
 // Command dedupengine compares dedup cache engines at size (issue 27 §2):
-// Mosaic's embedded database (internal/db/bolt: a journal, sorted runs and
+// Mosaic's embedded database (internal/state/bolt: a journal, sorted runs and
 // Bloom filters in a bbolt file) against two kept embedded LSM trees,
 // Pebble v2 and Badger v4, each used as a dedup.Store would need it:
 // every round's Put durable (fsynced) when it returns, and a key already
@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 )
 
 // engine is a dedup cache for one log, as the comparison uses it.

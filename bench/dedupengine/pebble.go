@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 
-	"github.com/mosaic-ct/mosaic/internal/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 )
 
 // pebbleEngine keeps each record under "k", the log ID and the key, and

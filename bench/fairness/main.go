@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/fairtest"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fairtest"
 )
 
 func main() {

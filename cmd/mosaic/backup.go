@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mosaic-ct/mosaic/internal/server"
+	"github.com/mosaic-ct/mosaic/internal/process/server"
 )
 
 // runBackup implements `mosaic backup`.

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mosaic-ct/mosaic/internal/server"
+	"github.com/mosaic-ct/mosaic/internal/process/server"
 )
 
 // runCache implements `mosaic cache rebuild`.

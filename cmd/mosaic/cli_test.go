@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
 )
 
 // TestCLIConventions: every command answers -h with its usage on standard

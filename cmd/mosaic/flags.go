@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
 )
 
 // errHelpShown is returned by a command whose help was asked for (-h): its

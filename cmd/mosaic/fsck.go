@@ -11,12 +11,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/mosaic-ct/mosaic/internal/fsck"
+	"github.com/mosaic-ct/mosaic/internal/tools/fsck"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // runFsck implements `mosaic fsck`: parse flags, check the log with
-// internal/fsck, print a summary, fail if anything is wrong.
+// internal/tools/fsck, print a summary, fail if anything is wrong.
 func runFsck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	var tg target

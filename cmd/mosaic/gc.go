@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
 )
 
 // tuneGC sets the garbage collector's target heap growth to percent unless
@@ -57,7 +57,7 @@ func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 //
 //   - Raised by the embedded databases' dedup filters (filters returns
 //     their bytes): live heap that grows with the logs, about 1.25 bytes
-//     per entry (internal/db/bolt, filter.go), 125 MB at 10⁸ entries. The
+//     per entry (internal/state/bolt, filter.go), 125 MB at 10⁸ entries. The
 //     base stays room for everything else.
 //   - Never below liveFloor of the live heap and goroutine stacks (live
 //     returns them, liveBytes in production): connections are live data

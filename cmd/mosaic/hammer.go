@@ -17,13 +17,13 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/mosaic-ct/mosaic/internal/h1client"
-	"github.com/mosaic-ct/mosaic/internal/hammer"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tools/h1client"
+	"github.com/mosaic-ct/mosaic/internal/tools/hammer"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
-// runHammer implements `mosaic hammer`: parse flags, run internal/hammer,
+// runHammer implements `mosaic hammer`: parse flags, run internal/tools/hammer,
 // print a summary, write the report, fail if any verification failed.
 func runHammer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hammer", flag.ContinueOnError)
@@ -48,7 +48,7 @@ func runHammer(ctx context.Context, args []string) error {
 	reconnect := fs.Bool("reconnect", false, "open a new connection (over HTTPS: a new TLS handshake) for every request, as clients without keep-alive do; with many -workers, a reconnect storm")
 	resume := fs.Bool("resume", false, "with -reconnect over HTTPS: resume TLS sessions (abbreviated handshakes), as most TLS clients that reconnect do")
 	http1 := fs.Bool("http1", false, "over HTTPS, use HTTP/1.1 instead of negotiating HTTP/2")
-	leanHTTP := fs.Bool("lean-http", true, "send HTTP/1.1 requests on the worker's own goroutine (internal/h1client) rather than through net/http's Transport, which costs the hammer more CPU; HTTPS without -http1 and -reconnect always use net/http")
+	leanHTTP := fs.Bool("lean-http", true, "send HTTP/1.1 requests on the worker's own goroutine (internal/tools/h1client) rather than through net/http's Transport, which costs the hammer more CPU; HTTPS without -http1 and -reconnect always use net/http")
 	id := fs.String("id", "", "hammer ID mixed into serial numbers: give hammers on different machines different IDs")
 
 	poll := fs.Duration("poll", 50*time.Millisecond, "mean checkpoint polling interval (the resolution of time-to-integrate)")

@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/mosaic-ct/mosaic/internal/roots"
-	"github.com/mosaic-ct/mosaic/internal/server"
+	"github.com/mosaic-ct/mosaic/internal/log/roots"
+	"github.com/mosaic-ct/mosaic/internal/process/server"
 )
 
 // runRoots implements `mosaic roots remove`.

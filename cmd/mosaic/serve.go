@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/server"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/process/server"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mosaic-ct/mosaic/internal/buildinfo"
+	"github.com/mosaic-ct/mosaic/internal/base/buildinfo"
 )
 
 // runVersion implements `mosaic version`.

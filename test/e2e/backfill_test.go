@@ -17,9 +17,9 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
-	"github.com/mosaic-ct/mosaic/internal/sequencer"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // backfillEntries is how many submissions the backfill tests make before

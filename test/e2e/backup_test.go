@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 func fileHash(t *testing.T, path string) [32]byte {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/clock"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/base/clock"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // metricLines returns the lines of the /metrics page (or any page) at url.

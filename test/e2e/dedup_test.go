@@ -9,9 +9,9 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/mosaic-ct/mosaic/internal/config"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // TestLegacyDedupCacheUpgrade: a log whose dedup cache was written with
@@ -35,7 +35,7 @@ func TestLegacyDedupCacheUpgrade(t *testing.T) {
 
 	// Turn the cache into the old format: the same records under keys
 	// truncated to 16 bytes, in the old bucket. They are in the dedup
-	// cache's runs (internal/db/bolt/runs.go: per log, per run, blocks of
+	// cache's runs (internal/state/bolt/runs.go: per log, per run, blocks of
 	// 48-byte records named 'k' and their last key, each ending with a
 	// 4-byte checksum), which are deleted.
 	cfgPath := filepath.Join(dir, devmode.ConfigFile)

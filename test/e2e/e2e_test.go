@@ -21,9 +21,9 @@ import (
 	"github.com/google/certificate-transparency-go/tls"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // submission is one accepted submission and what the log must have logged.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/fairtest"
+	"github.com/mosaic-ct/mosaic/internal/testkit/fairtest"
 )
 
 // TestFewAddressesCannotLockOut is issue 25's attack on the real binary,

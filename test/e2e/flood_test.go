@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // Flood parameters. The log takes pool_size entries per period when the

@@ -21,12 +21,12 @@ import (
 	"github.com/google/certificate-transparency-go/tls"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
-	"github.com/mosaic-ct/mosaic/internal/tile"
-	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/network/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 

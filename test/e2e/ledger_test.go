@@ -18,14 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/hammer"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/sct"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/internal/tools/hammer"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -206,7 +206,7 @@ const publishWait = 10 * time.Second
 //
 // The log answers a round's submitters once the round is committed and
 // its tiles are written, and publishes the round's checkpoint just after
-// (internal/sequencer: commit, tiles, dedup records, answers, checkpoint),
+// (internal/log/sequencer: commit, tiles, dedup records, answers, checkpoint),
 // so an SCT received a moment ago may be ahead of the public checkpoint.
 // check therefore first waits, up to publishWait, for a checkpoint that
 // covers the highest acknowledged index. That does not excuse a lost

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/keys"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 )
 
 // TestMLDSA44Checkpoint runs the real binary: the dev log's checkpoint

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
 )
 
 // The partition tests (issue 25 §3) run one log on MinIO + PostgreSQL with

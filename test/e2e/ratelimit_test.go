@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // clientFrom is an HTTP client whose connections come from the loopback

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 func b64(chain ...[]byte) map[string][]string {

@@ -25,10 +25,10 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/tile"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // setDevLogField sets a field of the (only) log in a dev log's config

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/testca"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // configuredLog is a log in a temporary directory with its own config file,
@@ -178,7 +178,7 @@ type ccadbServer struct {
 
 func newCCADBServer(t *testing.T, extra ...*testca.CA) *ccadbServer {
 	t.Helper()
-	fixture, err := os.ReadFile("../../internal/roots/testdata/ccadb-roots.csv")
+	fixture, err := os.ReadFile("../../internal/log/roots/testdata/ccadb-roots.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

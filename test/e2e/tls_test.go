@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
@@ -283,7 +283,7 @@ func TestDevTLS(t *testing.T) {
 		t.Error("a client that does not trust the dev certificate connected")
 	}
 	// Through net/http's Transport (HTTP/2 negotiated), then with -http1
-	// through the hammer's lean HTTP/1.1 transport (internal/h1client).
+	// through the hammer's lean HTTP/1.1 transport (internal/tools/h1client).
 	for _, extra := range [][]string{nil, {"-http1"}} {
 		args := append([]string{"hammer", "-dev", dir, "-ui=false", "-rate", "50", "-count", "40", "-drain", "20s"}, extra...)
 		out, err := exec.Command(mosaicBinary(t), args...).CombinedOutput()

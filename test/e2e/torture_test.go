@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/hammer"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/internal/tools/hammer"
 )
 
 // tortureKills is how many times the torture test kills the log.

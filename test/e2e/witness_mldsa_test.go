@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/network/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // TestWitnessesMLDSA44 configures the real binary with an ML-DSA-44

@@ -16,11 +16,11 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/devmode"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/network/witness/witnesstest"
+	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // cosignedBy waits until the published checkpoint covers size entries and

@@ -18,10 +18,10 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/mosaic-ct/mosaic/internal/checkpoint"
-	"github.com/mosaic-ct/mosaic/internal/keys"
-	"github.com/mosaic-ct/mosaic/internal/testca"
-	"github.com/mosaic-ct/mosaic/internal/testenv"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
 // witnessProcess is a `mosaic serve -config` process running only a

@@ -1,0 +1,620 @@
+// Package witnessd is Mosaic's witness server (c2sp.org/tlog-witness v1):
+// it cosigns the checkpoints of the logs it is configured to witness, with
+// an Ed25519 cosignature/v1 key and an ML-DSA-44 key
+// (c2sp.org/tlog-cosignature), after checking each checkpoint's log
+// signature and its consistency with the last checkpoint it cosigned for
+// that log. `mosaic serve` runs it from the config's witness: section
+// (package server routes its paths to Handler); package witness is the
+// other side, the log's client that asks witnesses for cosignatures.
+//
+// Its one safety property is that it never cosigns two inconsistent
+// checkpoints of a log. The latest cosigned (size, root hash) of each log
+// is kept in a Store (the embedded database or PostgreSQL), and the move
+// to a new checkpoint is a compare-and-swap on it, committed durably
+// before any cosignature leaves the process (see addCheckpoint).
+package witnessd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
+	"github.com/mosaic-ct/mosaic/internal/format/tlogwitness"
+)
+
+// Store keeps the witness's state: per log, keyed by the SHA-256 of its
+// origin, the latest checkpoint it cosigned, in this package's encoding.
+// The embedded database (bolt.DB) and PostgreSQL (postgres.DB) implement
+// it.
+type Store interface {
+	// WitnessState returns the state stored under key, nil if none.
+	WitnessState(ctx context.Context, key [32]byte) ([]byte, error)
+	// UpdateWitnessState calls f with the state stored under key (nil if
+	// none) and stores f's result, atomically: no other update of key
+	// comes between f's read and the write, and the write is durable
+	// when it returns nil. If f fails nothing changes. f may be called
+	// more than once.
+	UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur []byte) ([]byte, error)) error
+}
+
+// Log is one log the witness cosigns.
+type Log struct {
+	// Origin is the log's checkpoint origin line.
+	Origin string
+	// Keys are the vkeys of the log's checkpoint signatures the witness
+	// trusts (Ed25519 note, type 0x01, or ML-DSA-44, type 0x06), each
+	// named by the origin; one valid signature by any of them suffices.
+	Keys []string
+}
+
+// Config configures a Witness.
+type Config struct {
+	// Name is the witness's name, the key name of its cosignatures.
+	Name string
+	// Keys are its cosigning keys.
+	Keys *keys.CosignerKeys
+	// Logs are the logs it witnesses.
+	Logs []Log
+	// LogLists are witness-network log lists (files or https:// URLs)
+	// that add logs to Logs (see LoadLogLists and RunLogLists).
+	LogLists []string
+	// HTTPClient fetches the log lists (http.DefaultClient if nil).
+	HTTPClient *http.Client
+	// Store keeps the latest cosigned checkpoint of each log.
+	Store Store
+	// RateLimit bounds each client's requests (Rate 0: no limit).
+	RateLimit netlimit.ClientLimitConfig
+	// Registerer registers the metrics (none if nil).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// Now is the clock cosignatures are timestamped with (time.Now if
+	// nil).
+	Now func() time.Time
+}
+
+// Witness serves add-checkpoint and the monitoring checkpoints.
+type Witness struct {
+	name string
+	cs   *checkpoint.Cosigner
+	// logs are the witnessed logs by origin. The map is never changed
+	// once stored: AddLogs stores a new one (under addMu), so a request
+	// reads it without a lock.
+	logs  atomic.Pointer[map[string]*witnessedLog]
+	addMu sync.Mutex
+	// cosigners verify the witness's own cosignatures (sign-subtree's
+	// reference checkpoints).
+	cosigners note.Verifiers
+	store     Store
+	lists     logLists
+	limit     *netlimit.ClientLimiter
+	now       func() time.Time
+	log       *slog.Logger
+	metrics   metrics
+}
+
+// logLists are the witness-network log lists a Witness reads.
+type logLists struct {
+	sources []string
+	client  *http.Client
+	warned  map[string]bool // entries left out, logged once; only LoadLogLists uses it, at startup and then from RunLogLists
+	errors  *prometheus.CounterVec
+	logs    prometheus.Gauge
+}
+
+type witnessedLog struct {
+	origin    string
+	key       [32]byte // the store key: SHA-256 of the origin
+	keys      []string // its vkeys, sorted
+	verifiers note.Verifiers
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	size     *prometheus.GaugeVec
+}
+
+// Results of add-checkpoint requests, the result label of
+// mosaic_witness_server_requests_total.
+const (
+	resultOK           = "ok"
+	resultConflict     = "conflict"      // 409: another old size
+	resultBadRequest   = "bad_request"   // 400, 413
+	resultUnknownLog   = "unknown_log"   // 404
+	resultForbidden    = "forbidden"     // 403
+	resultInconsistent = "inconsistent"  // 422
+	resultRateLimited  = "rate_limited"  // 429
+	resultError        = "error"         // 5xx
+	unknownLogLabel    = "(unknown log)" // the log label of requests for no configured log
+)
+
+// New returns a Witness, or an error naming what is wrong in cfg.
+func New(ctx context.Context, cfg Config) (*Witness, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Keys == nil || cfg.Store == nil {
+		return nil, errors.New("the witness needs its keys and a state store")
+	}
+	cs, err := checkpoint.NewCosigner(cfg.Name, cfg.Keys.Ed25519, cfg.Keys.MLDSA44)
+	if err != nil {
+		return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
+	}
+	w := &Witness{name: cfg.Name, cs: cs,
+		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
+	// The witness's own cosignatures, which sign-subtree's reference
+	// checkpoint must carry.
+	var own []note.Verifier
+	for _, vkey := range w.VerifierKeys() {
+		v, err := checkpoint.ParseCosignerKey(vkey)
+		if err != nil {
+			return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
+		}
+		own = append(own, v)
+	}
+	w.cosigners = note.VerifierList(own...)
+	w.metrics = metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_witness_server_requests_total",
+			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), inconsistent (422), rate_limited, error.",
+		}, []string{"log", "result"}),
+		size: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mosaic_witness_server_cosigned_tree_size",
+			Help: "The tree size of the latest checkpoint this process's witness cosigned, by log origin.",
+		}, []string{"log"}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(w.metrics.requests); err != nil {
+			return nil, err
+		}
+		if err := cfg.Registerer.Register(w.metrics.size); err != nil {
+			return nil, err
+		}
+	}
+	w.lists = logLists{sources: cfg.LogLists, client: cfg.HTTPClient, warned: map[string]bool{},
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mosaic_witness_server_log_list_errors_total",
+			Help: "Reads of a witness-network log list (witness.log_lists) that failed, by list.",
+		}, []string{"list"}),
+		logs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_witness_server_logs",
+			Help: "The logs this process's witness witnesses: configured and from log lists.",
+		}),
+	}
+	if w.lists.client == nil {
+		w.lists.client = http.DefaultClient
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{w.lists.errors, w.lists.logs} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w.logs.Store(&map[string]*witnessedLog{})
+	seen := map[string]bool{}
+	for _, l := range cfg.Logs {
+		if seen[l.Origin] {
+			return nil, fmt.Errorf("witness log %q is listed twice", l.Origin)
+		}
+		seen[l.Origin] = true
+	}
+	if _, skipped, err := w.AddLogs(ctx, cfg.Logs); err != nil {
+		return nil, err
+	} else if len(skipped) > 0 {
+		return nil, skipped[0]
+	}
+	w.lists.logs.Set(float64(w.Logs()))
+	return w, nil
+}
+
+// newLog checks one log's keys: each is an Ed25519 note or ML-DSA-44 vkey
+// named by the origin.
+func newLog(l Log) (*witnessedLog, error) {
+	var vs []note.Verifier
+	for _, k := range l.Keys {
+		v, err := checkpoint.ParseVerifierKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("witness log %q: %w", l.Origin, err)
+		}
+		if v.Name() != l.Origin {
+			return nil, fmt.Errorf("witness log %q: a key is named %q, not the log's origin", l.Origin, v.Name())
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("witness log %q: no keys", l.Origin)
+	}
+	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: slices.Sorted(slices.Values(l.Keys)), verifiers: note.VerifierList(vs...)}, nil
+}
+
+// AddLogs starts witnessing the logs it is given that the witness does not
+// know yet (from a log list; New adds the configured ones). It returns
+// how many it added, and why it skipped others: a log it cannot verify
+// with the keys given, or a log it knows under other keys. err is a state
+// store that cannot be read.
+//
+// Safe against a list that is wrong or hostile: it only adds. A log's keys
+// never change once it is witnessed (a list that names other keys for a
+// known origin is skipped), so no list can make the witness accept
+// checkpoints signed by keys other than those it first trusted for that
+// origin, nor reset a log's state: the stored (size, hash) of an origin
+// is kept whatever list names it, and a log dropped from a list is still
+// witnessed until the process restarts without it.
+func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped []error, err error) {
+	w.addMu.Lock()
+	defer w.addMu.Unlock()
+	cur := *w.logs.Load()
+	next := maps.Clone(cur)
+	for _, l := range logs {
+		wl, err := newLog(l)
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		if known, ok := next[l.Origin]; ok {
+			if !slices.Equal(known.keys, wl.keys) {
+				skipped = append(skipped, fmt.Errorf("witness log %q: listed with other keys than the witness trusts for it; it keeps those", l.Origin))
+			}
+			continue
+		}
+		st, err := w.state(ctx, wl)
+		if err != nil {
+			return 0, skipped, err
+		}
+		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
+		next[l.Origin] = wl
+		added++
+	}
+	if added > 0 {
+		w.logs.Store(&next)
+	}
+	return added, skipped, nil
+}
+
+// Logs returns how many logs the witness witnesses.
+func (w *Witness) Logs() int { return len(*w.logs.Load()) }
+
+// VerifierKeys returns the witness's vkeys: Ed25519 cosignature/v1 (type
+// 0x04), then ML-DSA-44 (type 0x06).
+func (w *Witness) VerifierKeys() []string { return w.cs.VerifierKeys() }
+
+// StateKey is the Store key of the log with this origin: its SHA-256, the
+// <origin hash> of the monitoring checkpoint URL.
+func StateKey(origin string) [32]byte { return sha256.Sum256([]byte(origin)) }
+
+// state is a log's stored state: the latest cosigned checkpoint's size
+// and root hash, and the note served to monitors (the checkpoint with the
+// log's verified signatures and the witness's cosignatures).
+type state struct {
+	size int64
+	hash tlog.Hash
+	note []byte
+}
+
+// emptyHash is the root hash of the empty tree (RFC 6962 §2.1): the state
+// of a log never cosigned, from which any checkpoint is consistent.
+var emptyHash = tlog.Hash(sha256.Sum256(nil))
+
+// stateVersion is the first byte of an encoded state.
+const stateVersion = 1
+
+func (s state) encode() []byte {
+	b := make([]byte, 0, 1+8+32+len(s.note))
+	b = append(b, stateVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.size))
+	b = append(b, s.hash[:]...)
+	return append(b, s.note...)
+}
+
+// decodeState decodes a stored state; nil is the never-cosigned state.
+func decodeState(b []byte) (state, error) {
+	if b == nil {
+		return state{hash: emptyHash}, nil
+	}
+	if len(b) < 1+8+32 || b[0] != stateVersion || binary.BigEndian.Uint64(b[1:]) > 1<<63-1 {
+		return state{}, errors.New("the stored witness state is corrupt")
+	}
+	s := state{size: int64(binary.BigEndian.Uint64(b[1:])), note: b[41:]}
+	copy(s.hash[:], b[9:41])
+	return s, nil
+}
+
+func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
+	b, err := w.store.WitnessState(ctx, l.key)
+	if err != nil {
+		return state{}, fmt.Errorf("reading the witness state of %s: %w", l.origin, err)
+	}
+	s, err := decodeState(b)
+	if err != nil {
+		return state{}, fmt.Errorf("log %s: %w", l.origin, err)
+	}
+	return s, nil
+}
+
+// Check reads the state store, for /health.
+func (w *Witness) Check(ctx context.Context) error {
+	for _, l := range *w.logs.Load() {
+		if _, err := w.state(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// httpError is a refusal: a status code, a one-sentence message and the
+// metric result.
+type httpError struct {
+	code   int
+	result string
+	msg    string
+	// size is the witness's size, for a 409.
+	size int64
+	// retryAfter is seconds, for a 429.
+	retryAfter int
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func refuse(code int, result, format string, args ...any) *httpError {
+	return &httpError{code: code, result: result, msg: fmt.Sprintf(format, args...)}
+}
+
+// Handler serves the witness under prefix (a path ending in "/"):
+// POST add-checkpoint, POST sign-subtree and GET <origin hash>/checkpoint. Owns says which
+// paths are its.
+func (w *Witness) Handler(prefix string) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rest, _ := strings.CutPrefix(r.URL.Path, prefix)
+		switch {
+		case rest == "add-checkpoint" || rest == "sign-subtree":
+			if r.Method != http.MethodPost {
+				rw.Header().Set("Allow", http.MethodPost)
+				http.Error(rw, "The "+rest+" endpoint takes POST requests.", http.StatusMethodNotAllowed)
+				return
+			}
+			if rest == "add-checkpoint" {
+				w.serveAddCheckpoint(rw, r)
+			} else {
+				w.serveSignSubtree(rw, r)
+			}
+		case strings.HasSuffix(rest, "/checkpoint") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			w.serveCheckpoint(rw, r, strings.TrimSuffix(rest, "/checkpoint"))
+		default:
+			http.NotFound(rw, r)
+		}
+	})
+}
+
+// Owns reports whether path is one of the witness's under prefix.
+func Owns(prefix, path string) bool {
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return false
+	}
+	if rest == "add-checkpoint" || rest == "sign-subtree" {
+		return true
+	}
+	h, ok := strings.CutSuffix(rest, "/checkpoint")
+	return ok && len(h) == 2*sha256.Size && strings.Trim(h, "0123456789abcdef") == ""
+}
+
+// serveCheckpoint serves the latest cosigned checkpoint of the log whose
+// origin hashes to originHash (lowercase hex), 404 if none.
+func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request, originHash string) {
+	var key [32]byte
+	if b, err := hex.DecodeString(originHash); err != nil || len(b) != len(key) || hex.EncodeToString(b) != originHash {
+		http.Error(rw, "The path is not <lowercase hex SHA-256 of a log origin>/checkpoint.", http.StatusNotFound)
+		return
+	} else {
+		copy(key[:], b)
+	}
+	b, err := w.store.WitnessState(r.Context(), key)
+	var s state
+	if err == nil {
+		s, err = decodeState(b)
+	}
+	if err != nil {
+		w.log.Error("witness: reading state", "err", err)
+		rw.Header().Set("Retry-After", "5")
+		http.Error(rw, "The witness could not read its state; retry later.", http.StatusServiceUnavailable)
+		return
+	}
+	if len(s.note) == 0 {
+		http.Error(rw, "This witness has cosigned no checkpoint of that log.", http.StatusNotFound)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rw.Header().Set("Cache-Control", "no-store")
+	rw.Write(s.note)
+}
+
+func (w *Witness) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
+	label := unknownLogLabel
+	lines, err := w.addCheckpoint(r, &label)
+	w.respond(rw, label, lines, err)
+}
+
+// respond writes the signature lines of a request for log label, or its
+// refusal, and counts it.
+func (w *Witness) respond(rw http.ResponseWriter, label string, lines []byte, err error) {
+	if err == nil {
+		w.metrics.requests.WithLabelValues(label, resultOK).Inc()
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.Write(lines)
+		return
+	}
+	var he *httpError
+	if !errors.As(err, &he) {
+		w.log.Error("witness: request failed", "log", label, "err", err)
+		he = &httpError{code: http.StatusServiceUnavailable, result: resultError, retryAfter: 5,
+			msg: "The witness could not read or store its state; retry later."}
+	}
+	w.metrics.requests.WithLabelValues(label, he.result).Inc()
+	if he.code == http.StatusConflict {
+		rw.Header().Set("Content-Type", "text/x.tlog.size")
+		rw.WriteHeader(http.StatusConflict)
+		fmt.Fprintf(rw, "%d\n", he.size)
+		return
+	}
+	if he.retryAfter > 0 {
+		rw.Header().Set("Retry-After", strconv.Itoa(he.retryAfter))
+	}
+	http.Error(rw, he.msg, he.code)
+}
+
+// addCheckpoint handles one request and returns the cosignature lines, or
+// an *httpError (any other error is the store's). label is set to the
+// log's origin once the request is known to be for a configured log.
+func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) {
+	req, err := readRequest(w, r, tlogwitness.ParseAddCheckpoint)
+	if err != nil {
+		return nil, err
+	}
+	cp := req.Checkpoint
+	l, err := w.lookup(cp, label)
+	if err != nil {
+		return nil, err
+	}
+	// Cost bound: note.Open reads at most 100 signature lines and
+	// verifies each of the log's (few) keys at most once; lines by other
+	// keys are skipped unverified.
+	n, err := note.Open(req.Note, l.verifiers)
+	var unverified *note.UnverifiedNoteError
+	var invalid *note.InvalidSignatureError
+	switch {
+	case errors.As(err, &unverified):
+		return nil, refuse(http.StatusForbidden, resultForbidden, "The checkpoint carries no signature by a key this witness trusts for the log.")
+	case errors.As(err, &invalid):
+		return nil, refuse(http.StatusForbidden, resultForbidden, "A signature by a key of the log does not verify.")
+	case err != nil:
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint is not a well-formed signed note.")
+	}
+	if req.Old > cp.Size {
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The old size %d is larger than the checkpoint's size %d.", req.Old, cp.Size)
+	}
+	if cp.Size == 0 && cp.Hash != emptyHash {
+		return nil, refuse(http.StatusUnprocessableEntity, resultInconsistent, "A checkpoint of size 0 must have the empty tree's root hash.")
+	}
+	if req.Old == 0 && len(req.Proof) != 0 {
+		return nil, refuse(http.StatusUnprocessableEntity, resultInconsistent, "A request from old size 0 must not carry a consistency proof.")
+	}
+	// A first look at the state without the lock, so that a client that
+	// is behind gets its 409 without costing two signatures; the check
+	// that counts is the one inside the update below.
+	cur, err := w.state(r.Context(), l)
+	if err != nil {
+		return nil, err
+	}
+	if err := consistent(cur, req); err != nil {
+		return nil, err
+	}
+	sigs, err := w.cosign(cp)
+	if err != nil {
+		return nil, err
+	}
+	monitored := []byte(n.Text + "\n")
+	for _, s := range n.Sigs {
+		monitored = fmt.Appendf(monitored, "— %s %s\n", s.Name, s.Base64)
+	}
+	monitored = append(monitored, sigs...)
+	next := state{size: cp.Size, hash: cp.Hash, note: monitored}.encode()
+	// SAFETY: the one place the witness's view of a log moves, and the
+	// reason it never cosigns two inconsistent checkpoints. The
+	// cosignatures above exist only in this goroutine's memory; they are
+	// returned only if this update commits. UpdateWitnessState runs the
+	// check and the write in one transaction that excludes every other
+	// update of this log, in this process or any other on the same
+	// PostgreSQL database (bolt.DB and postgres.DB say why), and makes
+	// the write durable before it returns. consistent requires the
+	// request's old size to be the stored size and the checkpoint to
+	// extend the stored (size, root hash) by a verified consistency
+	// proof, or to equal it. So the stored checkpoints form one chain,
+	// each consistent with the one before, and every cosignature ever
+	// returned is of a checkpoint in that chain, whatever the
+	// interleaving of requests, restarts and kill -9 (a crash before the
+	// commit returned nothing; after it, the state holds). Two requests
+	// racing from the same stored state: the first to commit moves it,
+	// and the second's check then fails (409), so it returns nothing.
+	err = w.store.UpdateWitnessState(r.Context(), l.key, func(b []byte) ([]byte, error) {
+		cur, err := decodeState(b)
+		if err != nil {
+			return nil, err
+		}
+		if err := consistent(cur, req); err != nil {
+			return nil, err
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.metrics.size.WithLabelValues(l.origin).Set(float64(cp.Size))
+	return sigs, nil
+}
+
+// consistent checks that the checkpoint in req may follow cur: req.Old is
+// cur's size, and the checkpoint is cur's or extends it (by req.Proof).
+func consistent(cur state, req *tlogwitness.AddCheckpoint) error {
+	cp := req.Checkpoint
+	switch {
+	case req.Old != cur.size:
+		return &httpError{code: http.StatusConflict, result: resultConflict, size: cur.size,
+			msg: fmt.Sprintf("The witness's latest cosigned size is %d.", cur.size)}
+	case cp.Size == cur.size:
+		if cp.Hash != cur.hash {
+			return refuse(http.StatusUnprocessableEntity, resultInconsistent, "The checkpoint has the size of the one the witness cosigned but another root hash.")
+		}
+	case cur.size > 0:
+		if err := tlog.CheckTree(req.Proof, cp.Size, cp.Hash, cur.size, cur.hash); err != nil {
+			return refuse(http.StatusUnprocessableEntity, resultInconsistent, "The consistency proof from size %d to %d does not verify.", cur.size, cp.Size)
+		}
+	}
+	return nil
+}
+
+// cosign returns the witness's cosignature lines on cp: Ed25519
+// cosignature/v1 over the note text (extension lines included), and
+// ML-DSA-44 over the subtree/v1 message of (origin, 0, size, hash), both
+// timestamped now (in seconds; never zero, as tlog-witness requires).
+func (w *Witness) cosign(cp tlogwitness.Checkpoint) ([]byte, error) {
+	ts := uint64(max(w.now().Unix(), 1))
+	return cosigned(w.cs.CosignTree([]byte(cp.Text), cp.Origin, cp.Size, cp.Hash, ts))
+}
+
+// cosigned turns a Cosigner's refusal of its input into the client's 400.
+func cosigned(lines []byte, err error) ([]byte, error) {
+	if errors.Is(err, checkpoint.ErrNotCosignable) {
+		return nil, refuse(http.StatusBadRequest, resultBadRequest, "The checkpoint cannot be cosigned: %s.", err)
+	}
+	return lines, err
+}
+
+// capitalize makes a parser error the start of a sentence.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

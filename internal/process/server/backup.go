@@ -1,0 +1,411 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/base/fsync"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
+	"github.com/mosaic-ct/mosaic/internal/state/bolt"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/lock"
+)
+
+// A backup of the embedded database is only ever restorable as the
+// latest state of the logs whose lock it holds: the lock backend is
+// trusted, and a copy of it that is behind the log's storage would sign a
+// second history. The storage's fence (see the sequencer's package doc)
+// makes mosaic serve refuse such a copy; Restore refuses it up front, so
+// that a stale backup never replaces a good database.
+
+// embeddedDB is one embedded database file a config uses.
+type embeddedDB struct {
+	path string        // as the config names it (resolved by config.Load)
+	abs  string        // absolute
+	logs []*config.Log // the logs with their lock or dedup cache in it
+}
+
+// usesEmbedded reports whether lc keeps its lock or its dedup cache in the
+// embedded database (the dedup cache is in PostgreSQL when a DSN is set).
+func usesEmbedded(c *config.Config, lc *config.Log) bool {
+	return lc.Lock == "database" || c.PostgresFor(lc) == ""
+}
+
+// pickDatabase returns the embedded database named by want (a path), or
+// the only one the config uses when want is empty.
+func pickDatabase(c *config.Config, want string) (*embeddedDB, error) {
+	byAbs := map[string]*embeddedDB{}
+	for i := range c.Logs {
+		lc := &c.Logs[i]
+		if !usesEmbedded(c, lc) {
+			continue
+		}
+		p := c.DatabaseFor(lc)
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if byAbs[abs] == nil {
+			byAbs[abs] = &embeddedDB{path: p, abs: abs}
+		}
+		byAbs[abs].logs = append(byAbs[abs].logs, lc)
+	}
+	var all []string
+	for abs := range byAbs {
+		all = append(all, abs)
+	}
+	sort.Strings(all)
+	switch {
+	case len(all) == 0:
+		return nil, errors.New("no log in the config uses an embedded database: back up PostgreSQL with pg_dump (see docs/CONFIG.md, \"Backups\")")
+	case want == "" && len(all) == 1:
+		return byAbs[all[0]], nil
+	case want == "":
+		return nil, fmt.Errorf("the config uses %d embedded databases; choose one with -database: %q", len(all), all)
+	}
+	abs, err := filepath.Abs(want)
+	if err != nil {
+		return nil, err
+	}
+	if db := byAbs[abs]; db != nil {
+		return db, nil
+	}
+	return nil, fmt.Errorf("-database: no log in the config uses %s; its embedded databases are %q", want, all)
+}
+
+// Backup writes a consistent copy of an embedded database (database, or
+// the config's only one) to out, which must not exist. A database no
+// process holds is copied directly; one that mosaic serve holds is copied
+// by that process, through its debug listener, while it keeps sequencing.
+// The copy is then checked: every log whose lock it holds has a checkpoint
+// there that verifies with the log's key. It returns a report, one line
+// per fact.
+func Backup(ctx context.Context, c *config.Config, database, out string) ([]string, error) {
+	db, err := pickDatabase(c, database)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return nil, fmt.Errorf("-o: %s already exists; a backup never overwrites a file, choose a new name", out)
+	}
+	tmp, f, err := createTemp(out)
+	if err != nil {
+		return nil, fmt.Errorf("-o: %w", err)
+	}
+	defer os.Remove(tmp)
+	defer f.Close()
+	var how string
+	src, err := bolt.OpenReadOnly(db.path, time.Second)
+	if err == nil {
+		// Held read-only, so no mosaic serve merges them meanwhile.
+		if jerr := refuseJournals(db.path, "the last mosaic serve using it did not stop cleanly; start mosaic serve with it (it merges them) and stop it, then back it up"); jerr != nil {
+			src.Close()
+			return nil, jerr
+		}
+	}
+	switch {
+	case err == nil:
+		_, err = src.WriteBackup(f, nil)
+		src.Close()
+		how = "copied directly (no process held it)"
+	case errors.Is(err, bolt.ErrLocked):
+		if c.Debug == nil {
+			return nil, fmt.Errorf("%w; to back it up while it serves, give it a debug listener (debug: {listen: %s} in the config, then restart it), or stop it first",
+				err, config.DefaultDebugListen)
+		}
+		err = fetchHotBackup(ctx, c.Debug.Listen, db.abs, f)
+		how = "hot copy from the running mosaic serve (debug listener " + c.Debug.Listen + ")"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copying %s: %w", db.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	report, err := checkBackup(ctx, c, db, tmp)
+	if err != nil {
+		return nil, fmt.Errorf("the copy of %s is not usable: %w", db.path, err)
+	}
+	// Link, not rename: it fails rather than replace a file created
+	// meanwhile.
+	if err := os.Link(tmp, out); err != nil {
+		return nil, fmt.Errorf("-o: %w", err)
+	}
+	if err := fsync.Dir(filepath.Dir(out)); err != nil {
+		return nil, err
+	}
+	return append([]string{fmt.Sprintf("backed up %s to %s: %s", db.path, out, how)}, report...), nil
+}
+
+// createTemp creates an exclusive, private temporary file next to path.
+func createTemp(path string) (string, *os.File, error) {
+	b := make([]byte, 6)
+	rand.Read(b)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial-"+hex.EncodeToString(b))
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	return tmp, f, err
+}
+
+// fetchHotBackup asks the mosaic serve at debugAddr for a copy of the
+// database at abs and writes it to w.
+//
+// It is only asked when the database file is locked, that is when a
+// process that can open it (its owner: the file is 0600) holds it; that
+// process's configured debug address cannot be held by anyone else
+// meanwhile. The copy is checked against the logs' keys before it is
+// kept (checkBackup).
+func fetchHotBackup(ctx context.Context, debugAddr, abs string, w io.Writer) error {
+	u := "http://" + debugAddr + BackupPath + "?database=" + url.QueryEscape(abs)
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+	if err != nil {
+		return fmt.Errorf("the database is held by a running process, and its debug listener could not be reached: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("the debug listener at %s answered %s: %s", debugAddr, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if got := resp.Header.Get(BackupDatabaseHeader); got != abs {
+		return fmt.Errorf("the debug listener at %s sent a copy of %q, not of %s (is another process listening there?)", debugAddr, got, abs)
+	}
+	if resp.ContentLength < 0 {
+		return errors.New("the debug listener did not say how long the copy is")
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return fmt.Errorf("receiving the copy: %w", err)
+	}
+	if n != resp.ContentLength {
+		return fmt.Errorf("the copy was cut short (%d of %d bytes)", n, resp.ContentLength)
+	}
+	return nil
+}
+
+// checkBackup opens the copy at path of the embedded database db and
+// checks that it belongs to the config's logs: each log whose lock it
+// holds has a checkpoint there that verifies with the log's key and
+// origin. It reports each log's tree size.
+func checkBackup(ctx context.Context, c *config.Config, db *embeddedDB, path string) ([]string, error) {
+	cp, err := bolt.OpenReadOnly(path, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Close()
+	var report []string
+	for _, lc := range db.logs {
+		k, err := keys.Load(lc.Key)
+		if err != nil {
+			return nil, fmt.Errorf("log %s: key: %w", lc.Name, err)
+		}
+		sub, err := config.ParsePrefix(lc.SubmissionPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("log %s: submission_prefix: %w", lc.Name, err)
+		}
+		id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
+		verify, err := id.Verifier()
+		if err != nil {
+			return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		logID := k.LogID()
+		if lc.Lock == "database" {
+			signed, err := cp.Fetch(ctx, logID)
+			if errors.Is(err, lock.ErrLogNotFound) {
+				return nil, fmt.Errorf("log %s: it has no checkpoint for this log's key (log ID %s): it is not this log's database, or the key changed",
+					lc.Name, hex.EncodeToString(logID[:]))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+			}
+			v, err := verify(signed)
+			if err != nil {
+				return nil, fmt.Errorf("log %s: its checkpoint does not verify with the log's key and origin %q: %w", lc.Name, id.Origin, err)
+			}
+			report = append(report, fmt.Sprintf("log %s: tree size %d, checkpoint of %s, signed by the log's key",
+				lc.Name, v.Size, time.UnixMilli(int64(v.Timestamp)).UTC().Format(time.RFC3339)))
+		}
+		if c.PostgresFor(lc) == "" {
+			if err := cp.Check(ctx, logID); errors.Is(err, dedup.ErrNeedsRebuild) {
+				report = append(report, fmt.Sprintf("log %s: its dedup cache must be rebuilt after a restore (%v)", lc.Name, err))
+			} else if err != nil {
+				return nil, fmt.Errorf("log %s: dedup cache: %w", lc.Name, err)
+			}
+		}
+	}
+	return report, nil
+}
+
+// Restore replaces an embedded database (database, or the config's only
+// one) with the backup at from, only if the logs would continue from it:
+// the backup must verify with the logs' keys (as Backup checks), and
+// loading each of its logs against the log's storage must succeed exactly
+// as mosaic serve would, which refuses a backup older than the storage
+// (see the comment at the top of this file). No process may hold the
+// database. The replaced file is kept next to it as
+// NAME.before-restore-TIME. It returns a report, one line per fact.
+func Restore(ctx context.Context, c *config.Config, database, from string, logger *slog.Logger) ([]string, error) {
+	db, err := pickDatabase(c, database)
+	if err != nil {
+		return nil, err
+	}
+	report, err := checkBackup(ctx, c, db, from)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a usable backup for this config: %w", from, err)
+	}
+	// A copy of a crashed database file (a snapshot of its directory, not
+	// a mosaic backup) lacks the dedup records in the journals beside it.
+	if err := refuseJournals(from, "restore a copy made by mosaic backup instead (the database this was copied from merges them the next time mosaic serve starts with it, and can then be backed up)"); err != nil {
+		return nil, err
+	}
+	// Hold the live database, so that no mosaic serve starts meanwhile.
+	_, statErr := os.Stat(db.path)
+	live := statErr == nil
+	if live {
+		guard, err := bolt.OpenReadOnly(db.path, time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("%w; stop mosaic serve before restoring", err)
+		}
+		defer guard.Close()
+	}
+	tmp, f, err := createTemp(db.path)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp)
+	src, err := os.Open(from)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	_, err = io.Copy(f, src)
+	src.Close()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copying %s: %w", from, err)
+	}
+
+	// Load every log that uses the database from the candidate copy, as
+	// serve would. Whatever Load changes (adopting a round the storage's
+	// fence holds, republishing the checkpoint) is what serve would do
+	// too; a stale backup is refused before anything is written.
+	cand, err := bolt.Open(tmp)
+	if err != nil {
+		return nil, err
+	}
+	b := newBackends()
+	b.bolt[db.path] = cand
+	err = func() error {
+		defer b.close()
+		for _, lc := range db.logs {
+			p, err := openLog(ctx, c, lc, b, nil, logger)
+			if err != nil {
+				return err
+			}
+			// Load creates a missing fence at the lock's checkpoint:
+			// from a backup that could be stale, that would lock
+			// the real database out. Only serve may create it.
+			if _, err := p.seqCfg.Fence.Fetch(ctx, p.log.LogID); errors.Is(err, lock.ErrLogNotFound) {
+				return fmt.Errorf("log %s: its storage has no fence yet (it was last sequenced by an older Mosaic), so whether the backup is its latest state cannot be checked; "+
+					"start the log once with its current database, or copy the backup into place by hand if you know it is the latest", lc.Name)
+			} else if err != nil {
+				return fmt.Errorf("log %s: reading the storage's fence: %w", lc.Name, err)
+			}
+			p.seqCfg.Restoring = true
+			seq, err := sequencer.Load(ctx, p.seqCfg)
+			if err != nil {
+				return explainStale(ctx, lc.Name, p.seqCfg, err)
+			}
+			if lc.Lock == "database" {
+				report = append(report, fmt.Sprintf("log %s: continues its storage from tree size %d", lc.Name, seq.Published().Size))
+			}
+			seq.Close()
+		}
+		return nil
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("%s cannot be restored (%s is unchanged): %w", from, db.path, err)
+	}
+	// Dedup journals beside the replaced database hold its records, not
+	// the backup's: they go with it. (A journal names the database file
+	// it belongs to, but a backup of this database has the same ID, and
+	// Open would merge them into it.)
+	old := db.path + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	if live {
+		if err := os.Rename(db.path, old); err != nil {
+			return nil, err
+		}
+		report = append(report, "the replaced database is kept as "+old)
+	}
+	if n, err := bolt.MoveJournals(db.path, old); err != nil {
+		return nil, err
+	} else if n > 0 && live {
+		report = append(report, fmt.Sprintf("its %d dedup journal file(s) are kept beside it as %s.journal.*", n, old))
+	} else if n > 0 {
+		report = append(report, fmt.Sprintf("%d dedup journal file(s) without a database file are kept as %s.journal.*", n, old))
+	}
+	if err := os.Rename(tmp, db.path); err != nil {
+		return nil, err
+	}
+	if err := fsync.Dir(filepath.Dir(db.path)); err != nil {
+		return nil, err
+	}
+	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil
+}
+
+// refuseJournals returns an error if dedup journals lie beside the database
+// file at path: the file lacks their records until mosaic serve merges
+// them. next says what to do about it.
+func refuseJournals(path, next string) error {
+	js, err := bolt.Journals(path)
+	if err != nil {
+		return err
+	}
+	if len(js) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s has dedup records in %d journal file(s) beside it (%s) that are not merged into it yet; %s",
+		path, len(js), filepath.Base(js[0]), next)
+}
+
+// explainStale adds to a Load error, when the backup's checkpoint is
+// behind the storage's fence, what that means for a restore.
+func explainStale(ctx context.Context, name string, cfg sequencer.Config, err error) error {
+	_, committed, cerr := sequencer.Committed(ctx, cfg)
+	signed, ferr := cfg.Fence.Fetch(ctx, cfg.LogID)
+	if cerr != nil || ferr != nil {
+		return err
+	}
+	fence, verr := cfg.Verify(signed)
+	if verr != nil || fence.Size <= committed.Size {
+		return err
+	}
+	return fmt.Errorf("log %s: the backup (tree size %d) is older than the log's storage (tree size %d): the log went on after it was taken, "+
+		"and continuing from it would sign a second, different tree (a fork); only a backup of the latest state can be restored: %w",
+		name, committed.Size, fence.Size, err)
+}

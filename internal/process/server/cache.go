@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
+)
+
+// selectLogs returns the logs of c named in names, or all of them when names
+// is empty; a name that is not in the config is an error.
+func selectLogs(c *config.Config, names []string) ([]*config.Log, error) {
+	if len(names) == 0 {
+		logs := make([]*config.Log, len(c.Logs))
+		for i := range c.Logs {
+			logs[i] = &c.Logs[i]
+		}
+		return logs, nil
+	}
+	var logs []*config.Log
+	for _, n := range names {
+		found := false
+		for i := range c.Logs {
+			if c.Logs[i].Name == n {
+				logs = append(logs, &c.Logs[i])
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("log %q is not in the config", n)
+		}
+	}
+	return logs, nil
+}
+
+// RebuildDedup rebuilds the dedup cache of the named logs (all logs when
+// names is empty) from their data tiles; see sequencer.RebuildDedup.
+func RebuildDedup(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+	return forEachLog(ctx, c, names, logger, func(lc *config.Log, p *logParts) error {
+		start := time.Now()
+		last := start
+		n, err := sequencer.RebuildDedup(ctx, p.seqCfg, func(done, total int64) {
+			if time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				logger.Info("rebuilding the dedup cache", "log", lc.Name, "entries", done, "of", total)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		logger.Info("rebuilt the dedup cache", "log", lc.Name, "entries", n, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	})
+}

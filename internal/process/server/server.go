@@ -1,0 +1,902 @@
+// Package server assembles a Mosaic process from its config: it opens each
+// log's key, roots, storage and database, rebuilds the sequencers, and serves
+// every log's HTTP endpoints on the configured listeners until it is told to
+// stop, at which point it sequences what is pending and exits cleanly.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mosaic-ct/mosaic/internal/base/clock"
+	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
+	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/procs"
+	"github.com/mosaic-ct/mosaic/internal/http/httpapi"
+	"github.com/mosaic-ct/mosaic/internal/http/leanhttp"
+	"github.com/mosaic-ct/mosaic/internal/log/chain"
+	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
+	"github.com/mosaic-ct/mosaic/internal/log/roots"
+	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/network/witness"
+	"github.com/mosaic-ct/mosaic/internal/process/config"
+	"github.com/mosaic-ct/mosaic/internal/state/bolt"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/lock"
+	"github.com/mosaic-ct/mosaic/internal/state/postgres"
+	"github.com/mosaic-ct/mosaic/internal/state/storage"
+	"github.com/mosaic-ct/mosaic/internal/state/storage/cache"
+	"github.com/mosaic-ct/mosaic/internal/state/storage/s3"
+)
+
+// backends opens and shares the databases logs use.
+type backends struct {
+	bolt     map[string]*bolt.DB
+	postgres map[string]*postgres.DB
+	// clock is the time logs sign (the system clock unless a test skews
+	// it), and refs check it against each PostgreSQL database's clock,
+	// setting skew (mosaic_clock_skew_seconds, if not nil).
+	clock clock.Clock
+	refs  map[string]*clock.Reference
+	skew  prometheus.Gauge
+	// backfillPause is the test hook sequencer.BackfillPauseEnv (zero
+	// unless a test sets it).
+	backfillPause time.Duration
+}
+
+func newBackends() *backends {
+	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{},
+		clock: clock.System{}, refs: map[string]*clock.Reference{}}
+}
+
+// reference returns the check of b.clock against the database at dsn,
+// opened with postgresDB.
+func (b *backends) reference(dsn string) *clock.Reference {
+	if r, ok := b.refs[dsn]; ok {
+		return r
+	}
+	r := clock.NewReference(b.clock, b.postgres[dsn], 0, b.skew)
+	b.refs[dsn] = r
+	return r
+}
+
+func (b *backends) close() {
+	for _, db := range b.bolt {
+		db.Close()
+	}
+	for _, db := range b.postgres {
+		db.Close()
+	}
+}
+
+func (b *backends) postgresDB(ctx context.Context, dsn string) (*postgres.DB, error) {
+	if db, ok := b.postgres[dsn]; ok {
+		return db, nil
+	}
+	db, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	b.postgres[dsn] = db
+	return db, nil
+}
+
+func (b *backends) database(path string) (*bolt.DB, error) {
+	if db, ok := b.bolt[path]; ok {
+		return db, nil
+	}
+	db, err := bolt.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	b.bolt[path] = db
+	return db, nil
+}
+
+// logParts is a log opened from its config, before its sequencer is loaded.
+type logParts struct {
+	log    *ctlog.Log
+	seqCfg sequencer.Config
+	pg     *postgres.DB // the log's PostgreSQL database, if it has one
+	// ref checks the process's clock against pg's (nil without pg).
+	ref *clock.Reference
+	// roots keeps the log's accepted roots; loadRoots makes the log's
+	// Validator from them (serve only: create and cache rebuild do not
+	// validate chains).
+	roots   *roots.Manager
+	refresh time.Duration
+	policy  chain.Policy
+}
+
+// openLog opens everything one log needs. reg may be nil (no metrics).
+func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends, reg prometheus.Registerer, logger *slog.Logger) (*logParts, error) {
+	field := func(name string, err error) error {
+		return fmt.Errorf("log %s: %s: %w", lc.Name, name, err)
+	}
+	sub, err := config.ParsePrefix(lc.SubmissionPrefix)
+	if err != nil {
+		return nil, field("submission_prefix", err)
+	}
+	mon, err := config.ParsePrefix(lc.MonitoringPrefix)
+	if err != nil {
+		return nil, field("monitoring_prefix", err)
+	}
+	k, err := keys.Load(lc.Key)
+	if err != nil {
+		return nil, field("key", err)
+	}
+	policy, err := chainPolicy(lc)
+	if err != nil {
+		return nil, field("policy", err)
+	}
+	exempt, err := c.PerClientExempt()
+	if err != nil {
+		return nil, fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
+	var logReg prometheus.Registerer
+	if reg != nil {
+		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
+	}
+	var store, readStore storage.Backend
+	var s3cfg s3.Config
+	// s3For returns the S3 config for one client of the bucket; the
+	// "client" label on mosaic_storage_requests_total tells the sequencer's
+	// requests from the read path's and the lock's.
+	s3For := func(client string) s3.Config {
+		c := s3cfg
+		if logReg != nil {
+			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"client": client}, logReg)
+		}
+		return c
+	}
+	if lc.Storage.S3 != nil {
+		s3cfg = s3Config(lc.Storage.S3)
+	}
+	if store, err = openStore(ctx, lc.Storage, s3For, "sequencer"); err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	fence, atomic, err := openFence(ctx, store, s3For)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	if !atomic {
+		logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
+			"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
+			"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
+	}
+	if logReg != nil {
+		store = storage.Instrument(store, logReg)
+	}
+	readStore = store
+	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
+		rs, err := openStore(ctx, lc.Storage, s3For, "read_path")
+		if err != nil {
+			return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		readStore = rs
+		if lc.Storage.S3.ReadCacheMB > 0 {
+			// Immutable objects (full tiles, issuers) are cached for the
+			// read path; the sequencer never reads from storage in steady
+			// state.
+			readStore = cache.New(rs, int64(lc.Storage.S3.ReadCacheMB)<<20)
+		}
+	}
+
+	var lk lock.Backend
+	var dd dedup.Store
+	var pg *postgres.DB
+	var ref *clock.Reference
+	if dsn := c.PostgresFor(lc); dsn != "" {
+		pg, err = b.postgresDB(ctx, dsn)
+		if err != nil {
+			return nil, field("postgres", err)
+		}
+		ref = b.reference(dsn)
+		dd = pg
+		if lc.Lock == "postgres" {
+			lk = pg
+		}
+	}
+	if dd == nil || lc.Lock == "database" {
+		db, err := b.database(c.DatabaseFor(lc))
+		if err != nil {
+			return nil, field("database", err)
+		}
+		db.SetLogger(logger)
+		if dd == nil {
+			dd = db
+		}
+		if lc.Lock == "database" {
+			lk = db
+		}
+	}
+	if lc.Lock == "s3" {
+		sl, err := s3.NewLock(ctx, s3For("lock"))
+		if err != nil {
+			return nil, field("lock", err)
+		}
+		lk = sl
+	}
+
+	id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
+	verify, err := id.Verifier()
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	l := &ctlog.Log{
+		Name:             lc.Name,
+		SubmissionPrefix: sub,
+		MonitoringPrefix: mon,
+		Origin:           id.Origin,
+		Keys:             k,
+		LogID:            k.LogID(),
+		Storage:          readStore,
+		NotAfterStart:    lc.NotAfterStart,
+		NotAfterLimit:    lc.NotAfterLimit,
+		MMD:              lc.MMD,
+		Description:      lc.Description,
+		IntendedUse:      lc.IntendedUse,
+		TLSOnly:          lc.Policy.TLSOnly(),
+		ReadPath:         *lc.ReadPath,
+		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
+		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
+		Lifecycle:        lifecycleOf(lc),
+		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+	}
+	if lc.RFC6962ReadAPI {
+		hi, ok := dd.(dedup.HashIndex)
+		if !ok {
+			return nil, field("rfc6962_read_api", errors.New("the dedup store has no leaf hash index"))
+		}
+		l.HashIndex = hi
+	}
+	macKey, err := roots.MACKey(k, id.Origin)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+	}
+	rejectFPs, rejectFiles := lc.Roots.RejectList()
+	rm := roots.New(roots.Config{
+		Log: lc.Name, Origin: id.Origin,
+		Sources: lc.Roots.Sources(), Reject: rejectFPs, RejectFiles: rejectFiles,
+		Storage: store, MACKey: macKey, Logger: logger, Registerer: logReg,
+	})
+	var metrics *sequencer.Metrics
+	if logReg != nil {
+		metrics = sequencer.NewMetrics(logReg)
+	}
+	var publisher sequencer.Publisher
+	if w := lc.Witnesses; w != nil {
+		ws := make([]witness.Witness, len(w.List))
+		for i, wi := range w.List {
+			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
+		}
+		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
+			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
+		if err != nil {
+			return nil, field("witnesses", err)
+		}
+		l.Witnesses = witnessStatuses{pub}
+		publisher = pub
+	}
+	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
+	if err != nil {
+		return nil, field("mirrors", err)
+	}
+	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
+		Name:     lc.Name,
+		LogID:    l.LogID,
+		Origin:   id.Origin,
+		Signer:   id.Signer(),
+		Verify:   verify,
+		Storage:  store,
+		Lock:     lk,
+		Dedup:    dd,
+		Fence:    fence,
+		Period:   lc.Period,
+		PoolSize: lc.PoolSize,
+		Timeout:  lc.RoundTimeout,
+		// get-proof-by-hash finds entries by leaf hash: record each one
+		// with its dedup record, before its SCT is issued.
+		HashIndex:     lc.RFC6962ReadAPI,
+		BackfillPause: b.backfillPause,
+		// With witnesses, checkpoints are published once cosigned (or
+		// after witnesses.timeout), by a goroutine rounds never wait for.
+		Publisher: publisher,
+		PartialTileGrace: func() time.Duration {
+			if lc.KeepPartialTiles {
+				return 0
+			}
+			return lc.PartialTileGrace
+		}(),
+		Logger:  logger,
+		Metrics: metrics,
+		Clock:   b.clock,
+	}}
+	if ref != nil {
+		// With PostgreSQL, no round signs a timestamp more than
+		// clock.MaxSkew from the database's clock.
+		p.seqCfg.Reference = ref
+	}
+	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
+	if pusher != nil {
+		// Mirrors get every committed checkpoint and its entries; rounds
+		// never wait for them (fail-open).
+		p.seqCfg.Followers = []sequencer.Publisher{pusher}
+	}
+	return p, nil
+}
+
+// s3Config is the s3.Config of a log's storage.s3.
+func s3Config(sc *config.S3) s3.Config {
+	return s3.Config{
+		Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
+		PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
+		AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
+	}
+}
+
+// forEachLog opens each of the named logs (all logs when names is empty),
+// one at a time with shared backends, and calls fn with it.
+func forEachLog(ctx context.Context, c *config.Config, names []string, logger *slog.Logger, fn func(lc *config.Log, p *logParts) error) error {
+	logs, err := selectLogs(c, names)
+	if err != nil {
+		return err
+	}
+	b := newBackends()
+	defer b.close()
+	for _, lc := range logs {
+		p, err := openLog(ctx, c, lc, b, nil, logger)
+		if err != nil {
+			return err
+		}
+		if err := fn(lc, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateLogs creates the named logs (all logs when names is empty): each gets
+// its first, empty checkpoint. It refuses to touch a log that has state.
+func CreateLogs(ctx context.Context, c *config.Config, names []string, logger *slog.Logger) error {
+	return forEachLog(ctx, c, names, logger, func(lc *config.Log, p *logParts) error {
+		if err := p.roots.CheckFiles(); err != nil {
+			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		if err := sequencer.Create(ctx, p.seqCfg); err != nil {
+			return fmt.Errorf("log %s: %w", lc.Name, err)
+		}
+		// The log's list entry, usable from now on. (A log created
+		// read-only gets its entry when it is first served: it has no
+		// final tree head before.)
+		if st, _ := p.log.Status(time.Now()); st == ctlog.Usable {
+			if _, err := publishListEntry(ctx, p.log, p.seqCfg.Storage); err != nil {
+				return fmt.Errorf("log %s: %w", lc.Name, err)
+			}
+		}
+		logger.Info("created log", "log", lc.Name, "origin", p.log.Origin)
+		return nil
+	})
+}
+
+// Server is a running Mosaic process.
+type Server struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	logs   []*ctlog.Log
+	parts  []*logParts
+	b      *backends
+	api    *httpapi.Server
+	reg    prometheus.Registerer
+	// fast samples the issuer key tables' accepts for every log, so that a
+	// disagreement with crypto/ecdsa turns them off process-wide; nil with
+	// limits.fast_p256: false (no tables).
+	fast *p256key.Guard
+	// The connection caps (see connLimits).
+	maxConns, maxConnsPerClient int
+	// tls are the listeners' certificate sources (nil for plain HTTP),
+	// by listener index; Reload re-reads certificate files.
+	tls []*listenerTLS
+	// witness is the process's witness server (nil without witness:).
+	witness *witnessServer
+	// mirror is the process's mirror (nil without mirror:).
+	mirror *mirrorServer
+}
+
+// registerDedupMetrics registers the embedded databases' dedup runs'
+// metrics, if the process has one.
+func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
+	if len(s.b.bolt) == 0 {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mosaic_dedup_filter_bytes",
+			Help: "Memory the embedded database's dedup filters take (about 1.25 bytes per entry; the default soft memory limit grows by it).",
+		}, func() float64 { return float64(s.DedupFilterBytes()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mosaic_dedup_merge_failures_total",
+			Help: "Background merges of the embedded database's dedup runs that failed (each is logged, and tried again).",
+		}, func() float64 {
+			var n uint64
+			for _, db := range s.b.bolt {
+				n += db.MergeFailures()
+			}
+			return float64(n)
+		}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DedupFilterBytes returns the memory the embedded databases' dedup
+// filters take (bolt.DB.FilterBytes).
+func (s *Server) DedupFilterBytes() int64 {
+	var n int64
+	for _, db := range s.b.bolt {
+		n += db.FilterBytes()
+	}
+	return n
+}
+
+// File descriptors kept out of the connection caps' defaults for storage
+// and databases: the embedded database and PostgreSQL pool, and per log a
+// sequencing round's concurrent tile writes (two descriptors each on a
+// local directory: the file and the directory's fsync) or S3 connections.
+const (
+	fdReserve       = 256
+	fdReservePerLog = 128
+)
+
+// connLimits sets the connection caps from limits.max_connections and
+// limits.max_connections_per_client, or from defaults derived from the
+// file descriptor limit, which it first raises to the hard limit.
+func (s *Server) connLimits() error {
+	fl, err := netlimit.RaiseFileLimit()
+	switch {
+	case err != nil:
+		s.logger.Warn("could not raise the file descriptor limit", "err", err, "soft", fl.Soft, "hard", fl.Hard)
+	case fl.Soft != 0:
+		s.logger.Info("file descriptor limit (RLIMIT_NOFILE)", "soft", fl.Soft, "hard", fl.Hard, "soft_before", fl.Before)
+	}
+	reserve := fdReserve + fdReservePerLog*len(s.cfg.Logs)
+	lim := s.cfg.Limits
+	s.maxConns = lim.MaxConnections
+	if s.maxConns == 0 {
+		if s.maxConns, _, err = netlimit.Defaults(fl.Soft, reserve); err != nil {
+			return err
+		}
+	} else if need := uint64(s.maxConns + reserve + netlimit.MaxRefusing); fl.Soft != 0 && need > fl.Soft {
+		s.logger.Warn("limits.max_connections leaves too few file descriptors for storage and databases: "+
+			"when clients hold that many connections, sequencing may fail; lower it or raise RLIMIT_NOFILE",
+			"max_connections", s.maxConns, "rlimit_nofile", fl.Soft, "wanted_at_least", need)
+	}
+	s.maxConnsPerClient = lim.MaxConnectionsPerClient
+	// A standby forwards submissions to the leader over up to
+	// httpapi.MaxForwardConns connections, all from its address: the
+	// leader must not count them as one client over its cap.
+	forwardConns := 0
+	if s.cfg.Standby != nil {
+		forwardConns = min(httpapi.MaxForwardConns, s.maxConns)
+	}
+	if s.maxConnsPerClient == 0 {
+		s.maxConnsPerClient = max(netlimit.DefaultPerClient(s.maxConns), forwardConns)
+	} else if s.maxConnsPerClient < forwardConns {
+		return fmt.Errorf("limits.max_connections_per_client: %d is too low for standby mode: a standby forwards submissions to the leader over up to %d connections from one address; set at least %d",
+			s.maxConnsPerClient, forwardConns, forwardConns)
+	} else if s.maxConnsPerClient > s.maxConns {
+		s.logger.Info("limits.max_connections_per_client is above the global cap; using the global cap", "max_connections_per_client", s.maxConnsPerClient, "max_connections", s.maxConns)
+		s.maxConnsPerClient = s.maxConns
+	}
+	s.logger.Info("connection limits", "max_connections", s.maxConns, "max_connections_per_client", s.maxConnsPerClient,
+		"write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout, "forward_timeout", s.cfg.ForwardTimeout())
+	return nil
+}
+
+// New opens every log in the config and rebuilds its state. It fails, naming
+// the log and the field, if anything is misconfigured or inconsistent. With
+// standby configured, it only checks that each log exists: which process
+// loads and sequences a log is decided by the lease once Run starts.
+func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &Server{cfg: c, logger: logger, b: newBackends(), reg: reg}
+	if err := registerBuildInfo(reg); err != nil {
+		return nil, err
+	}
+	clk, skew, err := clock.FromOSEnv()
+	if err != nil {
+		return nil, err
+	}
+	if skew != 0 {
+		logger.Warn("TEST HOOK: this process's clock is skewed by "+clock.SkewEnv+"; never set it outside tests", "skew", skew)
+	}
+	s.b.clock = clk
+	if v := os.Getenv(sequencer.BackfillPauseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s=%q is not a positive duration such as 200ms", sequencer.BackfillPauseEnv, v)
+		}
+		logger.Warn("TEST HOOK: the leaf hash index backfill pauses after each data tile ("+sequencer.BackfillPauseEnv+"); never set it outside tests", "pause", d)
+		s.b.backfillPause = d
+	}
+	if anyPostgres(c) {
+		s.b.skew = clock.NewSkewGauge()
+		reg.MustRegister(s.b.skew)
+	}
+	if err := s.connLimits(); err != nil {
+		return nil, err
+	}
+	if c.Limits.UseFastP256() {
+		s.fast = p256key.NewGuard(logger)
+		for _, m := range s.fast.Collectors() {
+			if err := reg.Register(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range c.Listen {
+		lt, err := newListenerTLS(i, &c.Listen[i])
+		if err != nil {
+			return nil, err
+		}
+		s.tls = append(s.tls, lt)
+	}
+	for i := range c.Logs {
+		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
+		if err == nil {
+			p.policy.FastVerify = s.fast
+			err = p.loadRoots(ctx)
+		}
+		if err != nil {
+			s.b.close()
+			return nil, err
+		}
+		if c.Standby != nil {
+			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
+			if err == nil {
+				err = sequencer.CheckDedup(ctx, p.seqCfg)
+			}
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			// Until the elector's first look at the lease, this process
+			// does not know where to relay submissions: /health says so
+			// rather than routing clients to a process that refuses them.
+			p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
+			logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
+		} else {
+			seq, err := sequencer.Load(ctx, p.seqCfg)
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			p.log.SetSequencer(seq)
+			logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
+		}
+		s.logs = append(s.logs, p.log)
+		s.parts = append(s.parts, p)
+	}
+	if c.Witness != nil {
+		if s.witness, err = openWitness(ctx, c, s.b, reg, logger); err != nil {
+			s.b.close()
+			return nil, err
+		}
+	}
+	if c.Mirror != nil {
+		if s.mirror, err = openMirror(ctx, c, reg, logger); err != nil {
+			s.b.close()
+			return nil, err
+		}
+	}
+	if err := s.registerDedupMetrics(reg); err != nil {
+		s.b.close()
+		return nil, err
+	}
+	s.api = httpapi.New(s.logs, logger, reg, reg)
+	if s.witness != nil {
+		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
+	}
+	s.api.ForwardTimeout = c.ForwardTimeout()
+	// With a standby, several processes serve one log's read path (behind
+	// one load balancer, say): each reads the checkpoint from storage for
+	// every request, so that a client going from one to another never sees
+	// the tree shrink (one process's copy in memory can be up to a second
+	// behind what another just read). TestFailover and
+	// TestSkewedClockRefusesToLead's hammers see such rollbacks otherwise.
+	s.api.CheckpointFromStorage = !c.Limits.UseCheckpointInMemory() || c.Standby != nil
+	s.api.Operator = httpapi.Operator{Name: c.Operator.Name, Email: c.Operator.Email}
+	for _, p := range s.parts {
+		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
+	}
+	return s, nil
+}
+
+// anyPostgres reports whether any log has a PostgreSQL database.
+func anyPostgres(c *config.Config) bool {
+	for i := range c.Logs {
+		if c.PostgresFor(&c.Logs[i]) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// advertise returns the URL other processes use to reach this one: the
+// configured one, or one derived from the first listener.
+func (s *Server) advertise(lns []net.Listener) (string, error) {
+	if a := s.cfg.Standby.Advertise; a != "" {
+		return strings.TrimSuffix(a, "/"), nil
+	}
+	if len(lns) == 0 {
+		return "", errors.New("standby.advertise: no listener to derive it from")
+	}
+	addr := lns[0].Addr().(*net.TCPAddr)
+	if addr.IP.IsUnspecified() {
+		return "", fmt.Errorf("standby.advertise: required because listen[0].address (%s) names no specific host; "+
+			"set it (or pass -advertise) to a URL the other processes can reach", addr)
+	}
+	scheme := "http"
+	if s.cfg.Listen[0].TLS() {
+		scheme = "https"
+	}
+	return scheme + "://" + addr.String(), nil
+}
+
+// Logs returns the process's logs.
+func (s *Server) Logs() []*ctlog.Log { return s.logs }
+
+// Listen opens the configured listeners.
+func Listen(c *config.Config) ([]net.Listener, error) {
+	var lns []net.Listener
+	for i, l := range c.Listen {
+		ln, err := net.Listen("tcp", l.Address)
+		if err != nil {
+			for _, o := range lns {
+				o.Close()
+			}
+			return nil, fmt.Errorf("listen[%d].address: %w", i, config.ListenError(l.Address, err,
+				fmt.Sprintf("stop it or choose another address in listen[%d].address (mosaic serve -listen replaces listen[0].address)", i)))
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// Run serves on lns (one per configured listener, in order) until ctx is
+// cancelled, then stops accepting, sequences pending entries, answers the
+// waiting submitters and returns.
+func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
+	defer s.b.close()
+	// One pool of CPU workers for every log's validation and signing
+	// (see ctlog.Workers), set before any listener serves.
+	workers := ctlog.NewWorkers(0)
+	defer workers.Close()
+	for _, l := range s.logs {
+		l.Workers = workers
+	}
+	defer s.api.FlushWarnings()
+	handler := s.api.Handler()
+	if s.witness != nil {
+		handler = s.witness.route(handler)
+		wctx, stopLists := context.WithCancel(ctx)
+		defer stopLists()
+		go s.witness.w.RunLogLists(wctx, s.witness.refresh)
+	}
+	if s.mirror != nil {
+		handler = s.mirror.route(handler)
+		mctx, stopMirror := context.WithCancel(ctx)
+		defer stopMirror()
+		s.mirror.m.Run(mctx)
+	}
+	exempt, err := s.cfg.PerClientExempt()
+	if err != nil {
+		return fmt.Errorf("limits.per_client_exempt: %w", err)
+	}
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: exempt, Registerer: s.reg})
+	if err != nil {
+		return err
+	}
+	debugSrv, err := s.serveDebug()
+	if err != nil {
+		return err
+	}
+	if debugSrv != nil {
+		defer debugSrv.Close()
+	}
+	seqCtx, stopSeq := context.WithCancel(context.Background())
+	defer stopSeq()
+	var wg sync.WaitGroup
+	for _, p := range s.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.roots.Run(seqCtx, p.refresh)
+		}()
+	}
+	seqErrs := make(chan error, len(s.logs))
+	if s.cfg.Standby != nil {
+		address, err := s.advertise(lns)
+		if err != nil {
+			return err
+		}
+		holder := newHolderID()
+		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mosaic_leader",
+			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
+		}, []string{"log"})
+		if err := s.reg.Register(leading); err != nil {
+			return err
+		}
+		for _, p := range s.parts {
+			e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+			e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.run(seqCtx)
+			}()
+		}
+	} else {
+		for _, l := range s.logs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.Sequencer().Run(seqCtx); err != nil {
+					seqErrs <- err
+				}
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.api.RunDashboard(seqCtx)
+	}()
+	// Fewer threads while the load is light (internal/base/procs); the Go
+	// collector's go_sched_gomaxprocs_threads shows how many.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		procs.Run(seqCtx, time.Second)
+	}()
+	for _, p := range s.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
+		}()
+	}
+	var servers []interface{ Shutdown(context.Context) error }
+	if debugSrv != nil {
+		servers = append(servers, debugSrv)
+	}
+	tlsMetrics, err := newTLSMetrics(s.reg)
+	if err != nil {
+		return err
+	}
+	for _, lt := range s.tls {
+		switch {
+		case lt == nil:
+		case lt.files != nil:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.watchFiles(seqCtx, lt)
+			}()
+		case lt.acme != nil:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lt.acme.run(seqCtx, lt.index, s.logger)
+			}()
+		}
+	}
+	serveErrs := make(chan error, len(lns))
+	leanPaths := s.api.SubmissionPaths()
+	for i, ln := range lns {
+		srv := &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			// See config.DefaultWriteTimeout for why the default
+			// write timeout is what it is.
+			WriteTimeout: s.cfg.Limits.WriteTimeout,
+			IdleTimeout:  s.cfg.Limits.IdleTimeout,
+			ConnState:    limiter.ConnState,
+			ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+		}
+		servers = append(servers, srv)
+		lc := s.cfg.Listen[i]
+		refusal := netlimit.Answer503
+		lt := s.tls[i]
+		if lt != nil {
+			refusal = netlimit.CloseOnly
+			// The certificate comes from the reloader or ACME, so it
+			// can be replaced without a restart.
+			srv.TLSConfig = lt.config(srv, tlsMetrics)
+		}
+		ln := limiter.Wrap(ln, refusal)
+		serve := srv.Serve
+		// TLS listeners stay on net/http (package leanhttp says why);
+		// the log line below says which path a listener takes.
+		lean := lt == nil && !s.cfg.Limits.NetHTTPOnly
+		if lean {
+			// Submissions on a lean path, everything else through srv
+			// (package leanhttp says why and how).
+			ls := &leanhttp.Server{HTTP: srv, IsLean: func(p string) bool { return leanPaths[p] }, MaxBody: httpapi.MaxBodyBytes, Logger: s.logger}
+			servers[len(servers)-1] = ls
+			serve = ls.Serve
+		}
+		go func() {
+			var err error
+			if lt != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
+			}
+		}()
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down: sequencing pending entries")
+	case runErr = <-serveErrs:
+	case runErr = <-seqErrs:
+	}
+	// Stop accepting connections and, at the same time, let the sequencers
+	// run their final round, which answers the submitters still waiting
+	// (http.Server.Shutdown waits for their handlers to return).
+	stopSeq()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Shutdown(shutCtx)
+		}()
+	}
+	wg.Wait()
+	close(seqErrs)
+	for err := range seqErrs {
+		runErr = errors.Join(runErr, err)
+	}
+	s.logger.Info("stopped")
+	return runErr
+}
+
+// witnessStatuses is a witness.Publisher as the ctlog.Witnesses the log
+// shows on its dashboard (package ctlog does not import package witness).
+type witnessStatuses struct{ *witness.Publisher }
+
+func (w witnessStatuses) Statuses() []ctlog.WitnessStatus {
+	st := w.Publisher.Statuses()
+	out := make([]ctlog.WitnessStatus, len(st))
+	for i, s := range st {
+		out[i] = ctlog.WitnessStatus(s)
+	}
+	return out
+}

@@ -1,0 +1,793 @@
+package bolt
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
+)
+
+// Sorted runs: why the recent tier is no longer merged into one B-tree.
+//
+// Merging a frozen tier into one B-tree per log (as Mosaic did until
+// 2026-11-23) shares pages between keys only while the tree has fewer
+// leaf pages than the tier has keys; past that, towards a billion entries,
+// every merged key rewrites a page of its own, and once the file outgrows
+// the page cache, reads it first. So a frozen tier is now written as a
+// run: its records in key order, packed into blocks of about a page, each
+// block one bbolt value under its last key. A run is written once,
+// sequentially, and never changed; when a log has fanIn runs of one level
+// (see plan), they are merged into one run (a log-structured merge
+// tree with size-tiered levels: a run's level is its size class, see
+// runBase). Each record is rewritten about once per fourfold growth of its
+// log, sequentially and a block at a time, up to maxLevel, whose runs are
+// not merged further (a log of a billion entries has four to fifteen of
+// them). A lookup reads each run's filter and the one block of each run
+// the filter lets through; the filters live in memory (filter.go).
+//
+// Layout, per log (runsBucket/logID/name):
+//   - name is 16 bytes, the first and the last journal sequence number
+//     whose records the run holds, big-endian, so that a log's runs are
+//     listed oldest first, and a run's name says which journals it covers;
+//   - in the run's bucket, levelKey holds its level (one byte) and
+//     filterKey the filter of its dedup keys (filter.go); 'k' and the last
+//     key of a block hold a block of dedup records (key, then
+//     dedup.EncodeValue), and 'h' and the last leaf hash key of a block a
+//     block of leaf hash index records (dedup.HashIndexKeySize bytes, then
+//     the index, 8 bytes big-endian). A block's name is its last key, so
+//     that Seek finds the one block that may hold a key. Each block ends
+//     with the CRC-32C of its name and records, as the filter ends with
+//     its own: bbolt checks neither, and a damaged value must be an error,
+//     never a wrong index (which the log would sign) or a missed record.
+//
+// Lookups take the first value recorded, as before: the B-trees (written
+// by Mosaic before runs) first, then the runs oldest first.
+//
+// Why nothing is lost or made up:
+//   - Each run is one bbolt bucket, made visible in one transaction: a
+//     frozen tier's run is written whole in one (a tier is at most
+//     recentMax records, a few MB), and a merge writes its output under
+//     stagingBucket over many transactions and then, in one last
+//     transaction, moves it to runsBucket and deletes its inputs. A
+//     lookup runs in one read transaction, so it sees either the inputs
+//     or the output, never neither; a crash leaves either too, and Open
+//     deletes whatever is left under stagingBucket.
+//   - A merge's inputs are a log's consecutive runs, so its output covers
+//     a contiguous range of journals and takes their place in the order;
+//     of two records with one key, the output keeps the older run's.
+//   - A frozen tier's run is written before its journal is deleted. A
+//     crash between the two replays the journal at Open, and writeRun
+//     skips a log whose runs already cover that journal's number.
+//   - Every transaction of a merge checks that its inputs and its staged
+//     output are still there: Rebuild deletes a log's runs, and a merge
+//     that started before must neither resurrect them nor finish.
+
+var (
+	// runsBucket holds the dedup cache's sorted runs, per log.
+	runsBucket = []byte("dedup-runs")
+	// stagingBucket holds, per log, the output of a merge in progress.
+	stagingBucket = []byte("dedup-runs-staging")
+	levelKey      = []byte("l")
+)
+
+const (
+	keyPrefix  = 'k'
+	hashPrefix = 'h'
+	// Records per block: 3,840 bytes each and a 4-byte checksum, so that
+	// a block and its name fill one 4 KiB page.
+	keysPerBlock   = 80
+	hashesPerBlock = 160
+	keyRecordSize  = 32 + dedup.ValueSize
+	hashRecordSize = dedup.HashIndexKeySize + 8
+	// fanIn is how many runs of one level are merged into one of the
+	// next.
+	fanIn = 4
+)
+
+// mergeBlocks is how many blocks one merge transaction writes (about 4
+// MB), which bounds the memory a merge holds; a variable for tests.
+var mergeBlocks = 1024
+
+// recordKind describes one of the two kinds of record a run holds. The
+// kinds are variables so that tests can make blocks small.
+type recordKind struct {
+	prefix   byte
+	keySize  int
+	size     int
+	perBlock int
+}
+
+var (
+	keyKind  = recordKind{prefix: keyPrefix, keySize: 32, size: keyRecordSize, perBlock: keysPerBlock}
+	hashKind = recordKind{prefix: hashPrefix, keySize: dedup.HashIndexKeySize, size: hashRecordSize, perBlock: hashesPerBlock}
+)
+
+// runName returns the name of the run holding journals first to last.
+func runName(first, last uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), first), last)
+}
+
+// runRange returns the journals a run's name covers; ok is false for a
+// name that is not a run's.
+func runRange(name []byte) (first, last uint64, ok bool) {
+	if len(name) != 16 {
+		return 0, 0, false
+	}
+	first, last = binary.BigEndian.Uint64(name), binary.BigEndian.Uint64(name[8:])
+	return first, last, first <= last
+}
+
+// findInRun returns the record of kind k whose key is key in the run rb,
+// or nil. The record is valid for the transaction's life.
+func findInRun(rb *bbolt.Bucket, k recordKind, key []byte) ([]byte, error) {
+	var seek [1 + 32]byte
+	seek[0] = k.prefix
+	copy(seek[1:], key)
+	name, block := rb.Cursor().Seek(seek[:1+k.keySize])
+	if name == nil || name[0] != k.prefix {
+		return nil, nil
+	}
+	block, err := checkBlock(k, name, block)
+	if err != nil {
+		return nil, err
+	}
+	n := len(block) / k.size
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bytes.Compare(block[m*k.size:m*k.size+k.keySize], key) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < n && bytes.Equal(block[lo*k.size:lo*k.size+k.keySize], key) {
+		return block[lo*k.size : (lo+1)*k.size], nil
+	}
+	return nil, nil
+}
+
+// checkBlock returns the records of a block of kind k, or an error if the
+// block is not whole records ending with the key its name gives, under
+// their checksum.
+func checkBlock(k recordKind, name, block []byte) ([]byte, error) {
+	n := len(block) - 4
+	if len(name) != 1+k.keySize || n < k.size || n%k.size != 0 ||
+		blockCRC(name, block[:n]) != binary.BigEndian.Uint32(block[n:]) ||
+		!bytes.Equal(name[1:], block[n-k.size:n-k.size+k.keySize]) {
+		return nil, fmt.Errorf("dedup run block %x is damaged; mosaic cache rebuild rebuilds the log's cache from its data tiles", name)
+	}
+	return block[:n], nil
+}
+
+func blockCRC(name, records []byte) uint32 {
+	return crc32.Update(crc32.Checksum(name, crcTable), crcTable, records)
+}
+
+// findInRuns returns the record of kind k whose key is key in the oldest
+// of the log's runs that holds one, or nil. Dedup keys are looked up only
+// in the runs whose filter they pass.
+func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) ([]byte, error) {
+	runs := tx.Bucket(runsBucket)
+	if runs == nil { // a database of an older Mosaic, opened read-only
+		return nil, nil
+	}
+	lr := runs.Bucket(logID[:])
+	if lr == nil {
+		return nil, nil
+	}
+	c := lr.Cursor()
+	for name, v := c.First(); name != nil; name, v = c.Next() {
+		if v != nil {
+			continue
+		}
+		if _, _, ok := runRange(name); !ok {
+			return nil, fmt.Errorf("dedup run %x of log %x has a malformed name", name, logID)
+		}
+		rb := lr.Bucket(name)
+		if k.prefix == keyPrefix {
+			f, err := d.filters.get(logID, name, rb)
+			if err != nil {
+				return nil, fmt.Errorf("the filter of dedup run %x of log %x is %w; mosaic cache rebuild rebuilds the log's cache from its data tiles", name, logID, err)
+			}
+			if !f.mayContain(key) {
+				continue
+			}
+		}
+		if rec, err := findInRun(rb, k, key); rec != nil || err != nil {
+			return rec, err
+		}
+	}
+	return nil, nil
+}
+
+// blockWriter packs sorted records into blocks and writes them to a run.
+type blockWriter struct {
+	k     recordKind
+	block []byte
+}
+
+func (w *blockWriter) add(rb *bbolt.Bucket, rec []byte) error {
+	if w.block == nil {
+		// A new slice for every block: bbolt keeps a value until the
+		// transaction commits.
+		w.block = make([]byte, 0, w.k.perBlock*w.k.size+4)
+	}
+	w.block = append(w.block, rec...)
+	if len(w.block) == w.k.perBlock*w.k.size {
+		return w.flush(rb)
+	}
+	return nil
+}
+
+func (w *blockWriter) flush(rb *bbolt.Bucket) error {
+	if len(w.block) == 0 {
+		return nil
+	}
+	name := make([]byte, 1+w.k.keySize)
+	name[0] = w.k.prefix
+	copy(name[1:], w.block[len(w.block)-w.k.size:])
+	w.block = binary.BigEndian.AppendUint32(w.block, blockCRC(name, w.block))
+	err := rb.Put(name, w.block)
+	w.block = nil
+	return err
+}
+
+// writeRun writes the log's records of t (a frozen tier, from journal
+// seq) as a run in tx, and returns its filter, unless the log's
+// runs already cover seq (the journal was replayed after a crash that
+// followed the run's commit): then it writes nothing and returns nil.
+func writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filter, error) {
+	lr, err := tx.Bucket(runsBucket).CreateBucketIfNotExists(logID[:])
+	if err != nil {
+		return nil, err
+	}
+	c := lr.Cursor()
+	for name, v := c.First(); name != nil; name, v = c.Next() {
+		if first, last, ok := runRange(name); ok && v == nil && first <= seq && seq <= last {
+			return nil, nil
+		}
+	}
+	rb, err := lr.CreateBucket(runName(seq, seq))
+	if err != nil {
+		return nil, err
+	}
+	rb.FillPercent = 1
+	if err := rb.Put(levelKey, []byte{sizeClass(uint64(len(lt.keys)))}); err != nil {
+		return nil, err
+	}
+	f := newFilter(len(lt.keys))
+	keys := make([]kv, 0, len(lt.keys))
+	for k, v := range lt.keys {
+		keys = append(keys, kv{k, v})
+		f.add(k[:])
+	}
+	if err := rb.Put(filterKey, f.encode()); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+	hashes := make([]hv, 0, len(lt.hashes))
+	for h, idx := range lt.hashes {
+		hashes = append(hashes, hv{h, idx})
+	}
+	slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
+	// Hash blocks sort before key blocks ('h' < 'k'), so both are
+	// appended in the order of their names.
+	hw := blockWriter{k: hashKind}
+	var rec [keyRecordSize]byte
+	for _, h := range hashes {
+		copy(rec[:], h.h[:])
+		binary.BigEndian.PutUint64(rec[dedup.HashIndexKeySize:], h.idx)
+		if err := hw.add(rb, rec[:hashRecordSize]); err != nil {
+			return nil, err
+		}
+	}
+	if err := hw.flush(rb); err != nil {
+		return nil, err
+	}
+	kw := blockWriter{k: keyKind}
+	for _, r := range keys {
+		copy(rec[:], r.k[:])
+		binary.BigEndian.PutUint64(rec[32:], r.v.Index)
+		binary.BigEndian.PutUint64(rec[40:], r.v.Timestamp)
+		if err := kw.add(rb, rec[:]); err != nil {
+			return nil, err
+		}
+	}
+	return f, kw.flush(rb)
+}
+
+// A run as the merge planner sees it.
+type runInfo struct {
+	name  []byte
+	level byte
+}
+
+// A run's level is its size class: level l holds from runBase·fanInˡ
+// keys (level 0 from none) to fewer than runBase·fanInˡ⁺¹, so that runs of
+// one level have about the same size whatever they came from: a tier's
+// run is a full tier (32,768 keys, level 2) for a lone log, a share of one
+// where several logs share the database, and Rebuild writes runs of its
+// batches. Merging fanIn runs of level l, each under runBase·fanInˡ⁺¹
+// keys, makes one of level l or l+1. A variable for tests.
+var runBase uint64 = 1 << 10
+
+// maxLevel is the level of the largest runs, which are not merged
+// further: from 1,024·4⁸ ≈ 67 million keys. Merging four runs of the level
+// below makes at most 268 million keys, whose filter (335 MB) is one bbolt
+// value, far below its limit of 2 GB, and which the merge holds in memory
+// with its encoding. A log of a billion entries ends with four to fifteen
+// of them.
+const maxLevel = 8
+
+// sizeClass returns the level of a run of n keys.
+func sizeClass(n uint64) byte {
+	l := byte(0)
+	for b := runBase * fanIn; n >= b && l < maxLevel; b *= fanIn {
+		l++
+	}
+	return l
+}
+
+// plan returns the index of the first of the fanIn runs to merge next in
+// runs (oldest first), or -1.
+//
+// It goes by each run's effective level: the highest level from it to the
+// newest run. Levels alone need not fall from the oldest run to the
+// newest, since a tier written early (at a restart or a backup, or a log's
+// small share of a tier) makes a small run after large ones, and a window
+// of runs of one level could then never form around it; effective levels
+// do fall, and runs of one effective level are consecutive. plan takes the
+// oldest fanIn runs of the lowest effective level below maxLevel that has
+// fanIn or more: lowest first, so that the small merges that keep the
+// number of runs (and of lookups) down are not held up by a large one;
+// oldest first, so that no run is left older than the merged one with a
+// lower effective level. So once its merges are done a log has fewer than
+// fanIn runs of each effective level below maxLevel (TestPlanBoundsRuns).
+// The runs of a window are each of a level at most its effective level
+// e < maxLevel, so under runBase·fanInᵉ⁺¹ keys, and their merge is at most
+// of level e+1 ≤ maxLevel, under runBase·fanInᵐᵃˣᴸᵉᵛᵉˡ⁺¹ keys.
+func plan(runs []runInfo) int {
+	eff := make([]byte, len(runs))
+	var m byte
+	for i := len(runs) - 1; i >= 0; i-- {
+		m = max(m, runs[i].level)
+		eff[i] = m
+	}
+	best := -1
+	for i := 0; i+fanIn <= len(runs); i++ {
+		e := eff[i]
+		if e >= maxLevel || (i > 0 && eff[i-1] == e) || eff[i+fanIn-1] != e {
+			continue // not the oldest of fanIn runs of one effective level
+		}
+		if best < 0 || e < eff[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// logRuns returns a log's runs, oldest first.
+func logRuns(tx *bbolt.Tx, logID [32]byte) ([]runInfo, error) {
+	lr := tx.Bucket(runsBucket).Bucket(logID[:])
+	if lr == nil {
+		return nil, nil
+	}
+	var runs []runInfo
+	err := lr.ForEachBucket(func(name []byte) error {
+		if _, _, ok := runRange(name); !ok {
+			return fmt.Errorf("dedup run %x of log %x has a malformed name", name, logID)
+		}
+		lv := lr.Bucket(name).Get(levelKey)
+		if len(lv) != 1 {
+			return fmt.Errorf("dedup run %x of log %x has no level", name, logID)
+		}
+		runs = append(runs, runInfo{name: bytes.Clone(name), level: lv[0]})
+		return nil
+	})
+	return runs, err
+}
+
+// compactor merges runs in the background.
+type compactor struct {
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	// running is held by compactAll: two at once would plan the same
+	// merge and write one staged output together.
+	running sync.Mutex
+	// pause is held for reading by each transaction of a merge, and for
+	// writing by WriteBackup: a merge frees pages that the copy's long
+	// read transaction keeps from reuse, so the file would grow, and
+	// bbolt's remapping of a grown file waits for that transaction, with
+	// every writer (checkpoints included) behind it.
+	pause    sync.RWMutex
+	mu       sync.Mutex
+	err      error // the last round's, nil once one succeeds
+	logger   atomic.Pointer[slog.Logger]
+	failures atomic.Uint64 // rounds that failed
+}
+
+// MergeFailures returns how many background rounds of merges of the
+// dedup cache's runs have failed since Open (each is logged; see
+// SetLogger).
+func (d *DB) MergeFailures() uint64 { return d.compact.failures.Load() }
+
+// SetLogger sets where the background merges of the dedup cache's runs
+// report their errors (a failed merge is tried again at the next one).
+func (d *DB) SetLogger(l *slog.Logger) { d.compact.logger.Store(l) }
+
+// startCompactor starts the background merges (and a first round of them).
+func (d *DB) startCompactor() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &d.compact
+	c.wake = make(chan struct{}, 1)
+	c.cancel = cancel
+	c.wake <- struct{}{}
+	c.done.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.wake:
+			}
+			err := d.compactAll(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.failures.Add(1)
+				if l := c.logger.Load(); l != nil {
+					l.Error("merging the dedup cache's runs failed; lookups read more runs until a merge succeeds (one is tried after every 32,768 records)", "database", d.db.Path(), "err", err)
+				}
+			}
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+		}
+	})
+}
+
+// stopCompactor stops the background merges, between two transactions,
+// and returns the last one's error.
+func (d *DB) stopCompactor() error {
+	c := &d.compact
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	c.done.Wait()
+	c.cancel = nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if errors.Is(c.err, context.Canceled) {
+		return nil
+	}
+	return c.err
+}
+
+// wakeCompactor asks for a round of merges; it does not wait.
+func (d *DB) wakeCompactor() {
+	if d.compact.wake != nil {
+		select {
+		case d.compact.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// compactAll merges runs until no log has fanIn runs of one level below
+// maxLevel, and returns the first error (the other logs are merged all
+// the same).
+func (d *DB) compactAll(ctx context.Context) error {
+	d.compact.running.Lock()
+	defer d.compact.running.Unlock()
+	var logs [][32]byte
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(runsBucket).ForEachBucket(func(k []byte) error {
+			if len(k) == 32 {
+				logs = append(logs, [32]byte(k))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, logID := range logs {
+		if err := d.compactLog(ctx, logID); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			first = cmp.Or(first, err)
+		}
+	}
+	if err := d.db.View(d.filters.prune); err != nil {
+		return cmp.Or(first, err)
+	}
+	return first
+}
+
+func (d *DB) compactLog(ctx context.Context, logID [32]byte) error {
+	for {
+		var runs []runInfo
+		err := d.db.View(func(tx *bbolt.Tx) (err error) {
+			runs, err = logRuns(tx, logID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		i := plan(runs)
+		if i < 0 {
+			return nil
+		}
+		err = d.mergeRuns(ctx, logID, runs[i:i+fanIn])
+		if errors.Is(err, errInputsGone) {
+			continue // a rebuild deleted them: plan again
+		}
+		if err != nil {
+			return fmt.Errorf("merging dedup runs of log %x: %w", logID, err)
+		}
+	}
+}
+
+// errInputsGone: a merge's inputs or staged output were deleted (by
+// Rebuild) while it ran.
+var errInputsGone = errors.New("the runs being merged were deleted")
+
+// update runs fn in a read-write transaction of a merge, unless a backup
+// holds the merges paused.
+func (d *DB) update(fn func(*bbolt.Tx) error) error {
+	d.compact.pause.RLock()
+	defer d.compact.pause.RUnlock()
+	return d.db.Update(fn)
+}
+
+// mergeRuns merges a log's consecutive runs in into one run of the next
+// level, which takes their place.
+func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error {
+	first, _, _ := runRange(in[0].name)
+	_, last, _ := runRange(in[len(in)-1].name)
+	out := runName(first, last)
+	// The output's filter, sized for the inputs' keys (of which
+	// duplicates are dropped), is built as its keys are written, and
+	// counts them for its level.
+	var f *filter
+	var keys uint64
+	err := d.update(func(tx *bbolt.Tx) error {
+		lr := tx.Bucket(runsBucket).Bucket(logID[:])
+		n := uint64(0)
+		for _, r := range in {
+			var rb *bbolt.Bucket
+			if lr != nil {
+				rb = lr.Bucket(r.name)
+			}
+			if rb == nil {
+				return errInputsGone
+			}
+			c, err := filterCount(rb.Get(filterKey))
+			if err != nil {
+				return fmt.Errorf("the filter of dedup run %x is %w", r.name, err)
+			}
+			n += c
+		}
+		f = newFilter(int(n))
+		sl, err := tx.Bucket(stagingBucket).CreateBucketIfNotExists(logID[:])
+		if err != nil {
+			return err
+		}
+		if sl.Bucket(out) != nil {
+			if err := sl.DeleteBucket(out); err != nil {
+				return err
+			}
+		}
+		rb, err := sl.CreateBucket(out)
+		if err != nil {
+			return err
+		}
+		return rb.Put(levelKey, []byte{in[0].level + 1})
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range []recordKind{hashKind, keyKind} {
+		var after []byte // the last key written; nil before the first
+		for done := false; !done; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			err := d.update(func(tx *bbolt.Tx) error {
+				inputs, rb, err := mergeBuckets(tx, logID, in, out)
+				if err != nil {
+					return err
+				}
+				var add func([]byte)
+				if k.prefix == keyPrefix {
+					add = func(key []byte) { f.add(key); keys++ }
+				}
+				after, done, err = mergeChunk(inputs, rb, k, after, add)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	err = d.update(func(tx *bbolt.Tx) error {
+		_, rb, err := mergeBuckets(tx, logID, in, out)
+		if err != nil {
+			return err
+		}
+		if err := rb.Put(levelKey, []byte{sizeClass(keys)}); err != nil {
+			return err
+		}
+		return rb.Put(filterKey, f.encode())
+	})
+	if err != nil {
+		return err
+	}
+	// Nothing in the staged output is written in the transaction that
+	// moves it: bbolt's MoveBucket moves a bucket's committed root, and
+	// would lose what the same transaction wrote into it.
+	err = d.update(func(tx *bbolt.Tx) error {
+		if _, _, err := mergeBuckets(tx, logID, in, out); err != nil {
+			return err
+		}
+		lr := tx.Bucket(runsBucket).Bucket(logID[:])
+		for _, r := range in {
+			if err := lr.DeleteBucket(r.name); err != nil {
+				return err
+			}
+		}
+		return tx.MoveBucket(out, tx.Bucket(stagingBucket).Bucket(logID[:]), lr)
+	})
+	if err == nil {
+		d.filters.put(logID, out, f)
+	}
+	return err
+}
+
+// mergeBuckets returns the buckets of a merge's inputs, oldest first, and
+// of its staged output, or errInputsGone.
+func mergeBuckets(tx *bbolt.Tx, logID [32]byte, in []runInfo, out []byte) ([]*bbolt.Bucket, *bbolt.Bucket, error) {
+	lr := tx.Bucket(runsBucket).Bucket(logID[:])
+	sl := tx.Bucket(stagingBucket).Bucket(logID[:])
+	if lr == nil || sl == nil || sl.Bucket(out) == nil {
+		return nil, nil, errInputsGone
+	}
+	inputs := make([]*bbolt.Bucket, len(in))
+	for i, r := range in {
+		if inputs[i] = lr.Bucket(r.name); inputs[i] == nil {
+			return nil, nil, errInputsGone
+		}
+	}
+	rb := sl.Bucket(out)
+	rb.FillPercent = 1
+	return inputs, rb, nil
+}
+
+// mergeChunk writes up to mergeBlocks blocks of the merge of the inputs'
+// records of kind k with keys above after (all of them if after is nil)
+// to rb, and returns the last key written and whether none is left. Of
+// records with one key, the oldest input's is kept. add, if not nil, is
+// called with each key written.
+func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []byte, add func([]byte)) ([]byte, bool, error) {
+	its := make([]runIter, len(inputs))
+	for i, b := range inputs {
+		its[i] = runIter{c: b.Cursor(), k: k}
+		its[i].seekAfter(after)
+	}
+	w := blockWriter{k: k}
+	var last []byte
+	done := false
+	for written := 0; written < mergeBlocks*k.perBlock; written++ {
+		best := -1
+		for i := range its {
+			r := its[i].peek()
+			if r == nil {
+				continue
+			}
+			if best < 0 || bytes.Compare(r[:k.keySize], its[best].peek()[:k.keySize]) < 0 {
+				best = i
+			}
+		}
+		if best < 0 {
+			done = true
+			break
+		}
+		rec := its[best].peek()
+		last = append(last[:0], rec[:k.keySize]...)
+		if err := w.add(rb, rec); err != nil {
+			return nil, false, err
+		}
+		if add != nil {
+			add(last)
+		}
+		// Newer inputs' records with the same key are dropped.
+		for i := range its {
+			if r := its[i].peek(); r != nil && bytes.Equal(r[:k.keySize], last) {
+				its[i].next()
+			}
+		}
+	}
+	// An input that ended on damage must fail the merge, not shorten it.
+	for i := range its {
+		if its[i].err != nil {
+			return nil, false, its[i].err
+		}
+	}
+	if err := w.flush(rb); err != nil {
+		return nil, false, err
+	}
+	return last, done, nil
+}
+
+// runIter reads a run's records of one kind in key order.
+type runIter struct {
+	c     *bbolt.Cursor
+	k     recordKind
+	block []byte // the rest of the current block
+	err   error  // a damaged block, or keys out of order; it ends there
+	prev  [32]byte
+}
+
+// seekAfter positions the iterator at the first record with a key above
+// after, or at the first record if after is nil.
+func (it *runIter) seekAfter(after []byte) {
+	seek := append([]byte{it.k.prefix}, after...)
+	name, v := it.c.Seek(seek)
+	it.setBlock(name, v)
+	for len(it.block) > 0 && after != nil && bytes.Compare(it.block[:it.k.keySize], after) <= 0 {
+		it.next()
+	}
+}
+
+func (it *runIter) setBlock(name, v []byte) {
+	it.block = nil
+	if name == nil || name[0] != it.k.prefix {
+		return
+	}
+	it.block, it.err = checkBlock(it.k, name, v)
+}
+
+// peek returns the current record, or nil at the end.
+func (it *runIter) peek() []byte {
+	if len(it.block) == 0 {
+		return nil
+	}
+	return it.block[:it.k.size]
+}
+
+// next moves to the next record, which must have a higher key: a merge
+// relies on the order, and writes what it reads into a new run.
+func (it *runIter) next() {
+	prev := it.prev[:it.k.keySize]
+	copy(prev, it.block)
+	it.block = it.block[it.k.size:]
+	if len(it.block) == 0 {
+		it.setBlock(it.c.Next())
+	}
+	if len(it.block) > 0 && bytes.Compare(it.block[:it.k.keySize], prev) <= 0 {
+		it.block, it.err = nil, fmt.Errorf("dedup run records out of order after %x", prev)
+	}
+}
+
+// clearStaging deletes the output of merges a crash interrupted.
+func clearStaging(tx *bbolt.Tx) error {
+	if err := tx.DeleteBucket(stagingBucket); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+		return err
+	}
+	_, err := tx.CreateBucket(stagingBucket)
+	return err
+}
