@@ -59,11 +59,11 @@ if [ "$status" != "00" ]; then
   echo "go test failed"; exit 1
 fi
 # Code that builds only elsewhere than on amd64: vetted for arm64, and
-# internal/base/p256key tested here with -tags purego, which makes nistec (its
+# internal/base/fastecdsa tested here with -tags purego, which makes nistec (its
 # arithmetic) use its portable code instead of its amd64 assembly.
 echo "== other architectures (GOARCH=arm64 vet, -tags purego)"
 GOARCH=arm64 go vet ./...
-go test -count=1 -tags purego ./internal/base/p256key
+go test -count=1 -tags purego ./internal/base/fastecdsa
 shots=$(ls "${MOSAIC_TEST_ARTIFACTS:-test/e2e/artifacts}"/*.png 2>/dev/null || true)
 if [ -n "$shots" ]; then
   echo "dashboard screenshots:"; echo "$shots"

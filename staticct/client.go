@@ -27,7 +27,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/base/retry"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
@@ -110,7 +110,7 @@ type Client struct {
 	// VerifySCT (a few milliseconds, about 715 KB), which makes every SCT
 	// check about 2.5 times cheaper; nil if it could not be built.
 	sctKeyOnce sync.Once
-	sctKey     *p256key.Key
+	sctKey     *fastecdsa.Key
 }
 
 // New returns a Client for the log described by cfg.

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/format/sct"
 )
 
@@ -82,7 +82,7 @@ func (c *Client) VerifySCT(resp *SCTResponse, e Entry) (uint64, error) {
 	if c.pub == nil {
 		return 0, errNoKey
 	}
-	c.sctKeyOnce.Do(func() { c.sctKey, _ = p256key.New(c.pub, nil) })
+	c.sctKeyOnce.Do(func() { c.sctKey, _ = fastecdsa.New(c.pub, nil) })
 	var idx uint64
 	var err error
 	if c.sctKey != nil {

@@ -41,8 +41,13 @@ func runHammer(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", time.Minute, "how long to submit (0 with -count: until the count is reached)")
 	count := fs.Int64("count", 0, "stop after this many submissions, resubmissions included (0: no limit)")
 	dup := fs.Float64("dup", 0.1, "probability that a submission resubmits an earlier accepted chain")
-	precert := fs.Float64("precert", 0.5, "fraction of new submissions that are precertificates")
-	premint := fs.Int("premint", 0, "mint this many certificates before starting, so minting does not compete with the log for CPU")
+	issuers := fs.String("issuers", "production", "what the new submissions are: \"production\" (the mix of the real entries in Mosaic's testdata: "+
+		"89% signed by P-384 intermediates, 11% by RSA-2048 ones, all precertificates), or KIND=WEIGHT pairs of p256, p384, p521, rsa2048, rsa3072 "+
+		"and rsa4096 (e.g. p384=0.89,rsa2048=0.11), whose leaves look like production's")
+	issuersFrom := fs.String("issuers-from", "", "derive the mix from a Static CT log's newest entries instead: its monitoring prefix (http(s)://.../) or storage `DIR`")
+	issuersSample := fs.Int("issuers-sample", 4096, "with -issuers-from, how many of the newest entries to read")
+	precert := fs.Float64("precert", 0.5, "fraction of new submissions that are precertificates (if not given: the mix's own share when it has one, as production and -issuers-from do)")
+	premint := fs.Int("premint", 0, "mint this many certificates before starting, so minting does not compete with the log for CPU (an RSA issuer's signature costs about a millisecond)")
 	readers := fs.Int("readers", 0, "monitor-like readers fetching random tiles and tailing data tiles")
 	readRate := fs.Float64("read-rate", 10, "the readers' combined requests per second (0: unlimited)")
 	reconnect := fs.Bool("reconnect", false, "open a new connection (over HTTPS: a new TLS handshake) for every request, as clients without keep-alive do; with many -workers, a reconnect storm")
@@ -140,8 +145,27 @@ func runHammer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var mix hammer.Mix
+	if *issuersFrom != "" {
+		if set["issuers"] {
+			return usageError(fs, "give -issuers or -issuers-from, not both")
+		}
+		src, err := staticct.New(staticct.Config{MonitoringPrefix: *issuersFrom, HTTPClient: hc, UserAgent: tg.userAgent, Timeout: tg.timeout, Retries: 2})
+		if err != nil {
+			return fmt.Errorf("-issuers-from: %w", err)
+		}
+		if mix, err = hammer.MixFromLog(ctx, src, *issuersSample); err != nil {
+			return fmt.Errorf("-issuers-from %s: %w", *issuersFrom, err)
+		}
+	} else if mix, err = hammer.ParseMix(*issuers); err != nil {
+		return usageError(fs, "%v", err)
+	}
+	if !set["precert"] && mix.Precert >= 0 {
+		*precert = mix.Precert
+	}
+	fmt.Fprintf(os.Stderr, "minting %s\n", mix)
 	cfg := hammer.Config{
-		Client: c, Root: root, NotAfterStart: start, NotAfterLimit: limit,
+		Client: c, Root: root, NotAfterStart: start, NotAfterLimit: limit, Mix: mix,
 		Rate: *rate, Workers: *workers, Duration: *duration, Count: *count, Dup: *dup, Precert: *precert,
 		Premint: *premint, Readers: *readers, ReadRate: *readRate, ID: *id,
 		Poll: *poll, VerifyDelay: *verifyDelay, Drain: *drain, ProgressEvery: *progressEvery, MaxReject: *maxReject,
@@ -199,6 +223,7 @@ func runHammer(ctx context.Context, args []string) error {
 // printReport prints the human summary of a run.
 func printReport(w io.Writer, r *hammer.Report) {
 	fmt.Fprintf(w, "hammer run %s against %s\n", r.RunID, r.Submission)
+	fmt.Fprintf(w, "  mix: %s; %.0f%% precertificates submitted\n", r.Config.Mix, 100*r.Config.Precert)
 	if r.Interrupted {
 		fmt.Fprintf(w, "  interrupted: %d accepted submissions were not verified\n", r.Unverified)
 	}
@@ -236,6 +261,10 @@ func printReport(w io.Writer, r *hammer.Report) {
 		}
 	}
 	fmt.Fprintf(w, "  hammer CPU: %.2fs, %.0f µs per submission\n", r.HammerCPUS, r.HammerCPUPerSubmissionUS)
+	if r.MintS >= 0.05*r.HammerCPUS && r.MintS > 0.5 {
+		fmt.Fprintf(w, "    of which minting %d certificates during the run: %.2fs (-premint %d would take it off the log's CPU)\n",
+			r.MintedDuringRun, r.MintS, r.MintedDuringRun)
+	}
 	fmt.Fprintf(w, "  inclusions verified: %d\n", r.InclusionsVerified)
 	if r.UnverifiedUnreachable > 0 {
 		fmt.Fprintf(w, "  unverified (log unreachable): %d\n", r.UnverifiedUnreachable)

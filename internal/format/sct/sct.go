@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/crypto/cryptobyte"
 
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
@@ -96,8 +96,8 @@ func Verify(pub *ecdsa.PublicKey, logID [32]byte, r *Response, e tile.Entry) (ui
 }
 
 // VerifyKey is Verify with a precomputed key, for a client that verifies
-// many SCTs from one log (see package p256key).
-func VerifyKey(k *p256key.Key, logID [32]byte, r *Response, e tile.Entry) (uint64, error) {
+// many SCTs from one log (see package fastecdsa).
+func VerifyKey(k *fastecdsa.Key, logID [32]byte, r *Response, e tile.Entry) (uint64, error) {
 	return verify(k.VerifyASN1, logID, r, e)
 }
 

@@ -32,6 +32,7 @@ package chain
 
 import (
 	"bytes"
+	"crypto/elliptic"
 	"crypto/sha256"
 	stdx509 "crypto/x509"
 	"encoding/asn1"
@@ -46,7 +47,7 @@ import (
 	"time"
 
 	"github.com/google/certificate-transparency-go/x509"
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -88,10 +89,12 @@ type Policy struct {
 	RejectPrecertSigningCerts bool
 	// Now returns the current time (time.Now if nil), for RejectExpired.
 	Now func() time.Time
-	// FastVerify, if not nil, lets frequent issuers' P-256 keys get a
-	// precomputed table (package p256key, see leaf.go), whose accepts it
-	// samples. Nil verifies every leaf with crypto/x509 alone.
-	FastVerify *p256key.Guard
+	// FastVerify, if not nil, lets frequent issuers' ECDSA keys on one of
+	// FastCurves (P-256, P-384) get a precomputed table (package
+	// fastecdsa, see leaf.go), whose accepts it samples. Nil verifies
+	// every leaf with crypto/x509 alone.
+	FastVerify *fastecdsa.Guard
+	FastCurves []elliptic.Curve
 }
 
 // Entry is an accepted submission, ready to be logged: the fields of an RFC
@@ -174,7 +177,8 @@ type Validator struct {
 	rejectExtensions             []asn1.ObjectIdentifier
 	rejectPSC                    bool
 	now                          func() time.Time
-	fast                         *p256key.Guard // nil: no issuer key tables
+	fast                         *fastecdsa.Guard // nil: no issuer key tables
+	fastCurves                   []elliptic.Curve
 
 	// set is the current trust anchors with their verified-issuer cache.
 	// Validate loads it once and uses that set throughout, so a
@@ -224,6 +228,7 @@ func NewValidator(p Policy) (*Validator, error) {
 		rejectExtensions: slices.Clone(p.RejectExtensions),
 		now:              p.Now,
 		fast:             p.FastVerify,
+		fastCurves:       p.FastCurves,
 	}
 	if v.maxChainLength == 0 {
 		v.maxChainLength = DefaultMaxChainLength
@@ -401,7 +406,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		}
 		// The cache vouches only for the issuers. The leaf's own signature
 		// is checked on every submission.
-		if err := leaf.checkSignatureFromChain(issuers, v.fast, &v.leafKeys); err != nil {
+		if err := leaf.checkSignatureFromChain(issuers, v.fast, v.fastCurves, &v.leafKeys); err != nil {
 			return nil, notSigned(1, 0, err)
 		}
 	}
@@ -659,7 +664,7 @@ type issuerChain struct {
 	// uses counts the leaves crypto/x509 verified against std0, and key
 	// is std0's precomputed key once it has one (see leaf.go).
 	uses atomic.Int64
-	key  atomic.Pointer[p256key.Key]
+	key  atomic.Pointer[fastecdsa.Key]
 }
 
 // entryChain returns the DER chain for an Entry. The slice is a copy, so a

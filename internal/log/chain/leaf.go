@@ -4,12 +4,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/sha256"
+	"crypto/sha512"
 	stdx509 "crypto/x509"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 
 	"github.com/google/certificate-transparency-go/x509"
 )
@@ -106,72 +108,98 @@ func (l *leafCert) checkSignatureFrom(issuer *x509.Certificate, std *stdx509.Cer
 // Leaf signatures by frequent issuers.
 //
 // Nearly every submission's leaf is signed by one of a few intermediates,
-// and verifying its ECDSA signature is the largest cost of a submission.
-// An issuer chain that has verified leafKeyAfter leaves through crypto/x509
-// gets a p256key.Key for its first certificate's P-256 key, which verifies
-// about 2.5 times faster; further leaves signed with ECDSA-with-SHA256 are
-// checked with it. Only with the policy's FastVerify Guard
-// (limits.fast_p256, on by default), which checks a sample of every key's
+// and verifying its signature is the largest cost of a submission: in
+// production most are ECDSA P-384 intermediates, whose verification by
+// crypto/ecdsa costs several times the rest of a submission, then RSA and
+// P-256 ones. An issuer chain that has verified leafKeyAfter leaves
+// through crypto/x509 gets a fastecdsa.Key for its first certificate's
+// key, if that is a P-256 or P-384 key on one of the policy's FastCurves,
+// which verifies about 2.5 (P-256) to 5 (P-384) times faster; further
+// leaves signed with ECDSA (SHA-256, SHA-384 or SHA-512) are checked with
+// it. Only with the policy's FastVerify Guard (limits.fast_p256 and
+// limits.fast_p384, on by default), which checks a sample of every key's
 // accepts with crypto/ecdsa and turns all keys off at the first
-// disagreement (package p256key, guard.go); once it has, Check refuses at
-// once and every leaf goes through crypto/x509 below, and no key is built.
+// disagreement (package fastecdsa, guard.go); once it has, Check refuses
+// at once and every leaf goes through crypto/x509 below, and no key is
+// built.
 //
 // Why this accepts nothing crypto/x509 would refuse: the key is built only
 // after crypto/x509's CheckSignatureFrom accepted a leaf from this very
 // issuer (std0), which proves the issuer passes the checks that depend on
 // the issuer alone (a CA, allowed to sign certificates, a known key
-// algorithm); for a leaf whose algorithm is ECDSA-with-SHA256, what remains
-// of CheckSignatureFrom is ecdsa.VerifyASN1 of its signature over the
-// SHA-256 of its raw TBSCertificate with the issuer's key, which is what
-// the key checks (see package p256key for why it agrees). A leaf the key
-// refuses, or with another algorithm, goes the usual way.
+// algorithm); for a leaf whose algorithm is ECDSA with SHA-256, SHA-384 or
+// SHA-512, what remains of CheckSignatureFrom is ecdsa.VerifyASN1 of its
+// signature over that hash of its raw TBSCertificate with the issuer's
+// key, which is what the key checks (see package fastecdsa for why it
+// agrees). A leaf the key refuses, or with another algorithm, goes the
+// usual way.
 //
 // Why chosen issuers cannot make the log build tables (a few ms and
-// 715 KB each): only issuer chains already
-// verified up to a root can have one, only after leafKeyAfter leaves (so
-// the build costs about a fifth of the crypto/x509 verifications it
-// follows, and pays for itself within about 80 more leaves), and at most
-// maxLeafKeys exist at once; the count goes down when an issuer chain with
-// a key is garbage (evicted from the issuer cache, or its root set
-// replaced).
+// 0.6–0.7 MB each): only issuer chains already verified up to a root can
+// have one, only after leafKeyAfter leaves (so the build costs at most
+// about a fifth of the crypto/x509 verifications it follows, and pays for
+// itself within about 80 more leaves), and at most maxLeafKeys exist at
+// once; the count goes down when an issuer chain with a key is garbage
+// (evicted from the issuer cache, or its root set replaced).
 const (
 	leafKeyAfter = 256
 	maxLeafKeys  = 16
 )
 
 // checkSignatureFromChain is checkSignatureFrom for ic's first certificate,
-// with ic's key once it has one. fast guards the keys (nil: no keys), and
-// live counts the keys in existence.
-func (l *leafCert) checkSignatureFromChain(ic *issuerChain, fast *p256key.Guard, live *atomic.Int64) error {
-	if k := ic.key.Load(); k != nil && l.std != nil && l.std.SignatureAlgorithm == stdx509.ECDSAWithSHA256 {
-		digest := sha256.Sum256(l.std.RawTBSCertificate)
-		// Check, not VerifyASN1: a refusal (and every signature, once the
-		// Guard has turned the keys off) falls back to crypto/x509 below.
-		if k.Check(digest[:], l.std.Signature) {
-			return nil
+// with ic's key once it has one. fast guards the keys (nil: no keys),
+// curves are those that may have one, and live counts the keys in
+// existence.
+func (l *leafCert) checkSignatureFromChain(ic *issuerChain, fast *fastecdsa.Guard, curves []elliptic.Curve, live *atomic.Int64) error {
+	if k := ic.key.Load(); k != nil && l.std != nil {
+		if digest, ok := ecdsaDigest(l.std); ok {
+			// Check, not VerifyASN1: a refusal (and every signature, once
+			// the Guard has turned the keys off) falls back to
+			// crypto/x509 below.
+			if k.Check(digest, l.std.Signature) {
+				return nil
+			}
 		}
 	}
 	if l.std != nil && ic.std0 != nil && l.std.CheckSignatureFrom(ic.std0) == nil {
 		if n := ic.uses.Add(1); fast != nil && !fast.Disabled() && n%leafKeyAfter == 0 && ic.key.Load() == nil {
-			ic.buildKey(fast, live)
+			ic.buildKey(fast, curves, live)
 		}
 		return nil
 	}
 	return l.checkSignatureFrom(ic.certs[0], nil)
 }
 
+// ecdsaDigest is the digest an ECDSA signature of c's algorithm signs, as
+// crypto/x509's CheckSignatureFrom computes it, or false for any other
+// algorithm.
+func ecdsaDigest(c *stdx509.Certificate) ([]byte, bool) {
+	switch c.SignatureAlgorithm {
+	case stdx509.ECDSAWithSHA256:
+		d := sha256.Sum256(c.RawTBSCertificate)
+		return d[:], true
+	case stdx509.ECDSAWithSHA384:
+		d := sha512.Sum384(c.RawTBSCertificate)
+		return d[:], true
+	case stdx509.ECDSAWithSHA512:
+		d := sha512.Sum512(c.RawTBSCertificate)
+		return d[:], true
+	}
+	return nil, false
+}
+
 // buildKey gives ic a key for std0's public key, guarded by fast, if it is
-// a P-256 key and fewer than maxLeafKeys exist.
-func (ic *issuerChain) buildKey(fast *p256key.Guard, live *atomic.Int64) {
+// an ECDSA key on one of curves and fewer than maxLeafKeys exist.
+func (ic *issuerChain) buildKey(fast *fastecdsa.Guard, curves []elliptic.Curve, live *atomic.Int64) {
 	pub, ok := ic.std0.PublicKey.(*ecdsa.PublicKey)
-	if !ok || pub.Curve != elliptic.P256() {
+	if !ok || !slices.Contains(curves, pub.Curve) {
 		return
 	}
 	if live.Add(1) > maxLeafKeys {
 		live.Add(-1)
 		return
 	}
-	k, err := p256key.New(pub, fast)
+	k, err := fastecdsa.New(pub, fast)
 	if err != nil || !ic.key.CompareAndSwap(nil, k) {
 		live.Add(-1)
 		return

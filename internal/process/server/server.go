@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mosaic-ct/mosaic/internal/base/clock"
+	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
-	"github.com/mosaic-ct/mosaic/internal/base/p256key"
 	"github.com/mosaic-ct/mosaic/internal/base/procs"
 	"github.com/mosaic-ct/mosaic/internal/http/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/http/leanhttp"
@@ -402,8 +402,8 @@ type Server struct {
 	reg    prometheus.Registerer
 	// fast samples the issuer key tables' accepts for every log, so that a
 	// disagreement with crypto/ecdsa turns them off process-wide; nil with
-	// limits.fast_p256: false (no tables).
-	fast *p256key.Guard
+	// limits.fast_p256 and limits.fast_p384 both false (no tables).
+	fast *fastecdsa.Guard
 	// The connection caps (see connLimits).
 	maxConns, maxConnsPerClient int
 	// tls are the listeners' certificate sources (nil for plain HTTP),
@@ -542,8 +542,8 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	if err := s.connLimits(); err != nil {
 		return nil, err
 	}
-	if c.Limits.UseFastP256() {
-		s.fast = p256key.NewGuard(logger)
+	if len(c.Limits.FastCurves()) > 0 {
+		s.fast = fastecdsa.NewGuard(logger)
 		for _, m := range s.fast.Collectors() {
 			if err := reg.Register(m); err != nil {
 				return nil, err
@@ -560,7 +560,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
 		if err == nil {
-			p.policy.FastVerify = s.fast
+			p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
 			err = p.loadRoots(ctx)
 		}
 		if err != nil {

@@ -433,18 +433,34 @@ func TestCreateRefusesMissingRootsFile(t *testing.T) {
 	}
 }
 
-// TestFastP256Switch: by default a frequent issuer's leaves go through its
-// key table, whose accepts the process's Guard samples (the checks counted
-// in /metrics); limits.fast_p256: false builds no table (the Guard's
-// metrics are absent) and still logs every valid submission.
-func TestFastP256Switch(t *testing.T) {
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fast_p256=%v", on), func(t *testing.T) {
+// TestFastVerifierSwitches: by default a frequent issuer's leaves, P-256
+// or P-384, go through its key table, whose accepts the process's Guard
+// samples (the checks counted in /metrics); limits.fast_p256: false or
+// limits.fast_p384: false builds no table for that curve (with both off
+// the Guard's metrics are absent) and still logs every valid submission.
+func TestFastVerifierSwitches(t *testing.T) {
+	for _, c := range []struct {
+		curve  testca.KeyType
+		limits string
+		on     bool
+	}{
+		{testca.ECDSAP256, "", true},
+		{testca.ECDSAP256, "  fast_p256: false\n", false},
+		{testca.ECDSAP384, "", true},
+		{testca.ECDSAP384, "  fast_p384: false\n", false},
+		{testca.ECDSAP384, "  fast_p256: false\n", true},
+		{testca.ECDSAP256, "  fast_p256: false\n  fast_p384: false\n", false},
+	} {
+		t.Run(fmt.Sprintf("%v/%q", c.curve, c.limits), func(t *testing.T) {
 			extra := ""
-			if !on {
-				extra = "limits:\n  fast_p256: false\n"
+			if c.limits != "" {
+				extra = "limits:\n" + c.limits
 			}
 			s := start(t, extra)
+			inter, err := s.ca.NewIntermediate("Frequent Issuer", c.curve)
+			if err != nil {
+				t.Fatal(err)
+			}
 			// More leaves than an issuer needs to get its table (256),
 			// from 16 submitters at once so that rounds are full.
 			const n, workers = 320, 16
@@ -454,9 +470,9 @@ func TestFastP256Switch(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					c := httpClient("127.0.0.2", true)
+					cl := httpClient("127.0.0.2", true)
 					for range n / workers {
-						errs <- s.submitWith(c, fmt.Sprintf("fast%d.example", w))
+						errs <- s.submitWith(cl, inter, fmt.Sprintf("fast%d.example", w))
 					}
 				}()
 			}
@@ -467,15 +483,15 @@ func TestFastP256Switch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if !on {
-				resp, err := httpClient("127.0.0.3", false).Get("http://" + s.addr + "/metrics")
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+			resp, err := httpClient("127.0.0.3", false).Get("http://" + s.addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Count(c.limits, "false") == 2 {
 				if bytes.Contains(body, []byte("mosaic_fast_verifier")) {
-					t.Fatal("the fast verifier's metrics are present with limits.fast_p256: false")
+					t.Fatal("the fast verifier's metrics are present with both curves off")
 				}
 				return
 			}
@@ -487,21 +503,26 @@ func TestFastP256Switch(t *testing.T) {
 			}
 			// The table is built at the 256th leaf; every one of its
 			// first 64 accepts is checked.
-			if got := s.metric(t, "mosaic_fast_verifier_checks_total"); got < 1 {
-				t.Errorf("mosaic_fast_verifier_checks_total = %v after %d leaves of one issuer: no key table was used", got, n)
+			got := s.metric(t, "mosaic_fast_verifier_checks_total")
+			if c.on && got < 1 {
+				t.Errorf("mosaic_fast_verifier_checks_total = %v after %d leaves of one %v issuer: no key table was used", got, n, c.curve)
+			}
+			if !c.on && got != 0 {
+				t.Errorf("mosaic_fast_verifier_checks_total = %v with %v's tables off", got, c.curve)
 			}
 		})
 	}
 }
 
-// submitWith is submit through client c, returning an error instead of
+// submitWith is submit through client c of a leaf issued by ca (the
+// log's root, or an intermediate under it), returning an error instead of
 // failing the test (for use from other goroutines).
-func (s *testServer) submitWith(c *http.Client, name string) error {
-	leaf, err := s.ca.IssueLeaf(testca.LeafOptions{DNSNames: []string{name}})
+func (s *testServer) submitWith(c *http.Client, ca *testca.CA, name string) error {
+	leaf, err := ca.IssueLeaf(testca.LeafOptions{DNSNames: []string{name}})
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal(map[string][][]byte{"chain": {leaf, s.ca.Cert.Raw}})
+	body, _ := json.Marshal(map[string][][]byte{"chain": append([][]byte{leaf}, ca.ChainDER()...)})
 	resp, err := c.Post("http://"+s.addr+"/ct/v1/add-chain", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("add-chain: %v", err)

@@ -62,10 +62,14 @@ type Config struct {
 	// Dup is the probability that a submission resubmits an earlier
 	// accepted chain.
 	Dup float64
+	// Mix is what the new submissions are: which issuer keys sign them and
+	// what the leaves look like (zero: Production).
+	Mix Mix
 	// Precert is the fraction of new submissions that are precertificates.
 	Precert float64
 	// Premint mints this many certificates before the run starts, so that
-	// minting does not compete with the log for CPU during the run.
+	// minting does not compete with the log for CPU during the run (an
+	// RSA issuer's signature costs about a millisecond).
 	Premint int
 
 	// Readers is the number of monitor-like readers; ReadRate bounds their
@@ -125,6 +129,10 @@ type hammer struct {
 
 	premintMu sync.Mutex
 	preminted []*Cert
+	// mintedLive and mintNanos count the certificates minted during the
+	// run (the premint exhausted or not asked for) and the time spent
+	// minting them, which the run's CPU includes.
+	mintedLive, mintNanos atomic.Int64
 }
 
 // Run runs the hammer until Duration or Count is reached, the user quits,
@@ -160,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.ProgressEvery = 5 * time.Second
 	}
 
-	minter, err := NewMinter(cfg.Root, MintOptions{ID: cfg.ID, NotAfterStart: cfg.NotAfterStart, NotAfterLimit: cfg.NotAfterLimit})
+	minter, err := NewMinter(cfg.Root, MintOptions{Mix: cfg.Mix, ID: cfg.ID, NotAfterStart: cfg.NotAfterStart, NotAfterLimit: cfg.NotAfterLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +305,11 @@ func (h *hammer) next() (*Cert, error) {
 		return c, nil
 	}
 	h.premintMu.Unlock()
-	return h.minter.Mint(rand.Float64() < h.cfg.Precert)
+	t0 := time.Now()
+	c, err := h.minter.Mint(rand.Float64() < h.cfg.Precert)
+	h.mintNanos.Add(int64(time.Since(t0)))
+	h.mintedLive.Add(1)
+	return c, err
 }
 
 // worker submits until workerCtx ends: the submission phase ends, or the
@@ -467,10 +479,15 @@ type Report struct {
 	// DrainS is how long verifying the last submissions took afterwards.
 	DrainS float64 `json:"drain_s"`
 	Config struct {
-		Rate     float64 `json:"rate"`
-		Workers  int     `json:"workers"`
-		Dup      float64 `json:"dup"`
+		Rate    float64 `json:"rate"`
+		Workers int     `json:"workers"`
+		Dup     float64 `json:"dup"`
+		// Issuers is the mix of issuer keys, as -issuers takes it, and
+		// Mix the whole mix in words.
+		Issuers  string  `json:"issuers"`
+		Mix      string  `json:"mix"`
 		Precert  float64 `json:"precert"`
+		Premint  int     `json:"premint,omitempty"`
 		Readers  int     `json:"readers"`
 		ReadRate float64 `json:"read_rate"`
 		Count    int64   `json:"count,omitempty"`
@@ -535,6 +552,12 @@ type Report struct {
 
 	HammerCPUS               float64 `json:"hammer_cpu_s"`
 	HammerCPUPerSubmissionUS float64 `json:"hammer_cpu_us_per_submission"`
+	// MintedDuringRun counts certificates minted while submitting (not
+	// preminted), and MintS the time spent minting them, part of
+	// HammerCPUS: with RSA issuers in the mix, -premint keeps it off the
+	// log's CPU.
+	MintedDuringRun int64   `json:"minted_during_run"`
+	MintS           float64 `json:"mint_s"`
 
 	// MaxReject is the share of submissions the log could refuse before
 	// the run failed (Config.MaxReject).
@@ -563,6 +586,8 @@ func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.D
 		HammerCPUS: cpu.Seconds(),
 	}
 	r.Config.Rate, r.Config.Workers, r.Config.Dup, r.Config.Precert = h.cfg.Rate, h.cfg.Workers, h.cfg.Dup, h.cfg.Precert
+	r.Config.Issuers, r.Config.Mix, r.Config.Premint = h.minter.Mix().Flag(), h.minter.Mix().String(), h.cfg.Premint
+	r.MintedDuringRun, r.MintS = h.mintedLive.Load(), time.Duration(h.mintNanos.Load()).Seconds()
 	r.Config.Readers, r.Config.ReadRate, r.Config.Count = h.cfg.Readers, h.cfg.ReadRate, h.cfg.Count
 	for _, k := range errorKinds {
 		r.Errors[string(k)] = s.Errors[k]

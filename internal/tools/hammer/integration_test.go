@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -83,16 +84,20 @@ func run(t *testing.T, bin string, args ...string) (string, int) {
 }
 
 // TestDevLogEndToEnd drives a real `mosaic serve -dev` process with a short,
-// bounded, headless hammer run, requires zero verification failures, then
-// runs fsck over HTTP and on the storage directory, and checks that fsck
-// catches an issuer deleted from a copy of that directory.
+// bounded, headless hammer run minting a mix of P-256, P-384 and RSA-2048
+// issuers, requires zero verification failures, reads the log's tiles back
+// to find the mix's share of each issuer kind, runs a second hammer whose
+// mix -issuers-from derives from those tiles, then runs fsck over HTTP and
+// on the storage directory, and checks that fsck catches an issuer deleted
+// from a copy of that directory.
 func TestDevLogEndToEnd(t *testing.T) {
 	bin := testenv.MosaicBinary(t)
 	dir, _ := startDevServer(t, bin)
 	report := filepath.Join(t.TempDir(), "report.json")
 
+	const mixFlag = "p256=0.2,p384=0.5,rsa2048=0.3"
 	out, code := run(t, bin, "hammer", "-dev", dir, "-count", "1500", "-rate", "0", "-workers", "50",
-		"-dup", "0.1", "-precert", "0.5", "-readers", "2", "-read-rate", "50",
+		"-dup", "0.1", "-precert", "0.5", "-readers", "2", "-read-rate", "50", "-issuers", mixFlag, "-premint", "400",
 		"-ui=false", "-progress", "1s", "-drain", "60s", "-report", report)
 	if code != 0 {
 		t.Fatalf("mosaic hammer exited %d:\n%s", code, out)
@@ -124,14 +129,46 @@ func TestDevLogEndToEnd(t *testing.T) {
 	t.Logf("hammer: %d accepted at %.0f/s, add-chain p50 %.1fms, hammer CPU %.0fµs/submission",
 		r.Accepted, r.RateAcceptedPerS, r.AddChainLatencyMS.P50, r.HammerCPUPerSubmissionUS)
 
-	if out, code := run(t, bin, "fsck", "-dev", dir); code != 0 || !strings.Contains(out, "OK") {
-		t.Errorf("mosaic fsck -dev exited %d:\n%s", code, out)
-	}
+	// The log's tiles hold the mix asked for: each issuer kind's share of
+	// the entries within four standard deviations.
 	dc, err := staticct.LoadDevConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(dir, "data")
+	sc, err := staticct.New(staticct.Config{MonitoringPrefix: "file://" + storage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MixFromLog(context.Background(), sc, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ParseMix(mixFlag)
+	if got.Entries != int(r.Accepted) {
+		t.Errorf("read %d entries back, the hammer had %d accepted", got.Entries, r.Accepted)
+	}
+	for _, w := range want.Issuers {
+		var g float64
+		for _, s := range got.Issuers {
+			if s.Value == w.Value {
+				g = s.Weight
+			}
+		}
+		if tol := 4 * math.Sqrt(w.Weight*(1-w.Weight)/float64(got.Entries)); math.Abs(g-w.Weight) > tol {
+			t.Errorf("%s signed %.3f of the log's entries, want %.3f ± %.3f (log's mix: %s)", w.Value, g, w.Weight, tol, got)
+		}
+	}
+	// -issuers-from derives the same mix from the log and mints it.
+	out, code = run(t, bin, "hammer", "-dev", dir, "-count", "30", "-rate", "0", "-workers", "5", "-ui=false",
+		"-issuers-from", "file://"+storage)
+	if code != 0 || !strings.Contains(out, "minting "+got.Flag()) {
+		t.Errorf("mosaic hammer -issuers-from exited %d, want it to mint %s:\n%s", code, got.Flag(), out)
+	}
+
+	if out, code := run(t, bin, "fsck", "-dev", dir); code != 0 || !strings.Contains(out, "OK") {
+		t.Errorf("mosaic fsck -dev exited %d:\n%s", code, out)
+	}
 	if out, code := run(t, bin, "fsck", "-monitoring", "file://"+storage, "-pubkey", dc.PublicKey); code != 0 {
 		t.Errorf("mosaic fsck on the storage directory exited %d:\n%s", code, out)
 	}

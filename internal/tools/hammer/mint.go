@@ -1,13 +1,20 @@
 package hammer
 
 import (
-	"crypto/ecdsa"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,28 +37,55 @@ const (
 )
 
 // Minter issues unique certificates and precertificates cheaply, for a load
-// generator that must not be what a benchmark measures. It signs two
-// templates once with crypto/x509 (a certificate and a precertificate, from
-// an intermediate it creates under the log's accepted root) and then, per
+// generator that must not be what a benchmark measures. It creates one
+// intermediate per issuer key kind of its Mix under the log's accepted
+// root, signs a template certificate once per shape (issuer, precert or
+// not, number of DNS names, leaf key kind) with crypto/x509, and then, per
 // certificate, only patches the serial number in the TBSCertificate and
-// makes one ECDSA P-256 signature. Every certificate reuses one leaf key.
-// It is safe for concurrent use.
+// signs it (see signer.go for why that is cheap for ECDSA issuers; an RSA
+// signature costs about a millisecond, which is what -premint is for).
+// Every certificate of a leaf key kind reuses one leaf key. It is safe for
+// concurrent use.
 type Minter struct {
-	key     *ecdsa.PrivateKey
-	cert    template
-	precert template
-	sigAlg  []byte   // DER AlgorithmIdentifier of the issuer's signatures
-	chain   [][]byte // intermediate, root
-	fps     [][32]byte
-	ikh     [32]byte // issuer_key_hash of precert entries
-	prefix  [counterStart]byte
-	counter atomic.Uint64
+	mix      Mix
+	issuers  []*issuer
+	issuerW  []float64 // cumulative weights of issuers
+	sansW    []float64 // cumulative weights of mix.SANs
+	leafW    []float64 // cumulative weights of mix.LeafKeys
+	root     *testca.CA
+	validity [2]time.Time // notBefore, notAfter
+	runID    uint64
+	prefix   [counterStart]byte
+	counter  atomic.Uint64
+
+	mu        sync.Mutex // guards templates and leafKeys
+	templates map[templateKey]*template
+	leafKeys  map[KeyKind]crypto.PublicKey
+}
+
+// issuer is one intermediate of the Minter and how it signs.
+type issuer struct {
+	kind   KeyKind
+	ca     *testca.CA
+	signer signer
+	chain  [][]byte // intermediate, root
+	fps    [][32]byte
+	ikh    [32]byte // issuer_key_hash of its precert entries
+}
+
+// templateKey is a template certificate's shape.
+type templateKey struct {
+	issuer  int
+	precert bool
+	sans    int
+	leaf    KeyKind
 }
 
 // template is a signed TBSCertificate and where its serial's bytes are.
 type template struct {
 	tbs       []byte
 	serialOff int
+	sigAlg    []byte // DER AlgorithmIdentifier of its issuer's signatures
 	// final is, for a precertificate, the TBSCertificate a log records
 	// (poison extension removed), with its own serial offset.
 	final    []byte
@@ -60,6 +94,8 @@ type template struct {
 
 // MintOptions configure a Minter.
 type MintOptions struct {
+	// Mix is what to mint; its zero value is Production.
+	Mix Mix
 	// ID is mixed into every serial number (as a 4-byte hash), so that
 	// hammers given different IDs never collide.
 	ID string
@@ -80,34 +116,59 @@ type Cert struct {
 	Entry tile.Entry
 }
 
-// NewMinter creates an intermediate under root and the templates.
+// NewMinter creates the mix's intermediates under root. Templates and
+// leaf keys are made when first needed.
 func NewMinter(root *testca.CA, opts MintOptions) (*Minter, error) {
-	inter, err := root.NewIntermediate("Mosaic Hammer Intermediate", testca.ECDSAP256)
-	if err != nil {
-		return nil, fmt.Errorf("minting the hammer's intermediate: %w", err)
+	mix := opts.Mix
+	if len(mix.Issuers) == 0 {
+		mix = Production
 	}
-	key, ok := inter.Key.(*ecdsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("intermediate key is %T, want ECDSA", inter.Key)
+	if len(mix.SANs) == 0 || len(mix.LeafKeys) == 0 {
+		return nil, errors.New("the mix has no leaf shape (DNS names and leaf keys)")
 	}
-	leafKey, err := testca.NewKey(testca.ECDSAP256)
-	if err != nil {
-		return nil, err
+	m := &Minter{mix: mix, root: root, templates: map[templateKey]*template{}, leafKeys: map[KeyKind]crypto.PublicKey{}}
+	for _, sh := range mix.Issuers {
+		kt, ok := keyKinds[sh.Value]
+		if !ok {
+			return nil, fmt.Errorf("the hammer cannot mint with issuer key kind %q", sh.Value)
+		}
+		inter, err := root.NewIntermediate("Mosaic Hammer Intermediate "+strings.ToUpper(string(sh.Value)), kt)
+		if err != nil {
+			return nil, fmt.Errorf("minting the hammer's %s intermediate: %w", sh.Value, err)
+		}
+		sg, err := newSigner(inter.Key)
+		if err != nil {
+			return nil, fmt.Errorf("the hammer's %s intermediate: %w", sh.Value, err)
+		}
+		m.issuers = append(m.issuers, &issuer{kind: sh.Value, ca: inter, signer: sg,
+			chain: [][]byte{inter.DER, root.DER},
+			fps:   [][32]byte{tile.Fingerprint(inter.DER), tile.Fingerprint(root.DER)},
+			ikh:   sha256.Sum256(inter.Cert.RawSubjectPublicKeyInfo)})
+		m.issuerW = appendCumulative(m.issuerW, sh.Weight)
 	}
-	m := &Minter{key: key, chain: [][]byte{inter.DER, root.DER}}
-	m.fps = [][32]byte{tile.Fingerprint(inter.DER), tile.Fingerprint(root.DER)}
-	m.ikh = sha256.Sum256(inter.Cert.RawSubjectPublicKeyInfo)
+	for _, sh := range mix.SANs {
+		if sh.Value < 1 || sh.Value > 100 {
+			return nil, fmt.Errorf("the mix asks for leaves with %d DNS names; the hammer mints 1 to 100", sh.Value)
+		}
+		m.sansW = appendCumulative(m.sansW, sh.Weight)
+	}
+	for _, sh := range mix.LeafKeys {
+		if _, ok := keyKinds[sh.Value]; !ok {
+			return nil, fmt.Errorf("the hammer cannot mint leaves with key kind %q", sh.Value)
+		}
+		m.leafW = appendCumulative(m.leafW, sh.Weight)
+	}
 
-	runID := opts.RunID
-	if runID == 0 {
+	m.runID = opts.RunID
+	if m.runID == 0 {
 		var b [8]byte
 		rand.Read(b[:])
-		runID = binary.BigEndian.Uint64(b[:]) | 1
+		m.runID = binary.BigEndian.Uint64(b[:]) | 1
 	}
 	idHash := sha256.Sum256([]byte(opts.ID))
 	m.prefix[0] = 0x01
 	copy(m.prefix[1:5], idHash[:4])
-	binary.BigEndian.PutUint64(m.prefix[5:13], runID)
+	binary.BigEndian.PutUint64(m.prefix[5:13], m.runID)
 
 	now := opts.Now
 	if now.IsZero() {
@@ -118,27 +179,125 @@ func NewMinter(root *testca.CA, opts MintOptions) (*Minter, error) {
 	if !notBefore.Before(notAfter) {
 		notBefore = notAfter.Add(-24 * time.Hour)
 	}
-	serial := new(big.Int).SetBytes(append(m.prefix[:], make([]byte, counterLen)...))
-	for _, precert := range []bool{false, true} {
-		der, err := inter.IssueLeaf(testca.LeafOptions{
-			DNSNames: []string{"hammer.mosaic.invalid"}, NotBefore: notBefore, NotAfter: notAfter,
-			Serial: serial, Precert: precert, PublicKey: leafKey.Public(),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("minting a template certificate: %w", err)
-		}
-		t, sigAlg, err := newTemplate(der, serial.Bytes(), precert)
+	m.validity = [2]time.Time{notBefore, notAfter}
+	return m, nil
+}
+
+func appendCumulative(c []float64, w float64) []float64 {
+	if len(c) > 0 {
+		w += c[len(c)-1]
+	}
+	return append(c, w)
+}
+
+// pick returns the index of the weight u (in [0, 1)) falls under.
+func pick(cumulative []float64, u float64) int {
+	u *= cumulative[len(cumulative)-1]
+	i, _ := slices.BinarySearch(cumulative, u)
+	if i < len(cumulative) && cumulative[i] == u {
+		i++ // u is the upper bound of i: the next one's
+	}
+	return min(i, len(cumulative)-1)
+}
+
+// Mix returns the mix the Minter mints.
+func (m *Minter) Mix() Mix { return m.mix }
+
+// template returns the template of key's shape, making it on first use.
+func (m *Minter) template(key templateKey) (*template, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.templates[key]; t != nil {
+		return t, nil
+	}
+	iss := m.issuers[key.issuer]
+	pub := m.leafKeys[key.leaf]
+	if pub == nil {
+		k, err := testca.NewKey(keyKinds[key.leaf])
 		if err != nil {
 			return nil, err
 		}
-		m.sigAlg = sigAlg
-		if precert {
-			m.precert = t
-		} else {
-			m.cert = t
-		}
+		pub = k.Public()
+		m.leafKeys[key.leaf] = pub
 	}
-	return m, nil
+	serial := new(big.Int).SetBytes(append(m.prefix[:], make([]byte, counterLen)...))
+	opts := productionLeaf(iss.kind, key.sans, key.precert)
+	opts.NotBefore, opts.NotAfter, opts.Serial, opts.PublicKey, opts.Precert = m.validity[0], m.validity[1], serial, pub, key.precert
+	der, err := iss.ca.IssueLeaf(opts)
+	if err != nil {
+		return nil, fmt.Errorf("minting a template certificate: %w", err)
+	}
+	t, sigAlg, err := newTemplate(der, serial.Bytes(), key.precert)
+	if err != nil {
+		return nil, err
+	}
+	t.sigAlg = sigAlg
+	m.templates[key] = &t
+	return &t, nil
+}
+
+// productionLeaf is what production leaves carry (see Production): DNS
+// names, serverAuth and clientAuth, the issuer's URL (AIA caIssuers), a
+// CRL distribution point, the domain-validated policy, a subject key
+// identifier, and for a final certificate the SCT list of its
+// precertificate (two SCTs, of the size real ones have).
+func productionLeaf(kind KeyKind, sans int, precert bool) testca.LeafOptions {
+	names := make([]string, sans)
+	names[0] = "hammer.mosaic.invalid"
+	for i := 1; i < sans; i++ {
+		names[i] = fmt.Sprintf("www%d.hammer.mosaic.invalid", i)
+	}
+	ski := sha256.Sum256([]byte(names[0] + string(kind)))
+	opts := testca.LeafOptions{
+		DNSNames:              names,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IssuingCertificateURL: []string{"http://" + string(kind) + ".i.hammer.mosaic.invalid/"},
+		CRLDistributionPoints: []string{"http://" + string(kind) + ".c.hammer.mosaic.invalid/42.crl"},
+		Policies:              []x509.OID{domainValidated},
+		SubjectKeyID:          ski[:20],
+	}
+	if !precert {
+		opts.ExtraExtensions = []pkix.Extension{{Id: oidSCTList, Value: sctListValue}}
+	}
+	return opts
+}
+
+var (
+	domainValidated = mustOID(2, 23, 140, 1, 2, 1)
+	oidSCTList      = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 2}
+	sctListValue    = fakeSCTList(2)
+)
+
+func mustOID(ids ...uint64) x509.OID {
+	o, err := x509.OIDFromInts(ids)
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// fakeSCTList is an embedded SCT list extension's value (an OCTET STRING
+// holding a TLS SignedCertificateTimestampList) of n SCTs, each the size
+// of a real v1 SCT with an ECDSA P-256 signature (118 bytes). Nothing
+// checks embedded SCTs when logging: only the size matters here.
+func fakeSCTList(n int) []byte {
+	const sctLen = 118
+	list := make([]byte, 2, 2+n*(2+sctLen))
+	binary.BigEndian.PutUint16(list, uint16(n*(2+sctLen)))
+	for i := range n {
+		sct := make([]byte, sctLen)
+		sct[0] = 0 // v1
+		for j := 1; j < sctLen; j++ {
+			sct[j] = byte(i*131 + j*7)
+		}
+		list = binary.BigEndian.AppendUint16(list, sctLen)
+		list = append(list, sct...)
+	}
+	v, err := asn1.Marshal(list)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // chooseNotAfter picks a leaf NotAfter the log accepts: 90 days from now
@@ -216,39 +375,42 @@ func serialOffset(tbs, serial []byte) (int, error) {
 	return off, nil
 }
 
-// Mint issues a new certificate (or precertificate) with a unique serial.
+// Mint issues a new certificate (or precertificate) with a unique serial,
+// from an issuer and of a shape drawn from the mix.
 func (m *Minter) Mint(precert bool) (*Cert, error) {
 	n := m.counter.Add(1)
 	if n >= 1<<(8*counterLen) {
 		return nil, errors.New("serial number counter exhausted")
 	}
-	t := &m.cert
-	if precert {
-		t = &m.precert
+	key := templateKey{issuer: pick(m.issuerW, mrand.Float64()), precert: precert,
+		sans: m.mix.SANs[pick(m.sansW, mrand.Float64())].Value, leaf: m.mix.LeafKeys[pick(m.leafW, mrand.Float64())].Value}
+	t, err := m.template(key)
+	if err != nil {
+		return nil, err
 	}
+	iss := m.issuers[key.issuer]
 	tbs := patchSerial(t.tbs, t.serialOff, n)
-	digest := sha256.Sum256(tbs)
-	sig, err := ecdsa.SignASN1(rand.Reader, m.key, digest[:])
+	sig, err := iss.signer.sign(tbs)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate: %w", err)
 	}
-	b := cryptobyte.NewBuilder(make([]byte, 0, len(tbs)+len(m.sigAlg)+len(sig)+16))
+	b := cryptobyte.NewBuilder(make([]byte, 0, len(tbs)+len(t.sigAlg)+len(sig)+16))
 	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
 		b.AddBytes(tbs)
-		b.AddBytes(m.sigAlg)
+		b.AddBytes(t.sigAlg)
 		b.AddASN1BitString(sig)
 	})
 	der, err := b.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("encoding certificate: %w", err)
 	}
-	c := &Cert{Chain: [][]byte{der, m.chain[0], m.chain[1]}}
-	c.Entry.ChainFingerprints = m.fps
+	c := &Cert{Chain: [][]byte{der, iss.chain[0], iss.chain[1]}}
+	c.Entry.ChainFingerprints = iss.fps
 	if precert {
 		c.Entry.IsPrecert = true
 		c.Entry.Certificate = patchSerial(t.final, t.finalOff, n)
 		c.Entry.PreCertificate = der
-		c.Entry.IssuerKeyHash = m.ikh
+		c.Entry.IssuerKeyHash = iss.ikh
 	} else {
 		c.Entry.Certificate = der
 	}
@@ -277,7 +439,14 @@ func (m *Minter) Serial(n uint64) *big.Int {
 }
 
 // RunID returns the run ID embedded in every serial.
-func (m *Minter) RunID() uint64 { return binary.BigEndian.Uint64(m.prefix[5:13]) }
+func (m *Minter) RunID() uint64 { return m.runID }
 
-// Issuer returns the intermediate that signs every minted certificate.
-func (m *Minter) Issuer() []byte { return m.chain[0] }
+// Issuers returns the intermediates, one per issuer key kind of the mix,
+// in its order.
+func (m *Minter) Issuers() [][]byte {
+	out := make([][]byte, len(m.issuers))
+	for i, iss := range m.issuers {
+		out[i] = iss.chain[0]
+	}
+	return out
+}

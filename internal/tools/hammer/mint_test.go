@@ -28,20 +28,35 @@ func newTestMinter(t testing.TB, opts MintOptions) (*Minter, *testca.CA) {
 func TestMint(t *testing.T) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	limit := time.Date(2030, 7, 1, 0, 0, 0, 0, time.UTC)
-	m, root := newTestMinter(t, MintOptions{ID: "a", RunID: 42, NotAfterStart: start, NotAfterLimit: limit})
-	inter, err := x509.ParseCertificate(m.Issuer())
+	mix, err := ParseMix("p256,p384,rsa2048")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := inter.CheckSignatureFrom(root.Cert); err != nil {
-		t.Fatalf("intermediate not issued by the root: %v", err)
+	m, root := newTestMinter(t, MintOptions{Mix: mix, ID: "a", RunID: 42, NotAfterStart: start, NotAfterLimit: limit})
+	inters := map[string]*x509.Certificate{}
+	for _, der := range m.Issuers() {
+		inter, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inter.CheckSignatureFrom(root.Cert); err != nil {
+			t.Fatalf("intermediate not issued by the root: %v", err)
+		}
+		inters[string(der)] = inter
+	}
+	if len(inters) != 3 {
+		t.Fatalf("%d intermediates, want one per issuer kind (3)", len(inters))
 	}
 	seen := map[string]bool{}
-	for i := uint64(1); i <= 6; i++ {
+	for i := uint64(1); i <= 60; i++ {
 		precert := i%2 == 0
 		c, err := m.Mint(precert)
 		if err != nil {
 			t.Fatal(err)
+		}
+		inter := inters[string(c.Chain[1])]
+		if inter == nil {
+			t.Fatalf("certificate %d: chain[1] is not one of the Minter's intermediates", i)
 		}
 		leaf, err := x509.ParseCertificate(c.Chain[0])
 		if err != nil {
@@ -57,10 +72,10 @@ func TestMint(t *testing.T) {
 		if leaf.NotAfter.Before(start) || !leaf.NotAfter.Before(limit) {
 			t.Errorf("NotAfter %v outside [%v, %v)", leaf.NotAfter, start, limit)
 		}
-		if !bytes.Equal(c.Chain[1], m.Issuer()) || !bytes.Equal(c.Chain[2], root.DER) {
+		if !bytes.Equal(c.Chain[2], root.DER) {
 			t.Error("chain is not leaf, intermediate, root")
 		}
-		if c.Entry.ChainFingerprints[0] != tile.Fingerprint(m.Issuer()) || c.Entry.ChainFingerprints[1] != tile.Fingerprint(root.DER) {
+		if c.Entry.ChainFingerprints[0] != tile.Fingerprint(c.Chain[1]) || c.Entry.ChainFingerprints[1] != tile.Fingerprint(root.DER) {
 			t.Error("wrong chain fingerprints")
 		}
 		hasPoison := false

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -44,6 +45,16 @@ const (
 	// RSA2048 is a 2048-bit RSA key. Generating one takes tens to hundreds
 	// of milliseconds, so reuse leaf keys when issuing many RSA leaves.
 	RSA2048
+	// ECDSAP384 is an ECDSA key on the NIST P-384 curve; a CA with one
+	// signs with ECDSA-with-SHA384, as most production intermediates do.
+	ECDSAP384
+	// ECDSAP521 is an ECDSA key on the NIST P-521 curve (it signs with
+	// ECDSA-with-SHA512).
+	ECDSAP521
+	// RSA3072 and RSA4096 are larger RSA keys; a 4096-bit one takes
+	// seconds to generate.
+	RSA3072
+	RSA4096
 )
 
 // String returns the key type's conventional name.
@@ -53,6 +64,14 @@ func (kt KeyType) String() string {
 		return "ECDSA-P256"
 	case RSA2048:
 		return "RSA-2048"
+	case ECDSAP384:
+		return "ECDSA-P384"
+	case ECDSAP521:
+		return "ECDSA-P521"
+	case RSA3072:
+		return "RSA-3072"
+	case RSA4096:
+		return "RSA-4096"
 	default:
 		return fmt.Sprintf("KeyType(%d)", int(kt))
 	}
@@ -94,22 +113,28 @@ type CA struct {
 // NewKey generates a private key of type kt. Load generators can create one
 // leaf key up front and pass its Public() as LeafOptions.PublicKey.
 func NewKey(kt KeyType) (crypto.Signer, error) {
+	var k crypto.Signer
+	var err error
 	switch kt {
 	case ECDSAP256:
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, fmt.Errorf("generating %v key: %w", kt, err)
-		}
-		return k, nil
+		k, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case ECDSAP384:
+		k, err = ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	case ECDSAP521:
+		k, err = ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
 	case RSA2048:
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return nil, fmt.Errorf("generating %v key: %w", kt, err)
-		}
-		return k, nil
+		k, err = rsa.GenerateKey(rand.Reader, 2048)
+	case RSA3072:
+		k, err = rsa.GenerateKey(rand.Reader, 3072)
+	case RSA4096:
+		k, err = rsa.GenerateKey(rand.Reader, 4096)
 	default:
 		return nil, fmt.Errorf("unknown key type %v", kt)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("generating %v key: %w", kt, err)
+	}
+	return k, nil
 }
 
 // randomSerial returns a random positive 128-bit serial number.
@@ -250,6 +275,18 @@ type LeafOptions struct {
 	// PublicKey, if non-nil, is used as the leaf's public key instead of a
 	// freshly generated one, which makes issuing much cheaper.
 	PublicKey crypto.PublicKey
+
+	// What production leaves carry besides (all optional): the extended
+	// key usages (default: serverAuth), the AIA caIssuers URL, CRL
+	// distribution points, certificate policies, a subject key
+	// identifier, and extensions added as they are (a final
+	// certificate's SCT list).
+	ExtKeyUsage           []x509.ExtKeyUsage
+	IssuingCertificateURL []string
+	CRLDistributionPoints []string
+	Policies              []x509.OID
+	SubjectKeyID          []byte
+	ExtraExtensions       []pkix.Extension
 }
 
 // IssueLeaf issues an end-entity TLS server certificate (or, with
@@ -286,6 +323,14 @@ func (ca *CA) IssueLeaf(opts LeafOptions) ([]byte, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
+		IssuingCertificateURL: opts.IssuingCertificateURL,
+		CRLDistributionPoints: opts.CRLDistributionPoints,
+		Policies:              opts.Policies,
+		SubjectKeyId:          opts.SubjectKeyID,
+		ExtraExtensions:       slices.Clone(opts.ExtraExtensions),
+	}
+	if opts.ExtKeyUsage != nil {
+		tmpl.ExtKeyUsage = opts.ExtKeyUsage
 	}
 	if len(opts.DNSNames) > 0 {
 		tmpl.Subject.CommonName = opts.DNSNames[0]
@@ -294,7 +339,7 @@ func (ca *CA) IssueLeaf(opts LeafOptions) ([]byte, error) {
 		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
 	}
 	if opts.Precert {
-		tmpl.ExtraExtensions = []pkix.Extension{{Id: OIDCTPoison, Critical: true, Value: asn1Null}}
+		tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: OIDCTPoison, Critical: true, Value: asn1Null})
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {

@@ -1,4 +1,4 @@
-package p256key
+package fastecdsa
 
 import (
 	"bufio"

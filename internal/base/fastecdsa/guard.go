@@ -1,4 +1,4 @@
-package p256key
+package fastecdsa
 
 import (
 	"crypto/ecdsa"
@@ -76,9 +76,9 @@ func (g *Guard) confirm(k *Key, hash, sig []byte) bool {
 	if !g.off.Swap(true) && g.logger != nil {
 		raw, _ := k.pub.Bytes()
 		sum := sha256.Sum256(raw)
-		g.logger.Error("the fast P-256 verifier accepted a signature that crypto/ecdsa refuses: "+
+		g.logger.Error("the fast ECDSA verifier accepted a signature that crypto/ecdsa refuses: "+
 			"the signature is refused, and the fast verifier is off until the process restarts; please report this",
-			"key_sha256", hex.EncodeToString(sum[:]),
+			"curve", k.pub.Curve.Params().Name, "key_sha256", hex.EncodeToString(sum[:]),
 			"digest", hex.EncodeToString(hash), "signature", hex.EncodeToString(sig))
 	}
 	return false
@@ -91,15 +91,15 @@ func (g *Guard) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mosaic_fast_verifier_disagreements_total",
-			Help: "Signatures the fast P-256 verifier (issuer key tables) accepted and crypto/ecdsa refused; each was refused, and the first turned the fast verifier off. Anything but 0 is a bug: please report it.",
+			Help: "Signatures the fast ECDSA verifier (issuer key tables, P-256 and P-384) accepted and crypto/ecdsa refused; each was refused, and the first turned the fast verifier off. Anything but 0 is a bug: please report it.",
 		}, func() float64 { return float64(g.Disagreements()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mosaic_fast_verifier_checks_total",
-			Help: "The fast P-256 verifier's accepts checked again with crypto/ecdsa (each key's first 64, then 1 in 64).",
+			Help: "The fast ECDSA verifier's accepts checked again with crypto/ecdsa (each key's first 64, then 1 in 64).",
 		}, func() float64 { return float64(g.Checked()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_fast_verifier_enabled",
-			Help: "1 while the fast P-256 verifier is in use, 0 once a disagreement with crypto/ecdsa turned it off.",
+			Help: "1 while the fast ECDSA verifier is in use, 0 once a disagreement with crypto/ecdsa turned it off.",
 		}, func() float64 {
 			if g.Disabled() {
 				return 0

@@ -1,4 +1,4 @@
-package p256key
+package fastecdsa
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestGuardCatchesALyingFastPath(t *testing.T) {
 	for _, c := range g.Collectors() {
 		reg.MustRegister(c)
 	}
-	priv, _ := testKey(t)
+	priv, _ := testKey(t, elliptic.P256())
 	k, err := New(&priv.PublicKey, g)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestGuardCatchesALyingFastPath(t *testing.T) {
 		t.Errorf("mosaic_fast_verifier_disagreements_total = %v, want 1", got)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP mosaic_fast_verifier_enabled 1 while the fast P-256 verifier is in use, 0 once a disagreement with crypto/ecdsa turned it off.
+# HELP mosaic_fast_verifier_enabled 1 while the fast ECDSA verifier is in use, 0 once a disagreement with crypto/ecdsa turned it off.
 # TYPE mosaic_fast_verifier_enabled gauge
 mosaic_fast_verifier_enabled 0
 `), "mosaic_fast_verifier_enabled"); err != nil {
@@ -82,7 +82,7 @@ mosaic_fast_verifier_enabled 0
 // checked, a lie is still caught within a few hundred accepts (1 in 64 is
 // sampled: the chance of missing it 1,000 times is about 10⁻⁷).
 func TestGuardSamplesLaterAccepts(t *testing.T) {
-	priv, k := testKey(t)
+	priv, k := testKey(t, elliptic.P256())
 	hash := sha256.Sum256([]byte("a leaf"))
 	good, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
 	for range checkFirst {
@@ -114,7 +114,7 @@ func TestGuardSamplesLaterAccepts(t *testing.T) {
 // TestGuardAgreementKeepsItOn: valid and invalid signatures through the
 // real fast path never turn the Guard off.
 func TestGuardAgreementKeepsItOn(t *testing.T) {
-	priv, k := testKey(t)
+	priv, k := testKey(t, elliptic.P256())
 	for i := range 3 * checkFirst {
 		hash := sha256.Sum256([]byte{byte(i)})
 		sig, _ := ecdsa.SignASN1(rand.Reader, priv, hash[:])
