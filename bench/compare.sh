@@ -10,7 +10,7 @@
 #
 #   Mosaic     this checkout, `mosaic serve -dev` (local disk, embedded
 #              database, period 200 ms, pool 4,000).
-#   Sunlight   v0.8.1, built once in a scratch module from the Go module proxy
+#   Sunlight   v0.9.0, built once in a scratch module from the Go module proxy
 #              (cgo: its SQLite driver needs gcc) and cached; local directory
 #              storage, SQLite checkpoints lock (created first, as its README
 #              says) and dedup cache, period 200 ms, pool 4,000.
@@ -38,7 +38,12 @@
 #   RATES=1000,0                     hammer -rate per step; 0 = as fast as possible
 #   STEP=30s                         duration of each step (whole seconds or minutes: 30s, 2m)
 #   WORKERS=3000                     hammer -workers
-#   DUP=0.1  PRECERT=0.5             hammer -dup and -precert
+#   ISSUERS='production;p256'        hammer -issuers mixes, semicolon-separated: every rate
+#                                    runs for each (production: the mix of real entries,
+#                                    89% P-384 and 11% RSA-2048 issuers; p256: one P-256
+#                                    issuer, as every benchmark before 2026-11-28)
+#   DUP=0.1  PRECERT=                hammer -dup and -precert (empty: each mix's own share;
+#                                    production's entries are all precertificates)
 #   KEEP=0                           1 keeps the logs' directories for inspection
 #   EXTRA_HAMMER_FLAGS=              more hammer flags for every log, space-separated
 #                                    (for example -lean-http=false)
@@ -58,11 +63,12 @@ RATES=${RATES:-1000,0}
 STEP=${STEP:-30s}
 WORKERS=${WORKERS:-3000}
 DUP=${DUP:-0.1}
-PRECERT=${PRECERT:-0.5}
+PRECERT=${PRECERT:-}
+ISSUERS=${ISSUERS:-production;p256}
 KEEP=${KEEP:-0}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mosaic/compare
 
-SUNLIGHT_VERSION=v0.8.1
+SUNLIGHT_VERSION=v0.9.0
 TESSERACT_VERSION=v0.1.1
 # The go.sum lines of tesseract v0.1.1 as the Go module proxy served them
 # (first download, 2026-11-22). The checksum database has no record of this
@@ -104,7 +110,8 @@ done
 # for first builds, and per log each step plus 2 minutes (preminting, the
 # hammer's 30 s drain, a loaded machine) and 3 minutes to start and check.
 if [[ -z ${MOSAIC_COMPARE_BOUNDED:-} ]]; then
-	MAX_TIME=${MAX_TIME:-$((1200 + ${#logs[@]} * (${#rates[@]} * (step_s + 120) + 180)))}
+	IFS=';' read -r -a mixes <<<"$ISSUERS"
+	MAX_TIME=${MAX_TIME:-$((1200 + ${#logs[@]} * (${#mixes[@]} * ${#rates[@]} * (step_s + 120) + 180)))}
 	if ! [[ $MAX_TIME =~ ^[0-9]+$ ]] || ((MAX_TIME == 0)); then
 		echo "MAX_TIME must be a whole number of seconds, not '$MAX_TIME'" >&2
 		exit 2
@@ -143,7 +150,7 @@ trap 'echo "bench/compare.sh: stopped by SIGTERM (the time limit is MAX_TIME=$MO
 
 mkdir -p "$out" "$cache"
 commit=$(bench_commit "$root")
-settings="LOGS=$LOGS RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT"
+settings="LOGS=$LOGS RATES=$RATES ISSUERS='$ISSUERS' STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT"
 failed=0
 
 echo "building mosaic and the benchmark driver" >&2
@@ -253,7 +260,7 @@ measure() {
 	# In the background, so that a signal reaches the traps at once.
 	BENCH_COMMIT=$commit "$work/bin/benchrun" -mosaic "$work/bin/mosaic" -pid "$server_pid" -name "$impl" \
 		-clk-tck "$(getconf CLK_TCK)" -rates "$RATES" -step "$STEP" -workers "$WORKERS" \
-		-dup "$DUP" -precert "$PRECERT" -readers 0 -out "$out/$name" \
+		-issuers "$ISSUERS" -dup "$DUP" -precert "${PRECERT:--1}" -readers 0 -out "$out/$name" \
 		-command "$settings bench/compare.sh" "${flags[@]}" > >(tee "$out/$name/benchrun.log" >&2) 2>&1 &
 	bench_pid=$!
 	wait "$bench_pid" || rc=$?
@@ -328,7 +335,9 @@ for name in "${logs[@]}"; do
 		mkdir -p "$d"
 		"$bin/sunlight_mkdb" "$d/checkpoints.db" || { fail sunlight "could not create its checkpoints database"; continue; }
 		"$bin/sunlight-keygen" -f "$d/seed.bin" >"$d/keygen.txt" 2>&1 || { fail sunlight "sunlight-keygen failed: $(tail -n 1 "$d/keygen.txt")"; continue; }
-		pubkey=$(awk '/^ECDSA public key:/ { e = 1; next } e && /BEGIN PUBLIC KEY/ { p = 1; next } p && /END PUBLIC KEY/ { exit } p' "$d/keygen.txt" | tr -d '\n')
+		# v0.8 prints the PEM block on the lines after "ECDSA public key:",
+		# v0.9 starts it on that line.
+		pubkey=$(awk '/^ECDSA public key:/ { e = 1 } e && /BEGIN PUBLIC KEY/ { p = 1; next } p && /END PUBLIC KEY/ { exit } p' "$d/keygen.txt" | tr -d '\n')
 		[[ -n $pubkey ]] || { fail sunlight "no public key in sunlight-keygen's output"; continue; }
 		# Sunlight routes a log by the host and path of its submission
 		# prefix (which must be https; without an acme section it serves

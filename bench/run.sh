@@ -27,12 +27,17 @@
 #   RATES=250,500,1000,2000,3000,0   ladder of hammer -rate values; 0 = as fast as possible
 #   STEP=25s                         duration of each step
 #   WORKERS=1000                     hammer -workers (concurrent submissions)
-#   DUP=0.1  PRECERT=0.5             hammer -dup and -precert
+#   ISSUERS='production;p256'        hammer -issuers mixes, semicolon-separated: the whole
+#                                    ladder runs for each (production: the mix of real
+#                                    entries, 89% P-384 and 11% RSA-2048 issuers; p256: one
+#                                    P-256 issuer, as every benchmark before 2026-11-28)
+#   DUP=0.1  PRECERT=                hammer -dup and -precert (empty: each mix's own share;
+#                                    production's entries are all precertificates)
 #   READERS=0  READ_RATE=20          hammer -readers and -read-rate
 #   KEEP=0                           1 keeps the dev log directory (and MinIO's data) for inspection
 #   PGHOST=127.0.0.1 PGPORT=5432     PostgreSQL for BACKEND=s3 (database test must exist)
 #
-# The default ladder takes about 3 minutes. Results go to OUTDIR (default
+# The default ladder takes about 7 minutes (twice 3, and preminting). Results go to OUTDIR (default
 # bench/results/<UTC timestamp>). Linux only (/proc).
 set -euo pipefail
 
@@ -43,7 +48,8 @@ RATES=${RATES:-250,500,1000,2000,3000,0}
 STEP=${STEP:-25s}
 WORKERS=${WORKERS:-1000}
 DUP=${DUP:-0.1}
-PRECERT=${PRECERT:-0.5}
+PRECERT=${PRECERT:-}
+ISSUERS=${ISSUERS:-production;p256}
 READERS=${READERS:-0}
 READ_RATE=${READ_RATE:-20}
 MAX_PREMINT=${MAX_PREMINT:-250000}
@@ -123,13 +129,13 @@ else
 fi
 
 commit=$(bench_commit "$root")
-settings="RATES=$RATES STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE MAX_PREMINT=$MAX_PREMINT"
+settings="RATES=$RATES ISSUERS='$ISSUERS' STEP=$STEP WORKERS=$WORKERS DUP=$DUP PRECERT=$PRECERT READERS=$READERS READ_RATE=$READ_RATE MAX_PREMINT=$MAX_PREMINT"
 [[ $BACKEND == local ]] || settings="BACKEND=$BACKEND $settings"
 # In the background, so that a signal reaches the traps at once.
 BENCH_COMMIT=$commit "$work/benchrun" -mosaic "$work/mosaic" -dev "$work/devlog" -pid "$server_pid" \
 	-backend "$BACKEND" -metrics "$metrics" \
 	-clk-tck "$(getconf CLK_TCK)" -rates "$RATES" -step "$STEP" -workers "$WORKERS" \
-	-dup "$DUP" -precert "$PRECERT" -readers "$READERS" -read-rate "$READ_RATE" -max-premint "$MAX_PREMINT" -out "$out" \
+	-issuers "$ISSUERS" -dup "$DUP" -precert "${PRECERT:--1}" -readers "$READERS" -read-rate "$READ_RATE" -max-premint "$MAX_PREMINT" -out "$out" \
 	-command "$settings bench/run.sh" &
 bench_pid=$!
 wait "$bench_pid"

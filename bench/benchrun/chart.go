@@ -38,9 +38,15 @@ const (
 
 // chart draws, against the offered rate, three stacked panels of one SVG,
 // by hand (no plotting dependency): throughput, latency, and the server's
-// CPU per accepted entry and peak RSS.
+// CPU per accepted entry and peak RSS, for the steps of the first mix of
+// issuers (results.md has every mix).
 func chart(r *Results) string {
-	steps := slices.Clone(r.Steps)
+	var steps []Step
+	for _, s := range r.Steps {
+		if s.Issuers == r.Steps[0].Issuers {
+			steps = append(steps, s)
+		}
+	}
 	slices.SortFunc(steps, func(a, b Step) int { return cmpFloat(a.OfferedPerS, b.OfferedPerS) })
 	var offered, offeredNew, accepted, p50, p99, i50, i99, cpu, rss [][2]float64
 	var notes []string
@@ -136,7 +142,11 @@ func chartTitle(r *Results) string {
 	if r.Backend == "s3" {
 		on = "S3 + PostgreSQL"
 	}
-	return fmt.Sprintf("%s end to end on %s: %s, %d cores, %s", r.implementation(), on, r.CPU, r.Cores, r.Date.Format("2006-01-02"))
+	mix := ""
+	if len(r.Steps) > 0 && r.Steps[0].Issuers != "" {
+		mix = ", -issuers " + r.Steps[0].Issuers
+	}
+	return fmt.Sprintf("%s end to end on %s%s: %s, %d cores, %s", r.implementation(), on, mix, r.CPU, r.Cores, r.Date.Format("2006-01-02"))
 }
 
 // plot maps data to the coordinates of a panel's left axis.

@@ -150,36 +150,47 @@ func writeComparison(c *Comparison, dir string) error {
 	return nil
 }
 
-// ladder returns the target rates of the measured logs, in the order they
-// were first run.
-func (c *Comparison) ladder() []float64 {
-	var rates []float64
+// ladder returns the steps (mix and target rate) of the measured logs, in
+// the order they were first run.
+func (c *Comparison) ladder() []stepKey {
+	var keys []stepKey
 	for _, l := range c.Logs {
 		for _, s := range l.Steps {
-			if !slices.Contains(rates, s.TargetRate) {
-				rates = append(rates, s.TargetRate)
+			if !slices.Contains(keys, s.key()) {
+				keys = append(keys, s.key())
 			}
 		}
 	}
-	return rates
+	return keys
 }
 
-// stepAt returns the log's step at target rate r.
-func (l *CompareLog) stepAt(r float64) (Step, bool) {
+// stepAt returns the log's step k.
+func (l *CompareLog) stepAt(k stepKey) (Step, bool) {
 	for _, s := range l.Steps {
-		if s.TargetRate == r {
+		if s.key() == k {
 			return s, true
 		}
 	}
 	return Step{}, false
 }
 
-// rateTitle names a step in column titles: "1,000/s" or "max".
+// rateTitle names a step's rate in column titles: "1,000/s" or "max".
 func rateTitle(r float64) string {
 	if r == 0 {
 		return "max"
 	}
 	return thousands(r) + "/s"
+}
+
+// stepTitle names a step in column titles: its rate, after its mix when
+// the ladder has more than one ("production 1,000/s").
+func stepTitle(k stepKey, keys []stepKey) string {
+	for _, o := range keys {
+		if o.Issuers != k.Issuers {
+			return issuersName(k.Issuers) + " " + rateTitle(k.Rate)
+		}
+	}
+	return rateTitle(k.Rate)
 }
 
 // thousands formats a whole number with comma separators.
@@ -207,19 +218,21 @@ func compareMarkdown(c *Comparison) string {
 		impls = append(impls, cmp.Or(l.Implementation, l.Name))
 	}
 	fmt.Fprintf(&b, "Write-path comparison of %s, %s, %s (%d cores), %s. "+
-		"The same hammer (`mosaic hammer`) drove each log in turn for %gs per step with %d workers, %g%% resubmissions and %g%% precertificates "+
-		"(-dup %g, -precert %g, -readers %d); its verification reads went to each log's storage directory through file://, so only the write path was measured. "+
+		"The same hammer (`mosaic hammer`) drove each log in turn for %gs per step with %d workers and %g%% resubmissions "+
+		"(-dup %g, %s, -readers %d), minting each step's mix of issuers (-issuers: production is the mix of real entries in Mosaic's testdata, "+
+		"89%% signed by P-384 intermediates and 11%% by RSA-2048 ones; p256 all by one P-256 intermediate, as every benchmark before 2026-11-28); "+
+		"its verification reads went to each log's storage directory through file://, so only the write path was measured. "+
 		"CPU is the server process's (utime+stime from /proc) from the first submission to the end of the hammer's verification, per accepted entry; "+
 		"RSS is the largest sampled during the step.\n\n",
 		strings.Join(impls, ", "), c.Date.Format("2006-01-02 15:04 UTC"), c.CPU, c.Cores, c.Go,
-		c.StepS, c.Workers, c.Dup*100, c.Precert*100, c.Dup, c.Precert, c.Readers)
+		c.StepS, c.Workers, c.Dup*100, c.Dup, precertWords(c.Precert), c.Readers)
 
 	rates := c.ladder()
 	b.WriteString("| log |")
 	ncols := 1
 	for _, r := range rates {
-		t := rateTitle(r)
-		if r == 0 {
+		t := stepTitle(r, rates)
+		if r.Rate == 0 {
 			fmt.Fprintf(&b, " %s: accepted /s | %s: CPU µs/entry | %s: cores | %s: RSS MB | %s: add-chain p50 / p99 ms |", t, t, t, t, t)
 			ncols += 5
 		} else {
@@ -242,11 +255,11 @@ func compareMarkdown(c *Comparison) string {
 			errs += s.Errors
 			fails += s.Failures
 			switch {
-			case !ok && r == 0:
+			case !ok && r.Rate == 0:
 				b.WriteString(strings.Repeat("  |", 5))
 			case !ok:
 				b.WriteString(strings.Repeat("  |", 3))
-			case r == 0:
+			case r.Rate == 0:
 				fmt.Fprintf(&b, " %.0f | %.0f | %.2f | %.0f | %.0f / %.0f |", s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.RSSMaxMB, s.AddChainP50, s.AddChainP99)
 			default:
 				fmt.Fprintf(&b, " %.0f | %.0f | %.0f |", s.AcceptedPerS, s.ServerCPUUSPerEntry, s.RSSMaxMB)
@@ -256,12 +269,12 @@ func compareMarkdown(c *Comparison) string {
 	}
 
 	b.WriteString("\nEvery step:\n\n")
-	b.WriteString("| log | offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | other load (cores) | errors | of which pushback | verification failures | hammer result |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| log | issuers | offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | other load (cores) | errors | of which pushback | verification failures | hammer result |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, l := range c.Logs {
 		for _, s := range l.Steps {
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %d | %d | %d | %s |\n",
-				cmp.Or(l.Implementation, l.Name), rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
+			fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %d | %d | %d | %s |\n",
+				cmp.Or(l.Implementation, l.Name), issuersName(s.Issuers), rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
 				s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB, s.OtherCores,
 				s.Errors, s.Pushback, s.Failures, cell(s.Result))
 		}
@@ -297,7 +310,7 @@ func compareMarkdown(c *Comparison) string {
 // figures (it slows every log alike): the CPU per entry at each rate, and
 // the accepted entries per second as fast as possible. It is empty when
 // the first log has no steps.
-func relative(c *Comparison, rates []float64) string {
+func relative(c *Comparison, rates []stepKey) string {
 	if len(c.Logs) < 2 || len(c.Logs[0].Steps) == 0 {
 		return ""
 	}
@@ -312,11 +325,15 @@ func relative(c *Comparison, rates []float64) string {
 			if !ok0 || !ok || s0.ServerCPUUSPerEntry <= 0 || s.ServerCPUUSPerEntry <= 0 {
 				continue
 			}
-			at := "at " + rateTitle(r)
-			if r == 0 {
-				at = "as fast as possible"
+			mix := ""
+			if title := stepTitle(r, rates); title != rateTitle(r.Rate) {
+				mix = " (" + issuersName(r.Issuers) + ")"
+			}
+			at := "at " + rateTitle(r.Rate) + mix
+			if r.Rate == 0 {
+				at = "as fast as possible" + mix
 				if s0.AcceptedPerS > 0 {
-					throughput = fmt.Sprintf(", and accepted %.2f times as many entries per second as fast as possible", s.AcceptedPerS/s0.AcceptedPerS)
+					throughput += fmt.Sprintf(", and accepted %.2f times as many entries per second as fast as possible%s", s.AcceptedPerS/s0.AcceptedPerS, mix)
 				}
 			}
 			if len(cpu) == 0 {

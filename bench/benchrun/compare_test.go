@@ -66,19 +66,19 @@ func TestCompare(t *testing.T) {
 		c.Logs[0].Notes != "Mosaic dev log | local disk. fsck: OK." || c.Logs[2].Steps != nil {
 		t.Errorf("loadComparison = %+v", c)
 	}
-	if got := c.ladder(); !slices.Equal(got, []float64{1000, 0}) {
+	if got := c.ladder(); !slices.Equal(got, []stepKey{{"", 1000}, {"", 0}}) {
 		t.Errorf("ladder = %v", got)
 	}
 
 	md := compareMarkdown(c)
 	for _, want := range []string{
 		"Write-path comparison of Mosaic, Sunlight v0.8.1, tesseract, 2026-11-22 12:00 UTC, AMD EPYC (2 cores), go1.26.8.",
-		"30s per step with 3000 workers, 10% resubmissions and 50% precertificates",
+		"30s per step with 3000 workers and 10% resubmissions (-dup 0.1, -precert 0.5, -readers 0)",
 		"| log | 1,000/s: accepted /s | 1,000/s: CPU µs/entry | 1,000/s: RSS MB | max: accepted /s | max: CPU µs/entry | max: cores | max: RSS MB | max: add-chain p50 / p99 ms | errors | verification failures |",
 		"| Mosaic | 896 | 570 | 43 | 3695 | 319 | 1.18 | 136 | 255 / 440 | 0 | 0 |",
 		"| Sunlight v0.8.1 | 899 | 410 | 80 | 5000 | 300 | 1.50 | 200 | 200 / 400 | 7 | 2 |",
 		"| tesseract | skipped: TesseraCT v0.1.1 did not build: 403 Forbidden |",
-		"| Sunlight v0.8.1 | max | 0 | 5000 | 300 | 1.50 | 0 | 200 | 400 | 0 | 0 | 200 | 0.00 | 7 | 5 | 2 | verification_failures |",
+		"| Sunlight v0.8.1 | p256 | max | 0 | 5000 | 300 | 1.50 | 0 | 200 | 400 | 0 | 0 | 200 | 0.00 | 7 | 5 | 2 | verification_failures |",
 		"Relative to Mosaic in the same run (the machine's speed, which changes from hour to hour, moves these ratios far less than the figures): " +
 			"Sunlight v0.8.1 used 0.72 times as much CPU per entry at 1,000/s and 0.94 times as much as fast as possible, " +
 			"and accepted 1.35 times as many entries per second as fast as possible.",
@@ -155,16 +155,54 @@ func TestThousands(t *testing.T) {
 }
 
 func TestHammerArgs(t *testing.T) {
-	args := hammerArgs("", 1000, 33000, 30*time.Second, 3000, 0.1, 0.5, 0, 20, "/out/hammer-1000",
+	args := hammerArgs("", stepKey{"p384=0.9,rsa2048=0.1", 1000}, 33000, 30*time.Second, 3000, 0.1, 0.5, 0, 20, "/out/hammer-1000",
 		[]string{"-submission=http://127.0.0.1:1/bench/", "-monitoring=file:///d", "-workers=5"})
 	s := strings.Join(args, " ")
 	if args[0] != "hammer" || slices.Contains(args, "-dev") ||
-		!strings.Contains(s, "-rate 1000 -workers 3000 -duration 30s -dup 0.1 -precert 0.5 -premint 33000") ||
-		!strings.HasSuffix(s, "-report /out/hammer-1000.json -submission=http://127.0.0.1:1/bench/ -monitoring=file:///d -workers=5") {
+		!strings.Contains(s, "-issuers p384=0.9,rsa2048=0.1 -rate 1000 -workers 3000 -duration 30s -dup 0.1 -premint 33000") ||
+		!strings.HasSuffix(s, "-report /out/hammer-1000.json -precert 0.5 -submission=http://127.0.0.1:1/bench/ -monitoring=file:///d -workers=5") {
 		t.Errorf("hammerArgs without -dev = %q", s)
 	}
-	args = hammerArgs("/dev/log", 0, 60000, time.Minute, 1000, 0, 1, 2, 0, "b", nil)
-	if s := strings.Join(args, " "); !strings.HasPrefix(s, "hammer -dev /dev/log -ui=false") || !strings.HasSuffix(s, "-report b.json") {
+	// A negative precert leaves it to the mix: no -precert at all.
+	args = hammerArgs("/dev/log", stepKey{"production", 0}, 60000, time.Minute, 1000, 0, -1, 2, 0, "b", nil)
+	if s := strings.Join(args, " "); !strings.HasPrefix(s, "hammer -dev /dev/log -ui=false") || !strings.HasSuffix(s, "-report b.json") ||
+		slices.Contains(args, "-precert") {
 		t.Errorf("hammerArgs with -dev = %q", s)
+	}
+	if got := fileName(stepKey{"p384=0.9,rsa2048=0.1", 0}); got != "p384_0.9_rsa2048_0.1-max" {
+		t.Errorf("fileName = %q", got)
+	}
+}
+
+// TestCompareMixes: with steps of two mixes, the summary's columns and the
+// ratios name the mix of each.
+func TestCompareMixes(t *testing.T) {
+	dir := t.TempDir()
+	steps := func(cpu float64) []Step {
+		return []Step{
+			{Issuers: "production", TargetRate: 0, AcceptedPerS: 2000, ServerCPUUSPerEntry: cpu},
+			{Issuers: "p256", TargetRate: 0, AcceptedPerS: 6000, ServerCPUUSPerEntry: cpu / 4},
+		}
+	}
+	mosaic := Results{StepS: 20, Workers: 3000, Dup: 0.1, Precert: -1, Steps: steps(300)}
+	sunlight := mosaic
+	sunlight.Implementation = "Sunlight v0.9.0"
+	sunlight.Steps = steps(900)
+	writeResults(t, filepath.Join(dir, "mosaic"), &mosaic)
+	writeResults(t, filepath.Join(dir, "sunlight"), &sunlight)
+	c, err := loadComparison(dir, []string{"mosaic=mosaic", "sunlight=sunlight"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := compareMarkdown(c)
+	for _, want := range []string{
+		"| log | production max: accepted /s | production max: CPU µs/entry |",
+		"| p256 max: accepted /s |",
+		"-precert as each mix has it",
+		"Sunlight v0.9.0 used 3.00 times as much CPU per entry as fast as possible (production) and 3.00 times as much as fast as possible (p256)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -36,6 +36,10 @@ import (
 
 // Step is the result of one rung of the ladder.
 type Step struct {
+	// Issuers is the hammer's -issuers: the mix of issuer keys of the
+	// step's submissions ("production", "p256", ...). Empty in results
+	// from before the option existed (they are all P-256).
+	Issuers string `json:"issuers,omitempty"`
 	// TargetRate is the hammer's -rate (0: as fast as possible).
 	TargetRate float64 `json:"target_rate"`
 	// OfferedPerS and AcceptedPerS are the measured rates.
@@ -104,10 +108,12 @@ type Results struct {
 	// dedup cache). Empty in results from before the option existed.
 	Backend string `json:"backend,omitempty"`
 
-	Command  string  `json:"command"`
-	StepS    float64 `json:"step_s"`
-	Workers  int     `json:"workers"`
-	Dup      float64 `json:"dup"`
+	Command string  `json:"command"`
+	StepS   float64 `json:"step_s"`
+	Workers int     `json:"workers"`
+	Dup     float64 `json:"dup"`
+	// Precert is the hammer's -precert, or -1 if it was left to each mix
+	// (production's entries are all precertificates).
 	Precert  float64 `json:"precert"`
 	Readers  int     `json:"readers"`
 	ReadRate float64 `json:"read_rate"`
@@ -136,10 +142,11 @@ func run() error {
 	step := flag.Duration("step", 25*time.Second, "duration of each step")
 	workers := flag.Int("workers", 1000, "hammer -workers")
 	dup := flag.Float64("dup", 0.1, "hammer -dup")
-	precert := flag.Float64("precert", 0.5, "hammer -precert")
+	precert := flag.Float64("precert", -1, "hammer -precert (negative: left to each mix of -issuers)")
+	issuers := flag.String("issuers", "production;p256", "semicolon-separated hammer -issuers mixes: the whole ladder of -rates runs for each")
 	readers := flag.Int("readers", 0, "hammer -readers")
 	readRate := flag.Float64("read-rate", 20, "hammer -read-rate")
-	maxPremint := flag.Int("max-premint", 250000, "premint at most this many certificates per step (a step at the fastest rate mints this many)")
+	maxPremint := flag.Int("max-premint", 250000, "premint at most this many certificates per step (a step mints enough for its rate, or for 10,000/s as fast as possible)")
 	clkTck := flag.Int("clk-tck", 100, "clock ticks per second of /proc/PID/stat (getconf CLK_TCK)")
 	out := flag.String("out", "", "output directory")
 	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
@@ -186,25 +193,32 @@ func run() error {
 		Workers: *workers, Dup: *dup, Precert: *precert, Readers: *readers, ReadRate: *readRate,
 	}
 	res.Host, _ = os.Hostname()
-	for _, r := range strings.Split(*rates, ",") {
-		rate, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+	var ladder []stepKey
+	for _, mix := range strings.Split(*issuers, ";") {
+		mix = strings.TrimSpace(mix)
+		if mix == "" {
+			return errors.New("-issuers: an empty mix")
+		}
+		for _, r := range strings.Split(*rates, ",") {
+			rate, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil {
+				return fmt.Errorf("-rates: %w", err)
+			}
+			ladder = append(ladder, stepKey{mix, rate})
+		}
+	}
+	for _, k := range ladder {
+		// Enough for the step at its rate, or, as fast as possible, at
+		// 10,000/s (more than any log here accepts on two cores).
+		premint := min(*maxPremint, int(cmp.Or(k.Rate, 10000)*step.Seconds()*1.1))
+		name := fileName(k)
+		fmt.Fprintf(os.Stderr, "step: -issuers %s, rate %s for %v\n", k.Issuers, rateName(k.Rate), *step)
+		args := hammerArgs(*dev, k, premint, *step, *workers, *dup, *precert, *readers, *readRate, filepath.Join(*out, "hammer-"+name), hammerFlags)
+		s, err := runStep(ctx, *mosaic, args, *pid, *clkTck, *metricsURL, k.Rate, filepath.Join(*out, "hammer-"+name))
 		if err != nil {
-			return fmt.Errorf("-rates: %w", err)
+			return fmt.Errorf("step %s: %w", name, err)
 		}
-		premint := *maxPremint
-		if rate > 0 {
-			premint = min(premint, int(rate*step.Seconds()*1.1))
-		}
-		name := "max"
-		if rate > 0 {
-			name = strconv.FormatFloat(rate, 'f', -1, 64)
-		}
-		fmt.Fprintf(os.Stderr, "step: rate %s for %v\n", name, *step)
-		args := hammerArgs(*dev, rate, premint, *step, *workers, *dup, *precert, *readers, *readRate, filepath.Join(*out, "hammer-"+name), hammerFlags)
-		s, err := runStep(ctx, *mosaic, args, *pid, *clkTck, *metricsURL, rate, filepath.Join(*out, "hammer-"+name))
-		if err != nil {
-			return fmt.Errorf("step at rate %s: %w", name, err)
-		}
+		s.Issuers = k.Issuers
 		res.Steps = append(res.Steps, *s)
 		fmt.Fprintf(os.Stderr, "  accepted %.0f/s, server %.0f µs/entry (%.2f cores), hammer %.0f µs/submission, add-chain p50 %.0fms p99 %.0fms, RSS %.0f MB (%.0f anonymous), other load %.2f cores\n",
 			s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores, s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.RSSMaxMB, s.RSSAnonMaxMB, s.OtherCores)
@@ -271,22 +285,51 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
+// stepKey names a step: the mix of issuers and the target rate.
+type stepKey struct {
+	Issuers string
+	Rate    float64
+}
+
+// key is the step's stepKey.
+func (s Step) key() stepKey { return stepKey{s.Issuers, s.TargetRate} }
+
+// fileName is a step's name in file names: the mix (made safe for a file
+// name) and the rate ("production-max", "p256-1000").
+func fileName(k stepKey) string {
+	mix := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(k.Issuers))
+	rate := "max"
+	if k.Rate > 0 {
+		rate = strconv.FormatFloat(k.Rate, 'f', -1, 64)
+	}
+	return mix + "-" + rate
+}
+
 // hammerArgs returns the arguments of one step's `mosaic hammer`: the log
 // (-dev DIR, if dev is set), the step's load, the report in base.json, then
 // extra, so that an extra flag overrides the benchmark's own (the flag
-// package keeps the last value).
-func hammerArgs(dev string, rate float64, premint int, step time.Duration,
+// package keeps the last value). A negative precert leaves -precert to
+// the mix.
+func hammerArgs(dev string, k stepKey, premint int, step time.Duration,
 	workers int, dup, precert float64, readers int, readRate float64, base string, extra []string) []string {
 	args := []string{"hammer"}
 	if dev != "" {
 		args = append(args, "-dev", dev)
 	}
-	args = append(args, "-ui=false", "-progress", "5s",
-		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-workers", strconv.Itoa(workers),
+	args = append(args, "-ui=false", "-progress", "5s", "-issuers", k.Issuers,
+		"-rate", strconv.FormatFloat(k.Rate, 'f', -1, 64), "-workers", strconv.Itoa(workers),
 		"-duration", step.String(), "-dup", strconv.FormatFloat(dup, 'f', -1, 64),
-		"-precert", strconv.FormatFloat(precert, 'f', -1, 64), "-premint", strconv.Itoa(premint),
+		"-premint", strconv.Itoa(premint),
 		"-readers", strconv.Itoa(readers), "-read-rate", strconv.FormatFloat(readRate, 'f', -1, 64),
 		"-report", base+".json")
+	if precert >= 0 {
+		args = append(args, "-precert", strconv.FormatFloat(precert, 'f', -1, 64))
+	}
 	return append(args, extra...)
 }
 
@@ -576,13 +619,13 @@ func markdown(r *Results) string {
 	default:
 		backend = "; backend " + r.Backend
 	}
-	fmt.Fprintf(&b, "%s end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g -precert %g -readers %d%s.\n\n",
-		r.implementation(), r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, r.Precert, r.Readers, backend)
+	fmt.Fprintf(&b, "%s end-to-end benchmark, %s, %s (%d cores), %s; %gs per step, hammer -workers %d -dup %g %s -readers %d%s.\n\n",
+		r.implementation(), r.Date.Format("2006-01-02 15:04 UTC"), r.CPU, r.Cores, r.Go, r.StepS, r.Workers, r.Dup, precertWords(r.Precert), r.Readers, backend)
 	// The S3 columns (write path, then read path, one per operation) come
 	// after the server RSS, and only when there are S3 figures.
 	groups := s3Groups(r.Steps)
 	ncols := 0
-	b.WriteString("| offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | of which anonymous MB |")
+	b.WriteString("| issuers | offered rate (target) | offered /s | accepted /s | server CPU µs/entry | server cores | hammer CPU µs/submission | add-chain p50 ms | add-chain p99 ms | integrate p50 ms | integrate p99 ms | server RSS MB | of which anonymous MB |")
 	for _, g := range groups {
 		for _, op := range g.ops {
 			fmt.Fprintf(&b, " %sS3 %s /1k entries |", g.title, opTitle(op))
@@ -590,10 +633,10 @@ func markdown(r *Results) string {
 		}
 	}
 	b.WriteString(" other load (cores) | errors | verification failures |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", ncols) + "---:|---:|---:|\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", ncols) + "---:|---:|---:|\n")
 	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
-			rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |",
+			issuersName(s.Issuers), rateName(s.TargetRate), s.OfferedPerS, s.AcceptedPerS, s.ServerCPUUSPerEntry, s.ServerCores,
 			s.HammerCPUUSPerSubmission, s.AddChainP50, s.AddChainP99, s.IntegrateP50, s.IntegrateP99, s.RSSMaxMB, s.RSSAnonMaxMB)
 		for _, g := range groups {
 			m := g.of(s)
@@ -859,4 +902,16 @@ func parseLabels(s string) (map[string]string, string, error) {
 		labels[strings.TrimSpace(name)] = v.String()
 		s = rest[i+1:]
 	}
+}
+
+// issuersName is a step's mix as the tables show it (results from before
+// -issuers were all P-256).
+func issuersName(mix string) string { return cmp.Or(mix, "p256") }
+
+// precertWords is -precert as the tables' captions say it.
+func precertWords(precert float64) string {
+	if precert < 0 {
+		return "-precert as each mix has it (production: all precertificates)"
+	}
+	return fmt.Sprintf("-precert %g", precert)
 }

@@ -81,8 +81,8 @@ func TestOutputs(t *testing.T) {
 	if !strings.Contains(md, "| max | 3000 | 2700 |") || !strings.Contains(md, "| 100 | 100 | 90 |") {
 		t.Errorf("markdown table:\n%s", md)
 	}
-	if strings.Contains(md, "S3") || strings.Count(strings.Split(md, "\n")[2], "|") != 16 {
-		t.Errorf("a local run's table has S3 columns or not 15 columns:\n%s", md)
+	if strings.Contains(md, "S3") || strings.Count(strings.Split(md, "\n")[2], "|") != 17 {
+		t.Errorf("a local run's table has S3 columns or not 16 columns:\n%s", md)
 	}
 
 	// An S3 run from a server without the client label: one column per
@@ -99,15 +99,15 @@ func TestOutputs(t *testing.T) {
 		"| server RSS MB | of which anonymous MB | S3 PUT /1k entries | S3 GET /1k entries | S3 PUT conditional /1k entries | other load (cores) |",
 		"| 0 | 151 | 12.3 | 1.0 | 0.00 | 0 | 0 |",
 		"| 0 | 20.0 | 0.5 |  | 0.00 | 0 | 0 |",
-		"| 5 | 0 | 0 | 0 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |  |  |  | 0.00 | 0 | 0 |",
+		"| p256 | 5 | 0 | 0 | 0 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |  |  |  | 0.00 | 0 | 0 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("S3 table lacks %q:\n%s", want, md)
 		}
 	}
 	for _, l := range lines[2:6] {
-		if n := strings.Count(l, "|"); n != 19 {
-			t.Errorf("%d cells, want 18: %s", n-1, l)
+		if n := strings.Count(l, "|"); n != 20 {
+			t.Errorf("%d cells, want 19: %s", n-1, l)
 		}
 	}
 	b, err := json.Marshal(r)
@@ -144,8 +144,8 @@ func TestOutputs(t *testing.T) {
 		}
 	}
 	for _, l := range lines[2:6] {
-		if n := strings.Count(l, "|"); n != 22 {
-			t.Errorf("%d cells, want 21: %s", n-1, l)
+		if n := strings.Count(l, "|"); n != 23 {
+			t.Errorf("%d cells, want 22: %s", n-1, l)
 		}
 	}
 	b, err = json.Marshal(r)

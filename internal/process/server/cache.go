@@ -56,3 +56,15 @@ func RebuildDedup(ctx context.Context, c *config.Config, names []string, logger 
 		return nil
 	})
 }
+
+// FillLog appends to the log named name the batches that next returns, one
+// round each, until it returns none; see sequencer.Fill. It is for
+// bench/fill, which builds large logs to measure at production size.
+func FillLog(ctx context.Context, c *config.Config, name string, next func(size int64) []*sequencer.Pending,
+	progress func(size int64), logger *slog.Logger) error {
+	return forEachLog(ctx, c, []string{name}, logger, func(lc *config.Log, p *logParts) error {
+		// A fill's rounds are far larger than a served log's.
+		p.seqCfg.Timeout = max(p.seqCfg.Timeout, 10*time.Minute)
+		return sequencer.Fill(ctx, p.seqCfg, next, progress)
+	})
+}

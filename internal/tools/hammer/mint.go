@@ -1,8 +1,11 @@
 package hammer
 
 import (
+	"bytes"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -14,7 +17,6 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,14 +55,19 @@ type Minter struct {
 	sansW    []float64 // cumulative weights of mix.SANs
 	leafW    []float64 // cumulative weights of mix.LeafKeys
 	root     *testca.CA
+	unsigned bool
 	validity [2]time.Time // notBefore, notAfter
 	runID    uint64
 	prefix   [counterStart]byte
 	counter  atomic.Uint64
 
-	mu        sync.Mutex // guards templates and leafKeys
+	// templates, leafKeys and points are made by NewMinter and only read
+	// after. points are, with MintOptions.Unsigned, real EC public keys
+	// of each EC leaf kind (uncompressed points), one of which each
+	// certificate takes at random.
 	templates map[templateKey]*template
 	leafKeys  map[KeyKind]crypto.PublicKey
+	points    map[KeyKind][][]byte
 }
 
 // issuer is one intermediate of the Minter and how it signs.
@@ -86,6 +93,17 @@ type template struct {
 	tbs       []byte
 	serialOff int
 	sigAlg    []byte // DER AlgorithmIdentifier of its issuer's signatures
+	sigLen    int    // the length of its own signature
+	// skiOff and finalSKIOff are where its subject key identifier's 20
+	// bytes are in tbs and final, and keyOff and finalKeyOff its subject
+	// public key's (an EC point, or an RSA modulus, of keyLen bytes):
+	// MintOptions.Unsigned replaces them.
+	skiOff, finalSKIOff         int
+	keyOff, finalKeyOff, keyLen int
+	points                      [][]byte // the leaf kind's EC points, nil for RSA
+	// nameOffs and finalNameOffs are where the DNS names' label "hammer"
+	// is in tbs and final (MintOptions.Unsigned replaces it).
+	nameOffs, finalNameOffs []int
 	// final is, for a precertificate, the TBSCertificate a log records
 	// (poison extension removed), with its own serial offset.
 	final    []byte
@@ -106,6 +124,12 @@ type MintOptions struct {
 	NotAfterStart, NotAfterLimit time.Time
 	// Now is the issuance time; zero means time.Now().
 	Now time.Time
+	// Unsigned mints certificates that parse but whose signatures are
+	// random bytes (of a real signature's length), each with a random
+	// subject key identifier too, so that they compress as real ones do:
+	// for filling a log with 10⁸ entries of production's size quickly
+	// (bench/fill), never for submitting to a log, which would refuse them.
+	Unsigned bool
 }
 
 // Cert is a minted certificate with what the log must record for it.
@@ -116,8 +140,9 @@ type Cert struct {
 	Entry tile.Entry
 }
 
-// NewMinter creates the mix's intermediates under root. Templates and
-// leaf keys are made when first needed.
+// NewMinter creates the mix's intermediates under root, a leaf key of
+// each leaf kind, and a template of every shape (an RSA-4096 leaf key
+// takes a few seconds).
 func NewMinter(root *testca.CA, opts MintOptions) (*Minter, error) {
 	mix := opts.Mix
 	if len(mix.Issuers) == 0 {
@@ -126,7 +151,8 @@ func NewMinter(root *testca.CA, opts MintOptions) (*Minter, error) {
 	if len(mix.SANs) == 0 || len(mix.LeafKeys) == 0 {
 		return nil, errors.New("the mix has no leaf shape (DNS names and leaf keys)")
 	}
-	m := &Minter{mix: mix, root: root, templates: map[templateKey]*template{}, leafKeys: map[KeyKind]crypto.PublicKey{}}
+	m := &Minter{mix: mix, root: root, unsigned: opts.Unsigned, templates: map[templateKey]*template{},
+		leafKeys: map[KeyKind]crypto.PublicKey{}, points: map[KeyKind][][]byte{}}
 	for _, sh := range mix.Issuers {
 		kt, ok := keyKinds[sh.Value]
 		if !ok {
@@ -180,6 +206,17 @@ func NewMinter(root *testca.CA, opts MintOptions) (*Minter, error) {
 		notBefore = notAfter.Add(-24 * time.Hour)
 	}
 	m.validity = [2]time.Time{notBefore, notAfter}
+	for i := range m.issuers {
+		for _, precert := range []bool{false, true} {
+			for _, sans := range mix.SANs {
+				for _, leaf := range mix.LeafKeys {
+					if err := m.makeTemplate(templateKey{i, precert, sans.Value, leaf.Value}); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -203,19 +240,15 @@ func pick(cumulative []float64, u float64) int {
 // Mix returns the mix the Minter mints.
 func (m *Minter) Mix() Mix { return m.mix }
 
-// template returns the template of key's shape, making it on first use.
-func (m *Minter) template(key templateKey) (*template, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t := m.templates[key]; t != nil {
-		return t, nil
-	}
+// makeTemplate makes the template of key's shape (and the leaf key it
+// needs, if it is the first of its kind).
+func (m *Minter) makeTemplate(key templateKey) error {
 	iss := m.issuers[key.issuer]
 	pub := m.leafKeys[key.leaf]
 	if pub == nil {
 		k, err := testca.NewKey(keyKinds[key.leaf])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pub = k.Public()
 		m.leafKeys[key.leaf] = pub
@@ -225,15 +258,28 @@ func (m *Minter) template(key templateKey) (*template, error) {
 	opts.NotBefore, opts.NotAfter, opts.Serial, opts.PublicKey, opts.Precert = m.validity[0], m.validity[1], serial, pub, key.precert
 	der, err := iss.ca.IssueLeaf(opts)
 	if err != nil {
-		return nil, fmt.Errorf("minting a template certificate: %w", err)
+		return fmt.Errorf("minting a template certificate: %w", err)
 	}
 	t, sigAlg, err := newTemplate(der, serial.Bytes(), key.precert)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t.sigAlg = sigAlg
+	t.skiOff, t.finalSKIOff = bytes.Index(t.tbs, opts.SubjectKeyID), bytes.Index(t.final, opts.SubjectKeyID)
+	if t.skiOff < 0 || (key.precert && t.finalSKIOff < 0) {
+		return errors.New("the template certificate's subject key identifier is not where expected")
+	}
+	if t.sigLen, err = signatureLen(der); err != nil {
+		return err
+	}
+	if m.unsigned {
+		if err := m.locateKey(&t, key, pub); err != nil {
+			return err
+		}
+		t.nameOffs, t.finalNameOffs = indexAll(t.tbs, nameLabel), indexAll(t.final, nameLabel)
+	}
 	m.templates[key] = &t
-	return &t, nil
+	return nil
 }
 
 // productionLeaf is what production leaves carry (see Production): DNS
@@ -351,6 +397,71 @@ func splitCertificate(der []byte) (tbs, sigAlg []byte, err error) {
 	return tbsElem, algElem, nil
 }
 
+// locateKey finds the leaf's public key in t for MintOptions.Unsigned (an
+// EC point, or an RSA modulus), and makes the kind's pool of EC points.
+func (m *Minter) locateKey(t *template, key templateKey, pub crypto.PublicKey) error {
+	var raw []byte
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		var err error
+		if raw, err = k.Bytes(); err != nil {
+			return err
+		}
+		if m.points[key.leaf] == nil {
+			pool := make([][]byte, 256)
+			for i := range pool {
+				sk, err := testca.NewKey(keyKinds[key.leaf])
+				if err != nil {
+					return err
+				}
+				if pool[i], err = sk.Public().(*ecdsa.PublicKey).Bytes(); err != nil {
+					return err
+				}
+			}
+			m.points[key.leaf] = pool
+		}
+		t.points = m.points[key.leaf]
+	case *rsa.PublicKey:
+		raw = k.N.Bytes()
+	default:
+		return errors.New("the leaf key is neither ECDSA nor RSA")
+	}
+	t.keyLen = len(raw)
+	t.keyOff, t.finalKeyOff = bytes.Index(t.tbs, raw), bytes.Index(t.final, raw)
+	if t.keyOff < 0 || (key.precert && t.finalKeyOff < 0) {
+		return errors.New("the template certificate's public key is not where expected")
+	}
+	return nil
+}
+
+// nameLabel is the label every minted DNS name has.
+var nameLabel = []byte("hammer")
+
+// indexAll returns the offsets of every sub in b.
+func indexAll(b, sub []byte) []int {
+	var offs []int
+	for i := 0; ; {
+		j := bytes.Index(b[i:], sub)
+		if j < 0 {
+			return offs
+		}
+		offs = append(offs, i+j)
+		i += j + len(sub)
+	}
+}
+
+// signatureLen returns the length of a certificate's signature.
+func signatureLen(der []byte) (int, error) {
+	s := cryptobyte.String(der)
+	var body cryptobyte.String
+	var sig asn1.BitString
+	if !s.ReadASN1(&body, cbasn1.SEQUENCE) || !body.SkipASN1(cbasn1.SEQUENCE) || !body.SkipASN1(cbasn1.SEQUENCE) ||
+		!body.ReadASN1BitString(&sig) {
+		return 0, errors.New("template certificate's signature is malformed")
+	}
+	return len(sig.Bytes), nil
+}
+
 // serialOffset returns the offset of the serial number's content bytes in a
 // DER TBSCertificate, checking that they are serial.
 func serialOffset(tbs, serial []byte) (int, error) {
@@ -384,15 +495,29 @@ func (m *Minter) Mint(precert bool) (*Cert, error) {
 	}
 	key := templateKey{issuer: pick(m.issuerW, mrand.Float64()), precert: precert,
 		sans: m.mix.SANs[pick(m.sansW, mrand.Float64())].Value, leaf: m.mix.LeafKeys[pick(m.leafW, mrand.Float64())].Value}
-	t, err := m.template(key)
-	if err != nil {
-		return nil, err
-	}
+	t := m.templates[key]
 	iss := m.issuers[key.issuer]
 	tbs := patchSerial(t.tbs, t.serialOff, n)
-	sig, err := iss.signer.sign(tbs)
-	if err != nil {
-		return nil, fmt.Errorf("signing certificate: %w", err)
+	var sig, ski, pub, serial, label []byte
+	if m.unsigned {
+		sig, ski = randomBytes(t.sigLen), randomBytes(20)
+		if t.points != nil {
+			pub = t.points[mrand.IntN(len(t.points))]
+		} else {
+			pub = randomBytes(t.keyLen)
+			pub[0] |= 0x80       // a modulus of the full size,
+			pub[len(pub)-1] |= 1 // and odd
+		}
+		// The serial's ID and run ID bytes too (the counter keeps it
+		// unique), and the names' label, as real serials and names vary.
+		serial = randomBytes(counterStart - 1)
+		label = randomLabel(len(nameLabel))
+		patchUnsigned(tbs, t.skiOff, ski, t.keyOff, pub, t.serialOff+1, serial, t.nameOffs, label)
+	} else {
+		var err error
+		if sig, err = iss.signer.sign(tbs); err != nil {
+			return nil, fmt.Errorf("signing certificate: %w", err)
+		}
 	}
 	b := cryptobyte.NewBuilder(make([]byte, 0, len(tbs)+len(t.sigAlg)+len(sig)+16))
 	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
@@ -409,12 +534,46 @@ func (m *Minter) Mint(precert bool) (*Cert, error) {
 	if precert {
 		c.Entry.IsPrecert = true
 		c.Entry.Certificate = patchSerial(t.final, t.finalOff, n)
+		if m.unsigned {
+			patchUnsigned(c.Entry.Certificate, t.finalSKIOff, ski, t.finalKeyOff, pub, t.finalOff+1, serial, t.finalNameOffs, label)
+		}
 		c.Entry.PreCertificate = der
 		c.Entry.IssuerKeyHash = iss.ikh
 	} else {
 		c.Entry.Certificate = der
 	}
 	return c, nil
+}
+
+// patchUnsigned writes an unsigned certificate's random parts into a
+// TBSCertificate at their offsets.
+func patchUnsigned(tbs []byte, skiOff int, ski []byte, keyOff int, pub []byte, serialOff int, serial []byte, nameOffs []int, label []byte) {
+	copy(tbs[skiOff:], ski)
+	copy(tbs[keyOff:], pub)
+	copy(tbs[serialOff:], serial)
+	for _, o := range nameOffs {
+		copy(tbs[o:], label)
+	}
+}
+
+// randomLabel returns n random lowercase letters.
+func randomLabel(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(mrand.IntN(26))
+	}
+	return b
+}
+
+// randomBytes returns n bytes from math/rand/v2's generator (fast, and
+// unpredictable enough for filler that only has to compress like
+// signatures and key identifiers do).
+func randomBytes(n int) []byte {
+	b := make([]byte, n+7)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], mrand.Uint64())
+	}
+	return b[:n]
 }
 
 // patchSerial returns a copy of tbs with the serial's counter set to n.

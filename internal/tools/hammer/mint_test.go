@@ -155,3 +155,38 @@ func BenchmarkMint(b *testing.B) {
 		}
 	})
 }
+
+// TestMintUnsigned: unsigned certificates (for bench/fill) parse, differ
+// in their subject key identifiers and signatures, keep the precertificate
+// entry a log derives, and do not verify.
+func TestMintUnsigned(t *testing.T) {
+	m, _ := newTestMinter(t, MintOptions{Unsigned: true})
+	seen := map[string]bool{}
+	for i := range 20 {
+		c, err := m.Mint(i%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Chain[0])
+		if err != nil {
+			t.Fatalf("an unsigned certificate does not parse: %v", err)
+		}
+		inter, err := x509.ParseCertificate(c.Chain[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leaf.CheckSignatureFrom(inter) == nil {
+			t.Fatal("an unsigned certificate verifies")
+		}
+		if seen[string(leaf.SubjectKeyId)] || seen[string(leaf.Signature)] {
+			t.Fatal("two unsigned certificates share a subject key identifier or a signature")
+		}
+		seen[string(leaf.SubjectKeyId)], seen[string(leaf.Signature)] = true, true
+		if c.Entry.IsPrecert {
+			want, err := ctx509.BuildPrecertTBS(leaf.RawTBSCertificate, nil)
+			if err != nil || !bytes.Equal(c.Entry.Certificate, want) {
+				t.Fatalf("precert entry is not what a log derives: %v", err)
+			}
+		}
+	}
+}

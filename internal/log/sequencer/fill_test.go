@@ -1,0 +1,64 @@
+package sequencer
+
+import (
+	"context"
+	"testing"
+)
+
+// TestFill: Fill commits each batch as one round, in order, with the
+// leaf hash index, reports each committed size, and leaves a log that
+// Load takes as its own; an entry it logged keeps its index when
+// resubmitted (its dedup record was written), and a fill resumed from
+// that log adds only what follows.
+func TestFill(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := e.config(t)
+	cfg.HashIndex = true
+	if err := Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	fill := func(to int64, round int) []int64 {
+		var sizes []int64
+		next := func(size int64) []*Pending {
+			var b []*Pending
+			for i := size; i < min(size+int64(round), to); i++ {
+				b = append(b, pending(int(i)))
+			}
+			return b
+		}
+		if err := Fill(ctx, cfg, next, func(size int64) { sizes = append(sizes, size) }); err != nil {
+			t.Fatal(err)
+		}
+		return sizes
+	}
+	if got := fill(700, 300); len(got) != 3 || got[0] != 300 || got[2] != 700 {
+		t.Fatalf("rounds committed at sizes %v, want 300, 600, 700", got)
+	}
+	if got := fill(1000, 256); len(got) != 2 || got[1] != 1000 {
+		t.Fatalf("the resumed fill committed at sizes %v, want 956, 1000", got)
+	}
+	// The index's durable mark followed the rounds: serve has nothing to
+	// backfill.
+	if n, err := e.db.HashIndexed(ctx, cfg.LogID); err != nil || n != 1000 {
+		t.Errorf("after the fill the leaf hash index says it is complete up to %d (%v), want 1000", n, err)
+	}
+	s, err := Load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.treeSize != 1000 {
+		t.Fatalf("loaded tree size %d, want 1000", s.treeSize)
+	}
+	res := addAll(t, s, []*Pending{pending(42), pending(999), pending(1000)})
+	if res[0].Index != 42 || res[1].Index != 999 || res[2].Index != 1000 {
+		t.Errorf("after the fill, resubmissions got %d and %d (want 42 and 999), a new entry %d (want 1000)", res[0].Index, res[1].Index, res[2].Index)
+	}
+	// The leaf hash index covers the filled entries, and says so.
+	e42 := pending(42).Entry
+	e42.LeafIndex, e42.Timestamp = 42, res[0].Timestamp
+	idx, ok, err := e.db.LeafIndex(ctx, cfg.LogID, e42.LeafHash())
+	if err != nil || !ok || idx != 42 {
+		t.Errorf("leaf hash index for entry 42: %d, %v, %v", idx, ok, err)
+	}
+}
