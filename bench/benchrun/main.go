@@ -151,7 +151,19 @@ func run() error {
 	out := flag.String("out", "", "output directory")
 	command := flag.String("command", "bench/run.sh", "the command line to record in the results")
 	render := flag.String("render", "", "only redraw results.md and chart.svg in -out from this results.json")
+	get := flag.String("get", "", "only print `FIELD` (its JSON name) of the step at -rates R (one rate, or max: the largest over the steps) of the first mix in the results.json given as argument, for scripts (bench/scale.sh)")
 	flag.Parse()
+	if *get != "" {
+		if flag.NArg() != 1 {
+			return errors.New("-get needs one results.json")
+		}
+		v, err := stepField(flag.Arg(0), *rates, *get)
+		if err != nil {
+			return err
+		}
+		fmt.Println(v)
+		return nil
+	}
 	if *compare {
 		if *out == "" || flag.NArg() == 0 {
 			return errors.New("-compare needs -out DIR and at least one NAME=SUBDIR")
@@ -914,4 +926,40 @@ func precertWords(precert float64) string {
 		return "-precert as each mix has it (production: all precertificates)"
 	}
 	return fmt.Sprintf("-precert %g", precert)
+}
+
+// stepField returns field (a Step's JSON name) of the step of the first
+// mix at rate ("max": the largest value over that mix's steps) in the
+// results at path.
+func stepField(path, rate, field string) (float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var r struct {
+		Steps []map[string]any `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	var found bool
+	var out float64
+	for _, st := range r.Steps {
+		if st["issuers"] != r.Steps[0]["issuers"] {
+			continue
+		}
+		v, ok := st[field].(float64)
+		if !ok {
+			return 0, fmt.Errorf("%s: the steps have no number %q", path, field)
+		}
+		if rate == "max" {
+			out, found = max(out, v), true
+		} else if target, err := strconv.ParseFloat(rate, 64); err == nil && st["target_rate"] == target {
+			return v, nil
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no step at rate %s", path, rate)
+	}
+	return out, nil
 }

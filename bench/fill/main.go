@@ -60,6 +60,8 @@ func run() error {
 	caCert := flag.String("ca-cert", "", "PEM root certificate to issue the entries' intermediates from (default: a new root)")
 	caKey := flag.String("ca-key", "", "its PEM private key")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to `FILE`")
+	every := flag.Duration("progress", 5*time.Second, "interval of the progress lines")
+	body := flag.String("submission-body", "", "only write to `FILE` an add-chain request body of one new certificate, signed by an intermediate under -ca-cert (a root the log accepts), in the log's NotAfter window, and exit")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -88,6 +90,9 @@ func run() error {
 			return errors.New("the config has several logs: name one with -log")
 		}
 		*name = c.Logs[0].Name
+	}
+	if *body != "" {
+		return writeSubmission(c, *name, *caCert, *caKey, *body)
 	}
 	mix, err := hammer.ParseMix(*issuers)
 	if err != nil {
@@ -172,7 +177,7 @@ func run() error {
 		return b.entries
 	}
 	progress := func(size int64) {
-		if now := time.Now(); now.Sub(last) >= 5*time.Second {
+		if now := time.Now(); now.Sub(last) >= *every {
 			fmt.Fprintf(os.Stderr, "%s: %d entries (+%.0f/s)\n", now.Format(time.TimeOnly), size, float64(size-lastSize)/now.Sub(last).Seconds())
 			last, lastSize = now, size
 		}
@@ -219,4 +224,43 @@ func mintBatch(m *hammer.Minter, n int, precert float64) ([]*sequencer.Pending, 
 // isExists reports whether CreateLogs refused because the log exists.
 func isExists(err error) bool {
 	return strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "already has a checkpoint")
+}
+
+// writeSubmission writes an add-chain body of one certificate the log
+// accepts: a leaf of a new P-256 intermediate under the root, in the
+// log's NotAfter window.
+func writeSubmission(c *config.Config, name, caCert, caKey, path string) error {
+	if caCert == "" || caKey == "" {
+		return errors.New("-submission-body needs -ca-cert and -ca-key: a root the log accepts")
+	}
+	var lc *config.Log
+	for i := range c.Logs {
+		if c.Logs[i].Name == name {
+			lc = &c.Logs[i]
+		}
+	}
+	if lc == nil {
+		return fmt.Errorf("the config has no log %q", name)
+	}
+	root, err := testca.LoadCA(caCert, caKey)
+	if err != nil {
+		return err
+	}
+	mix, err := hammer.ParseMix("p256")
+	if err != nil {
+		return err
+	}
+	m, err := hammer.NewMinter(root, hammer.MintOptions{Mix: mix, NotAfterStart: lc.NotAfterStart, NotAfterLimit: lc.NotAfterLimit})
+	if err != nil {
+		return err
+	}
+	cert, err := m.Mint(false)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string][][]byte{"chain": cert.Chain})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

@@ -150,7 +150,9 @@ func (s *Sequencer) commitRound(ctx context.Context, batch []*waiter) error {
 		records = append(records, r)
 	}
 	if len(records) > 0 {
+		putStart := time.Now()
 		dedupErr = s.cfg.Dedup.Put(ctx, s.cfg.LogID, records)
+		s.cfg.Metrics.DedupDuration.WithLabelValues("put").Observe(time.Since(putStart).Seconds())
 	}
 	wg.Wait()
 	if dedupErr != nil {

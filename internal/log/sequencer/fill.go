@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
+	"github.com/mosaic-ct/mosaic/internal/state/storage"
 )
 
 // Fill appends entries to the log of cfg, one round per batch that next
@@ -17,8 +19,12 @@ import (
 // records and, with Config.HashIndex, leaf hash index records), so the
 // result is the log serve would have written; only the pool, the
 // submitters' dedup lookups and the Run loop are left out, so next must
-// not return an entry the log already has. progress, if not nil, is
-// called after each committed round with the new tree size.
+// not return an entry the log already has. With Config.PartialTileGrace,
+// the partial tiles a round supersedes are deleted after it without the
+// grace (nobody reads a log while it fills); with Config.HashIndex, the
+// index's durable mark follows the rounds when the index was complete.
+// progress, if not nil, is called after each committed round with the new
+// tree size.
 //
 // Why a crash loses nothing: a round is acknowledged (progress called)
 // only after its commit, and Load finishes a committed round whose tiles
@@ -54,7 +60,9 @@ func Fill(ctx context.Context, cfg Config, next func(size int64) []*Pending, pro
 			ws[i] = &waiter{key: s.cfg.dedupKey(&p.Entry), p: p, done: make(chan struct{})}
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		start := time.Now()
 		err := s.commitRound(rctx, ws)
+		s.cfg.Metrics.observeRound(time.Since(start))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("log %s: round at tree size %d: %w", s.cfg.Name, s.treeSize, err)
@@ -73,6 +81,17 @@ func Fill(ctx context.Context, cfg Config, next func(size int64) []*Pending, pro
 		}
 		if prog != nil {
 			s.persistIndexed(prog)
+		}
+		// The superseded partial tiles go at once (with
+		// Config.PartialTileGrace), as a served log's go after the grace:
+		// nobody reads a log while it fills.
+		if s.gc != nil {
+			if keys := s.gc.due(time.Now().Add(s.gc.grace)); len(keys) > 0 {
+				if err := storage.DeleteBatch(ctx, s.cfg.Storage, keys); err != nil {
+					return fmt.Errorf("log %s: deleting superseded partial tiles: %w", s.cfg.Name, err)
+				}
+				s.cfg.Metrics.PartialsDeleted.Add(float64(len(keys)))
+			}
 		}
 		if progress != nil {
 			progress(s.treeSize)

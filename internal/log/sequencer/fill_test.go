@@ -2,7 +2,12 @@ package sequencer
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestFill: Fill commits each batch as one round, in order, with the
@@ -15,6 +20,7 @@ func TestFill(t *testing.T) {
 	ctx := context.Background()
 	cfg := e.config(t)
 	cfg.HashIndex = true
+	cfg.PartialTileGrace = time.Hour
 	if err := Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +43,24 @@ func TestFill(t *testing.T) {
 	}
 	if got := fill(1000, 256); len(got) != 2 || got[1] != 1000 {
 		t.Fatalf("the resumed fill committed at sizes %v, want 956, 1000", got)
+	}
+	// Superseded partial tiles went with their rounds: no partial tile is
+	// left of a tile that is full (those of tiles still partial stay, as
+	// in a served log, for readers of older checkpoints).
+	partials := 0
+	filepath.WalkDir(filepath.Join(e.dir, "storage", "tile"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, ".p/") {
+			return err
+		}
+		partials++
+		full, _, _ := strings.Cut(path, ".p/")
+		if _, err := os.Stat(full); err == nil {
+			t.Errorf("%s is left although its tile is full", path)
+		}
+		return nil
+	})
+	if partials == 0 {
+		t.Error("no partial tile at all: the walk found nothing")
 	}
 	// The index's durable mark followed the rounds: serve has nothing to
 	// backfill.

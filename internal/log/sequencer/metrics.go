@@ -1,6 +1,12 @@
 package sequencer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are a log's sequencing metrics.
 type Metrics struct {
@@ -12,8 +18,15 @@ type Metrics struct {
 	Duplicates     prometheus.Counter
 	Rounds         *prometheus.CounterVec
 	RoundDuration  prometheus.Histogram
-	LockDuration   prometheus.Histogram
-	WaitTime       prometheus.Histogram
+	// roundMax is the longest round since the process started, in
+	// seconds (float64 bits), for the longest stall a load saw.
+	roundMax     atomic.Uint64
+	LockDuration prometheus.Histogram
+	// DedupDuration is the latency of the dedup store's lookups (op
+	// "lookup", one per new submission) and batch writes ("put", one per
+	// round, with the leaf hash index's records).
+	DedupDuration *prometheus.HistogramVec
+	WaitTime      prometheus.Histogram
 	// Deferred counts low-priority submissions refused or evicted.
 	Deferred prometheus.Counter
 	// PartialsDeleted counts superseded partial tiles deleted (see gc.go).
@@ -47,6 +60,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RoundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "mosaic_sequencing_round_duration_seconds", Help: "Duration of a sequencing round.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		DedupDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mosaic_dedup_duration_seconds", Help: "Latency of the dedup store: a lookup per new submission (op lookup), a write of a round's records (op put).",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 22)}, []string{"op"}),
 		LockDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "mosaic_lock_update_duration_seconds", Help: "Latency of the lock backend's checkpoint compare-and-swap.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
@@ -65,9 +81,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mosaic_hash_index_backfill_errors_total", Help: "Leaf hash index backfill batches that failed (retried)."}),
 	}
 	if reg != nil {
+		roundMax := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mosaic_sequencing_round_duration_max_seconds",
+			Help: "The longest sequencing round since the process started (a stall every submission of the round waited out).",
+		}, func() float64 { return math.Float64frombits(m.roundMax.Load()) })
 		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
-			m.Rounds, m.RoundDuration, m.LockDuration, m.WaitTime, m.Deferred, m.PartialsDeleted,
+			m.Rounds, m.RoundDuration, roundMax, m.LockDuration, m.DedupDuration, m.WaitTime, m.Deferred, m.PartialsDeleted,
 			m.HashIndexed, m.HashIndexBackfilled, m.HashIndexBackfillErrors)
 	}
 	return m
+}
+
+// observeRound records a round's duration.
+func (m *Metrics) observeRound(d time.Duration) {
+	m.RoundDuration.Observe(d.Seconds())
+	for {
+		old := m.roundMax.Load()
+		if d.Seconds() <= math.Float64frombits(old) || m.roundMax.CompareAndSwap(old, math.Float64bits(d.Seconds())) {
+			return
+		}
+	}
 }

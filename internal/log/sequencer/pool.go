@@ -46,7 +46,9 @@ func (s *Sequencer) Add(ctx context.Context, p *Pending) (Result, error) {
 	s.mu.Unlock()
 	if !dup {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		lookupStart := time.Now()
 		v, ok, err := s.cfg.Dedup.Get(gctx, s.cfg.LogID, key)
+		s.cfg.Metrics.DedupDuration.WithLabelValues("lookup").Observe(time.Since(lookupStart).Seconds())
 		cancel()
 		if err != nil {
 			return Result{}, fmt.Errorf("%w: dedup lookup: %v", ErrUnavailable, err)

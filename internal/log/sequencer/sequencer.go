@@ -361,7 +361,7 @@ func (s *Sequencer) round(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	err := s.commitRound(rctx, batch)
 	cancel()
-	s.cfg.Metrics.RoundDuration.Observe(time.Since(start).Seconds())
+	s.cfg.Metrics.observeRound(time.Since(start))
 	if err == nil {
 		s.cfg.Metrics.Rounds.WithLabelValues("ok").Inc()
 		return nil
