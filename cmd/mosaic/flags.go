@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/mosaic-ct/mosaic/internal/process/config"
@@ -68,4 +69,24 @@ func parseConfig(fs *flag.FlagSet, args []string, cfgPath *string, others ...req
 		return nil, usageError(fs, "%s required", strings.Join(missing, ", ")+map[bool]string{true: " is", false: " are"}[len(missing) == 1])
 	}
 	return config.Load(*cfgPath)
+}
+
+// startCPUProfile writes the process's CPU profile to path (-cpuprofile)
+// until the returned function is called; with path empty it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

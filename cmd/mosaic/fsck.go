@@ -26,10 +26,12 @@ func runFsck(ctx context.Context, args []string) error {
 	size := fs.Int64("size", 0, "tiles-only mode: check the tiles of a tree of size `N` without a checkpoint")
 	maxLevel := fs.Int("max-level", -1, "highest hash-tile level to fetch and compare (-1: all; 0: only level-0 tiles, for tile copies without upper levels)")
 	issuers := fs.Bool("issuers", true, "fetch and check every issuer the entries refer to")
+	certs := fs.Bool("certificates", false, "also parse every logged certificate and precertificate with crypto/x509 and report those that do not parse (about four times slower)")
 	parallel := fs.Int("parallel", 16, "concurrent fetches")
 	maxProblems := fs.Int("max-problems", 20, "how many problems to list")
 	retries := fs.Int("retries", 3, "retries of a failed fetch (5xx, pushback, timeouts, connection errors)")
 	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
+	cpuProfile := fs.String("cpuprofile", "", "write fsck's own CPU profile to `FILE` (to see what checking a log costs)")
 	var checkpoints, compares []string
 	fs.Func("checkpoint", "compare the log with the signed checkpoint in `FILE` (repeatable)", func(v string) error {
 		checkpoints = append(checkpoints, v)
@@ -61,6 +63,14 @@ func runFsck(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// A checker of tiles, whose live data is a few MB of tiles in flight:
+	// collect less often (about 15% less CPU at 10⁶ entries).
+	tuneGC(400)
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	if _, err := tg.fromDev(); err != nil {
 		return err
 	}
@@ -87,7 +97,7 @@ func runFsck(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := fsck.Options{
-		Client: c, TreeSize: *size, SkipIssuers: !*issuers, Parallel: *parallel, MaxProblems: *maxProblems,
+		Client: c, TreeSize: *size, SkipIssuers: !*issuers, ParseCertificates: *certs, Parallel: *parallel, MaxProblems: *maxProblems,
 		ConsistencyOnly: *consistencyOnly,
 	}
 	for _, f := range checkpoints {

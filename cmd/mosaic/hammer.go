@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -175,17 +174,11 @@ func runHammer(ctx context.Context, args []string) error {
 	} else {
 		cfg.Progress = os.Stderr
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	report, err := hammer.Run(ctx, cfg)
 	if err != nil {
 		if hammer.FailureKind(err) == hammer.KindUnreachable {

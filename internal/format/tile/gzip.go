@@ -2,11 +2,12 @@ package tile
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Gunzip decompresses a gzip-compressed data tile. Tiles come from storage
@@ -14,6 +15,12 @@ import (
 // decompresses to more than MaxDataTileSize bytes is an error rather than
 // an allocation without end, and so is one that is not gzip, cut short or
 // altered (its CRC-32). What the tile holds is for the caller to check.
+//
+// It decompresses with github.com/klauspost/compress (the same format as
+// compress/gzip, inflated about 1.5 times faster: BenchmarkGunzip) into
+// one buffer sized by the gzip trailer's ISIZE, which is only a hint: a
+// trailer that lies (it is checked against the data by the gzip reader)
+// costs a larger allocation, at most MaxDataTileSize, or a regrowth.
 func Gunzip(data []byte) ([]byte, error) { return gunzipAtMost(data, MaxDataTileSize) }
 
 func gunzipAtMost(data []byte, limit int) ([]byte, error) {
@@ -21,7 +28,11 @@ func gunzipAtMost(data []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not gzip-compressed: %w", err)
 	}
-	var out bytes.Buffer
+	hint := 0
+	if len(data) >= 18 {
+		hint = int(min(int64(binary.LittleEndian.Uint32(data[len(data)-4:])), int64(limit)))
+	}
+	out := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
 	if _, err := out.ReadFrom(io.LimitReader(zr, int64(limit)+1)); err != nil {
 		return nil, fmt.Errorf("decompressing: %w", err)
 	}

@@ -1,8 +1,8 @@
 package fsck
 
 import (
+	"bytes"
 	"crypto/x509"
-	"encoding/asn1"
 	"errors"
 
 	ctx509 "github.com/google/certificate-transparency-go/x509"
@@ -10,8 +10,11 @@ import (
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
 
-// oidCTPoison is the RFC 6962 §3.1 precertificate poison extension.
-var oidCTPoison = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 3}
+// poisonOID is the DER encoding (tag, length and value) of the RFC 6962
+// §3.1 precertificate poison extension's OID, 1.3.6.1.4.1.11129.2.4.3:
+// DER has one encoding of an OID, so an extension is the poison exactly
+// when its OID element is these bytes.
+var poisonOID = []byte{0x06, 0x0a, 0x2b, 0x06, 0x01, 0x04, 0x01, 0xd6, 0x79, 0x02, 0x04, 0x03}
 
 // parseCertificate reports whether der is a certificate a CT log may hold.
 // The standard library parser is tried first because it is about twice as
@@ -43,6 +46,17 @@ func parsePrecertificate(der []byte) (rawTBS, rawIssuer []byte, err error) {
 	return c.RawTBSCertificate, c.RawIssuer, nil
 }
 
+// tbsOf returns a certificate's TBSCertificate (its first element) without
+// parsing the rest.
+func tbsOf(der []byte) ([]byte, bool) {
+	in := cryptobyte.String(der)
+	var body, tbs cryptobyte.String
+	if !in.ReadASN1(&body, cbasn1.SEQUENCE) || !in.Empty() || !body.ReadASN1Element(&tbs, cbasn1.SEQUENCE) {
+		return nil, false
+	}
+	return tbs, true
+}
+
 // removePoison returns a DER TBSCertificate without the poison extension,
 // re-encoding only the enclosing lengths: the precert_entry's
 // TBSCertificate for a precertificate issued directly by its CA (RFC 6962
@@ -54,7 +68,7 @@ func removePoison(tbs []byte) ([]byte, error) {
 		return nil, errors.New("malformed TBSCertificate")
 	}
 	found := false
-	b := cryptobyte.NewBuilder(nil)
+	b := cryptobyte.NewBuilder(make([]byte, 0, len(tbs)))
 	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
 		for !body.Empty() {
 			var elem cryptobyte.String
@@ -74,18 +88,17 @@ func removePoison(tbs []byte) ([]byte, error) {
 			}
 			var kept [][]byte
 			for !seq.Empty() {
-				var ext, e cryptobyte.String
-				var oid asn1.ObjectIdentifier
+				var ext, e, oid cryptobyte.String
 				if !seq.ReadASN1Element(&ext, cbasn1.SEQUENCE) {
 					b.SetError(errors.New("malformed extension"))
 					return
 				}
 				e = ext
-				if !e.ReadASN1(&e, cbasn1.SEQUENCE) || !e.ReadASN1ObjectIdentifier(&oid) {
+				if !e.ReadASN1(&e, cbasn1.SEQUENCE) || !e.ReadASN1Element(&oid, cbasn1.OBJECT_IDENTIFIER) {
 					b.SetError(errors.New("malformed extension"))
 					return
 				}
-				if oid.Equal(oidCTPoison) {
+				if bytes.Equal(oid, poisonOID) {
 					found = true
 					continue
 				}

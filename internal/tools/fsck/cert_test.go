@@ -3,6 +3,7 @@ package fsck
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/asn1"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,4 +76,12 @@ func mustRawTBS(t *testing.T, der []byte) []byte {
 		t.Fatal(err)
 	}
 	return c.RawTBSCertificate
+}
+
+// TestPoisonOID: the poison OID's DER bytes are the OID's one encoding.
+func TestPoisonOID(t *testing.T) {
+	want, err := asn1.Marshal(asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 3})
+	if err != nil || !bytes.Equal(want, poisonOID) {
+		t.Fatalf("poisonOID is %x, the OID encodes as %x (%v)", poisonOID, want, err)
+	}
 }

@@ -436,3 +436,44 @@ func TestUnreachableLog(t *testing.T) {
 		t.Errorf("unreachable log: Unreachable %v, %d problems, OK %v; want Unreachable, no problem, not OK", res.Unreachable, res.ProblemCount, res.OK())
 	}
 }
+
+// TestParseCertificates: a logged certificate that does not parse is
+// reported with Options.ParseCertificates, and only then (the default
+// reads only what the log's structure needs, for speed); the rest of the
+// log checks out either way.
+func TestParseCertificates(t *testing.T) {
+	root, err := testca.NewRoot("fsck Parse Root", testca.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := fakelog.New(fakelog.Options{ManualPublish: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := root.IssueLeaf(testca.LeafOptions{DNSNames: []string{"good.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leaf := range [][]byte{good, []byte("not a certificate")} {
+		if _, err := l.Append([][]byte{leaf, root.DER}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Publish(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := l.WriteDir(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, parse := range []bool{false, true} {
+		res, err := Check(context.Background(), Options{Client: fileClient(t, dir, l.PublicKeyDER()), ParseCertificates: parse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := hasProblem(res, "tile/data/000.p/2", "certificate does not parse")
+		if found != parse || res.ProblemCount != map[bool]int64{false: 0, true: 1}[parse] {
+			t.Errorf("ParseCertificates %v: problems %v", parse, res.Problems)
+		}
+	}
+}
