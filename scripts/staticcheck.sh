@@ -17,3 +17,5 @@ fi
 # bench/dedupengine is a module of its own (so that the main module does
 # not depend on Pebble and Badger for a benchmark).
 (cd bench/dedupengine && "$exe" ./...)
+# bench/p384verify likewise (circl, for a benchmark).
+(cd bench/p384verify && "$exe" ./...)

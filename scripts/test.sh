@@ -36,6 +36,12 @@ echo "== bench/dedupengine (vet, and a small comparison with its crash test)"
 # packages it uses needs `go mod tidy` there too ("missing go.sum entry").
 (cd bench/dedupengine && go vet ./... && go run . -n 60000 -kill-at 20000 | tail -5)
 
+# The P-384 verifiers compared in-process (docs/BENCHMARKS.md, "P-384
+# issuer tables"), a module of its own too (circl): vetted, and its check
+# that the three verdicts agree.
+echo "== bench/p384verify (vet, and its verifiers' agreement)"
+(cd bench/p384verify && go vet ./... && go test -count=1 -run TestAgree .)
+
 if [ "${CI:-}" = "true" ]; then
   echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium, Sunlight and nginx are required)"
   bash scripts/postgres.sh
