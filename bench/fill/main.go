@@ -139,19 +139,20 @@ func run() error {
 	defer stopMinting()
 	go func() {
 		defer close(batches)
-		for size := range sizes {
-			for ; size < *n; size += int64(*round) {
-				b, err := mintBatch(minter, int(min(int64(*round), *n-size)), precert)
-				select {
-				case batches <- batch{b, err}:
-				case <-mintCtx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
+		size, ok := <-sizes // the tree size the fill starts from
+		if !ok {
 			return
+		}
+		for ; size < *n; size += int64(*round) {
+			b, err := mintBatch(minter, int(min(int64(*round), *n-size)), precert)
+			select {
+			case batches <- batch{b, err}:
+			case <-mintCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
 	}()
 	first, final := int64(-1), int64(0)
