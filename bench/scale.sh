@@ -73,6 +73,9 @@ local | postgres) ;;
 	;;
 esac
 [[ $N =~ ^[0-9]+$ ]] && ((N >= 1000)) || { echo "N must be a whole number of at least 1000, not '$N'" >&2; exit 2; }
+for tool in go curl bc; do
+	command -v "$tool" >/dev/null || { echo "bench/scale.sh needs $tool" >&2; exit 1; }
+done
 
 out=${1:-$root/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-scale-$N}
 mkdir -p "$out"

@@ -75,6 +75,15 @@ if [ -n "$shots" ]; then
   echo "dashboard screenshots:"; echo "$shots"
 fi
 
+# The scale benchmark, small (docs/BENCHMARKS.md, "Scale"): a log of 10⁶
+# entries made by bench/fill, served, loaded, checked by fsck, backed up
+# and restored, with kill -9 of the fill and of the loaded server (it
+# fails if anything acknowledged is lost). About four minutes.
+echo "== bench/scale.sh at 10⁶ entries"
+scale_out=$(mktemp -d)
+N=1000000 STEP=5s WORKERS=500 KILL=1 GETS=100 bash bench/scale.sh "$scale_out" | tail -n 30
+rm -rf "$scale_out"
+
 # Every fuzz target briefly (FUZZTIME each, 2s by default in fuzz.sh: about a minute
 # for all of them on 2 cores once built). `go test` above already ran each
 # target's committed corpus; this explores beyond it. docs/FUZZING.md says
