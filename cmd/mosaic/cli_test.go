@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
+	"github.com/mosaic-ct/mosaic/staticct"
 )
 
 // TestCLIConventions: every command answers -h with its usage on standard
@@ -77,5 +81,58 @@ func TestCLIConventions(t *testing.T) {
 				t.Errorf("first line does not name the problem %q:\n%s", tt.problem, out)
 			}
 		})
+	}
+}
+
+// TestFsckStoppedLog: fsck -dev of a dev log that is not running checks
+// its storage directory instead, saying so; fsck of an unreachable log
+// says why in words (no Go error chain) and how to check a stopped log's
+// storage.
+func TestFsckStoppedLog(t *testing.T) {
+	bin := testenv.MosaicBinary(t)
+	dir := t.TempDir()
+	serve := exec.Command(bin, "serve", "-dev", "-data", dir, "-listen", "127.0.0.1:0")
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(dir, "dev.json")); err == nil {
+			break
+		}
+		if i == 600 {
+			serve.Process.Kill()
+			t.Fatal("mosaic serve -dev wrote no dev.json within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	serve.Wait()
+
+	run := func(args ...string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return stdout.String(), stderr.String(), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), 0
+	}
+	out, errOut, code := run("fsck", "-dev", dir, "-retries", "0")
+	if code != 0 || !strings.Contains(errOut, "is not running") || !strings.Contains(out, "result:       OK") {
+		t.Errorf("fsck -dev of a stopped dev log exited %d:\n%s%s", code, out, errOut)
+	}
+	dc, err := staticct.LoadDevConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("fsck", "-monitoring", "http://127.0.0.1:1/", "-pubkey", dc.PublicKey, "-retries", "0")
+	all := out + errOut
+	if code != 1 || !strings.Contains(errOut, "(connection refused)") || !strings.Contains(errOut, "-monitoring file:///") ||
+		strings.Contains(all, "dial tcp") || strings.Contains(all, "Get \"") {
+		t.Errorf("fsck of an unreachable log exited %d:\n%s", code, all)
 	}
 }

@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
 
+	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/tools/fsck"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
@@ -71,6 +77,7 @@ func runFsck(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopProfile()
+	explicitMonitoring := tg.monitoring != ""
 	if _, err := tg.fromDev(); err != nil {
 		return err
 	}
@@ -122,6 +129,20 @@ func runFsck(ctx context.Context, args []string) error {
 		opts.Progress = progressBar(os.Stderr)
 	}
 	res, err := fsck.Check(ctx, opts)
+	if err == nil && res.Unreachable != nil && tg.dev != "" && !explicitMonitoring {
+		// A dev log that is not running: its storage directory is on
+		// this machine, and holds the same bytes its read path serves.
+		if dir, derr := devStorage(tg.dev); derr == nil {
+			fmt.Fprintf(os.Stderr, "the dev log is not running at %s (%s): checking its storage directory %s instead\n",
+				tg.monitoring, reachReason(res.Unreachable), dir)
+			if opts.Client, err = staticct.New(staticct.Config{MonitoringPrefix: "file://" + dir, PublicKey: pub, Origin: tg.origin,
+				WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum, CheckpointKeys: tg.vkeys}); err != nil {
+				return err
+			}
+			c = opts.Client
+			res, err = fsck.Check(ctx, opts)
+		}
+	}
 	if bar {
 		fmt.Fprint(os.Stderr, "\r\x1b[K")
 	}
@@ -137,7 +158,11 @@ func runFsck(ctx context.Context, args []string) error {
 		}
 		return &exitError{exitFork, msg}
 	case res.Unreachable != nil:
-		return fmt.Errorf("the log could not be reached, so nothing was checked: %w", res.Unreachable)
+		hint := ""
+		if !strings.HasPrefix(tg.monitoring, "file:") && strings.Contains(tg.monitoring, "://") {
+			hint = "; a stopped log can be checked from its storage directory with -monitoring file:///PATH/TO/STORAGE"
+		}
+		return fmt.Errorf("the log at %s could not be reached (%s), so nothing was checked%s", c.MonitoringPrefix(), reachReason(res.Unreachable), hint)
 	case !res.OK():
 		return fmt.Errorf("%s found", problems(res.ProblemCount))
 	}
@@ -232,7 +257,7 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result, consistencyOnl
 	switch {
 	case res.Unreachable != nil:
 		fmt.Fprintln(w, "checked:      nothing (the log could not be reached)")
-		fmt.Fprintf(w, "result:       UNREACHABLE: %v\n", res.Unreachable)
+		fmt.Fprintf(w, "result:       UNREACHABLE (%s)\n", reachReason(res.Unreachable))
 		return
 	case res.Walked:
 		fmt.Fprintf(w, "checked:      %d entries (%d precertificates), %d data tiles, %d hash tiles, %d issuers\n",
@@ -276,4 +301,47 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result, consistencyOnl
 	for _, p := range res.Problems {
 		fmt.Fprintf(w, "  %v\n", p)
 	}
+}
+
+// reachReason says in a few words why a log could not be reached, without
+// the Go error's chain of operations and addresses.
+func reachReason(err error) string {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dns):
+		return "its host name does not resolve"
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return "timed out"
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file or directory"
+	}
+	var fe *staticct.FetchError
+	if errors.As(err, &fe) {
+		return fe.Err.Error()
+	}
+	return err.Error()
+}
+
+// devStorage returns the storage directory of the dev log in dir, from the
+// config.yaml `mosaic serve -dev` wrote there.
+func devStorage(dir string) (string, error) {
+	c, err := config.Load(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if len(c.Logs) != 1 || c.Logs[0].Storage.Dir == "" {
+		return "", errors.New("not a dev log on local disk")
+	}
+	abs, err := filepath.Abs(c.Logs[0].Storage.Dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", err
+	}
+	return abs, nil
 }
