@@ -530,7 +530,7 @@ func fitFirst(w int, variants ...string) string {
 func (m *tui) readsPanel(w int) []string {
 	s := m.cur
 	if s.Readers == 0 {
-		return []string{m.st.dim.Render("no readers: start the hammer with -readers N")}
+		return []string{m.st.dim.Render(fitFirst(w, "no readers: start the hammer with -readers N", "no readers (-readers N adds some)", "no readers (-readers N)"))}
 	}
 	_, _, reads, _ := m.rates()
 	errs := fmt.Sprintf("errors %d", s.ReadErrors)
@@ -606,17 +606,10 @@ func (m *tui) treePanel(w int) []string {
 func (m *tui) errorsPanel(w int) []string {
 	s := m.cur
 	var lines []string
-	if n := s.ErrorCount(); n == 0 {
+	if s.ErrorCount() == 0 {
 		lines = append(lines, "failed submissions: none")
 	} else {
-		var kinds []string
-		for _, k := range failureKinds {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, s.Failed[k]))
-		}
-		lines = append(lines, m.st.warn.Render(fmt.Sprintf("failed submissions %d", n))+": "+strings.Join(kinds, "  "))
-		for _, g := range s.TopReasons {
-			lines = append(lines, fit(fmt.Sprintf("  %-12s %s", g.Kind, printable(g.String())), w))
-		}
+		lines = append(lines, m.failedLines(w, "failed submissions")...)
 	}
 	if n := s.FailureCount(); n == 0 {
 		lines = append(lines, "verification failures: none")
@@ -628,6 +621,31 @@ func (m *tui) errorsPanel(w int) []string {
 		lines = append(lines, m.st.bad.Render(fmt.Sprintf("VERIFICATION FAILURES: %d", n))+" ("+strings.Join(kinds, ", ")+")")
 	}
 	lines = append(lines, fmt.Sprintf("read errors %d · verifier fetch errors %d (retried)", s.ReadErrors, s.MonitorErrors))
+	return lines
+}
+
+// failedLines are the failed submissions: their count after title, the
+// kinds that happened, and each reason with its count and status before
+// the log's own words, which are cut to fit at the end, where a cut loses
+// least.
+func (m *tui) failedLines(w int, title string) []string {
+	s := m.cur
+	n := s.ErrorCount()
+	var kinds []string
+	for _, k := range failureKinds {
+		if s.Failed[k] > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, s.Failed[k]))
+		}
+	}
+	head := fitFirst(w-ansi.StringWidth(fmt.Sprint(n))-1, title, "failed")
+	lines := []string{fit(m.st.warn.Render(fmt.Sprintf("%s %d", head, n))+": "+strings.Join(kinds, " · "), w)}
+	for _, g := range s.TopReasons {
+		status := ""
+		if g.Status != 0 {
+			status = fmt.Sprintf(" %d", g.Status)
+		}
+		lines = append(lines, fit(fmt.Sprintf("  %s%s ×%d: %s", g.Kind, status, g.Count, printable(g.Reason)), w))
+	}
 	return lines
 }
 
@@ -698,7 +716,7 @@ func (m *tui) compactLines(w int) []string {
 		m.targets(),
 		fmt.Sprintf("writes  accepted %d of %d · %.1f/s", s.Accepted, s.Offered, accepted),
 		fmt.Sprintf("tree    size %d · +%.1f/s", s.TreeSize, growth),
-		fmt.Sprintf("failed  %d", s.ErrorCount()),
+		"failed  none",
 		verif,
 		fmt.Sprintf("latency add-chain p99 %s · integrate p99 %s", ms(s.AddChain.P99), ms(s.Integrate.P99)),
 	}
@@ -707,6 +725,12 @@ func (m *tui) compactLines(w int) []string {
 	}
 	for i, l := range lines {
 		lines[i] = fit(l, w)
+	}
+	if s.ErrorCount() > 0 {
+		// The counts, kinds and reasons in place of "none", at most
+		// the two most frequent reasons on a small screen.
+		failed := m.failedLines(w, "failed ")
+		lines = slices.Replace(lines, 4, 5, failed[:min(len(failed), 3)]...)
 	}
 	return lines
 }

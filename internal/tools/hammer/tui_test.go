@@ -536,4 +536,30 @@ func TestTUIFitsAt80x24(t *testing.T) {
 			t.Errorf("80x24: screen lacks %q:\n%s", want, screen)
 		}
 	}
+
+	// Without readers: the advice is whole.
+	s := l.snap
+	s.Readers = 0
+	l.snap = s
+	l.tick()
+	if screen := l.screen(80, 24); !strings.Contains(screen, "no readers (-readers N adds some)") {
+		t.Errorf("80x24 without readers: the advice is cut:\n%s", screen)
+	}
+	// With failures: the counts, kinds, statuses and the reasons' first
+	// words are whole.
+	s.Failed = map[string]int64{KindOverloaded: 120_345, KindRejected: 7}
+	s.Errors = map[staticct.ErrorKind]int64{staticct.KindPushback: 120_345, staticct.KindClient: 7}
+	s.TopReasons = []ErrorGroup{
+		{Kind: KindOverloaded, Status: 503, Reason: "The log is busy: its pool is full; retry after the time in Retry-After, which is a few seconds", Count: 120_345},
+		{Kind: KindRejected, Status: 400, Reason: "The chain does not lead to an accepted root", Count: 7},
+	}
+	l.snap = s
+	l.tick()
+	screen = l.screen(80, 24)
+	for _, want := range []string{"120352", "rejected 7 · overloaded 120345",
+		"overloaded 503 ×120345: The log is busy", "rejected 400 ×7: The chain does not lead to an accepted root"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("80x24 with failures: screen lacks %q:\n%s", want, screen)
+		}
+	}
 }
