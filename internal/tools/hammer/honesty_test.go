@@ -58,7 +58,7 @@ func TestRefusalsShown(t *testing.T) {
 	*l.snap = s
 	l.m.observe(s)
 	screen := l.screen(120, 40)
-	for _, want := range []string{"failed submissions 8: rejected 7  overloaded 1", `400 "chain does not end at an accepted root" ×7`, `503 "pool full" ×1`} {
+	for _, want := range []string{"failed submissions 8: rejected 7 · overloaded 1", "rejected 400 ×7: chain does not end at an accepted root", "overloaded 503 ×1: pool full"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("screen lacks %q:\n%s", want, screen)
 		}
