@@ -170,20 +170,18 @@ func runFsck(ctx context.Context, args []string) error {
 }
 
 // problems says "1 problem" or "n problems".
-func problems(n int64) string {
+func problems(n int64) string { return count(n, "problem", "problems") }
+
+// count says n things, in the singular for one.
+func count(n int64, one, many string) string {
 	if n == 1 {
-		return "1 problem"
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d problems", n)
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // pairs says "1 pair of checkpoints" or "n pairs of checkpoints".
-func pairs(n int) string {
-	if n == 1 {
-		return "1 pair of checkpoints"
-	}
-	return fmt.Sprintf("%d pairs of checkpoints", n)
-}
+func pairs(n int) string { return count(int64(n), "pair of checkpoints", "pairs of checkpoints") }
 
 // exitFork is fsck's exit status when it found a fork.
 const exitFork = 3
@@ -260,8 +258,8 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result, consistencyOnl
 		fmt.Fprintf(w, "result:       UNREACHABLE (%s)\n", reachReason(res.Unreachable))
 		return
 	case res.Walked:
-		fmt.Fprintf(w, "checked:      %d entries (%d precertificates), %d data tiles, %d hash tiles, %d issuers\n",
-			res.Entries, res.Precerts, res.DataTiles, res.HashTiles, res.Issuers)
+		fmt.Fprintf(w, "checked:      %s (%s), %s, %s, %s\n", count(res.Entries, "entry", "entries"), count(res.Precerts, "precertificate", "precertificates"),
+			count(res.DataTiles, "data tile", "data tiles"), count(res.HashTiles, "hash tile", "hash tiles"), count(res.Issuers, "issuer", "issuers"))
 	case consistencyOnly:
 		fmt.Fprintln(w, "checked:      checkpoints only (-consistency-only), not every tile")
 	default:

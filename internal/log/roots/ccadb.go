@@ -78,15 +78,15 @@ func FetchCCADB(ctx context.Context, client *http.Client, url string) (*CCADBRes
 
 // fetchError is a CCADB download that got no answer. Its message says in
 // words what failed (a first start on a machine without network access
-// otherwise dies with Go's "dial tcp: lookup …") and how to start offline.
+// otherwise dies with Go's "dial tcp: lookup …"); Load adds how to start
+// offline.
 type fetchError struct {
 	url string
 	err error
 }
 
 func (e *fetchError) Error() string {
-	return fmt.Sprintf("could not download the CCADB roots report from %s (%s); to start without network access, list the log's roots in roots.file instead of roots.ccadb",
-		e.url, describeNetError(e.err))
+	return fmt.Sprintf("could not download the CCADB roots report from %s (%s)", e.url, describeNetError(e.err))
 }
 
 func (e *fetchError) Unwrap() error { return e.err }

@@ -155,6 +155,11 @@ func (m *Manager) Load(ctx context.Context) ([]*x509.Certificate, error) {
 		m.needCCADB = m.hasCCADB()
 	}
 	if err != nil {
+		if fe := (*fetchError)(nil); errors.As(err, &fe) {
+			// Only a start needs the CCADB at once (a running log
+			// keeps its roots when a refresh fails).
+			return nil, fmt.Errorf("%w; to start without network access, list the log's roots in roots.file instead of roots.ccadb", err)
+		}
 		return nil, err
 	}
 	if res.Total == 0 {

@@ -25,28 +25,29 @@ import (
 // Create initializes a new, empty log: it signs a checkpoint for the empty
 // tree and stores it in the storage's fence, the lock backend and storage.
 // It refuses when any of them already holds state for this log, so an
-// existing log is never reset.
+// existing log is never reset. Its errors do not name the log: the caller
+// does.
 func Create(ctx context.Context, cfg Config) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
 	release, err := lockWriter(cfg.Storage)
 	if err != nil {
-		return fmt.Errorf("log %s: %w", cfg.Name, err)
+		return err
 	}
 	defer release()
 	if _, err := cfg.Lock.Fetch(ctx, cfg.LogID); err == nil {
-		return fmt.Errorf("log %s already exists in the lock backend", cfg.Name)
+		return errors.New("it already exists in the lock backend (create makes new logs only; mosaic serve serves an existing one)")
 	} else if !errors.Is(err, lock.ErrLogNotFound) {
 		return fmt.Errorf("checking lock backend: %w", err)
 	}
 	if _, err := cfg.Storage.Get(ctx, "checkpoint"); err == nil {
-		return fmt.Errorf("log %s: storage already has a checkpoint; refusing to create a log over existing data", cfg.Name)
+		return errors.New("storage already has a checkpoint; refusing to create a log over existing data")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("checking storage: %w", err)
 	}
 	if _, err := cfg.Fence.Fetch(ctx, cfg.LogID); err == nil {
-		return fmt.Errorf("log %s: storage already has a fence for this log; refusing to create a log over existing data", cfg.Name)
+		return errors.New("storage already has a fence for this log; refusing to create a log over existing data")
 	} else if !errors.Is(err, lock.ErrLogNotFound) {
 		return fmt.Errorf("checking the storage's fence: %w", err)
 	}
@@ -60,7 +61,7 @@ func Create(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Reference != nil {
 		if err := cfg.Reference.Check(ctx, time.UnixMilli(int64(ts))); err != nil {
-			return fmt.Errorf("log %s: %w", cfg.Name, err)
+			return err
 		}
 	}
 	signed, err := cfg.Signer.Sign(checkpoint.Checkpoint{Origin: cfg.Origin, Size: 0, Hash: e.RootHash()}, ts)

@@ -77,7 +77,8 @@ func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) 
 func (p *logParts) loadRoots(ctx context.Context) error {
 	certs, err := p.roots.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("log %s: roots: %w", p.log.Name, err)
+		// Load's errors name the roots field they are about.
+		return fmt.Errorf("log %s: %w", p.log.Name, err)
 	}
 	pol := p.policy
 	pol.Roots = certs

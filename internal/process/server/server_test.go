@@ -541,3 +541,19 @@ func (s *testServer) submitWith(c *http.Client, ca *testca.CA, name string) erro
 	}
 	return nil
 }
+
+// TestCreateExisting: creating a log that exists is refused, saying so
+// and naming the log once.
+func TestCreateExisting(t *testing.T) {
+	_, c, _ := devConfig(t, "")
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
+		t.Fatal(err)
+	}
+	err := server.CreateLogs(ctx, c, nil, logger)
+	name := c.Logs[0].Name
+	if err == nil || strings.Count(err.Error(), name) != 1 || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("creating log %s again: %v", name, err)
+	}
+}
