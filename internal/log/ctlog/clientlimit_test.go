@@ -19,7 +19,7 @@ func TestAdmitClientUnderPressure(t *testing.T) {
 	a := netip.MustParseAddr("192.0.2.1")
 	var done []func()
 	for range 3 {
-		d, err := l.admit(time.Now())
+		d, err := l.enter(time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

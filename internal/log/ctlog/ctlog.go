@@ -306,7 +306,7 @@ type RejectError = chain.RejectError
 // ErrPoolFull (ErrDeferred for a low-priority entry) /
 // sequencer.ErrUnavailable / ErrStopped.
 func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*sct.Response, error) {
-	done, err := l.admit(time.Now())
+	done, err := l.enter(time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -93,14 +93,14 @@ func (l *Log) CheckWritable(now time.Time) error {
 	return &ReadOnlyError{State: st, Since: since}
 }
 
-// admit counts a submission in and reports whether the log takes it; the
+// enter counts a submission in and reports whether the log takes it; the
 // caller must call the returned function when the submission is answered.
 //
 // The count is taken before the state is checked, so once Settle has seen
 // the count fall to zero after the log froze, every submission admitted
 // before the freeze has been answered and none can be admitted after it:
 // the tree cannot grow any more (see Settle).
-func (l *Log) admit(now time.Time) (done func(), err error) {
+func (l *Log) enter(now time.Time) (done func(), err error) {
 	l.inflight.Add(1)
 	done = func() { l.inflight.Add(-1) }
 	if err := l.CheckWritable(now); err != nil {

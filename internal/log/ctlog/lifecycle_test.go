@@ -243,7 +243,7 @@ func TestSettle(t *testing.T) {
 	if err := l.Settle(context.Background()); err == nil {
 		t.Fatal("Settle succeeded on a usable log")
 	}
-	done, err := l.admit(freeze.Add(-time.Millisecond))
+	done, err := l.enter(freeze.Add(-time.Millisecond))
 	if err != nil {
 		t.Fatalf("admitted before the freeze: %v", err)
 	}
@@ -251,7 +251,7 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("at FreezeAt: %v, want read-only", err)
 	}
 	// The clock goes back: still frozen.
-	if _, err := l.admit(freeze.Add(-time.Minute)); !errors.Is(err, ErrReadOnly) {
+	if _, err := l.enter(freeze.Add(-time.Minute)); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("after the freeze, with the clock set back: %v, want read-only", err)
 	}
 	settled := make(chan error, 1)
@@ -315,7 +315,7 @@ func TestSettleWaitsForPooledEntries(t *testing.T) {
 
 	freeze := time.Now().Add(time.Hour)
 	l.Lifecycle = Lifecycle{FreezeAt: freeze}
-	done, err := l.admit(time.Now())
+	done, err := l.enter(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,13 +65,3 @@ func unavailable(err error) error {
 	}
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
 }
-
-// takePool empties the pool and returns what it held.
-func (s *Sequencer) takePool() []*waiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.pool
-	s.pool = nil
-	s.cfg.Metrics.PoolSize.Set(0)
-	return p
-}

@@ -140,3 +140,13 @@ func (s *Sequencer) fail(ws []*waiter, err error) {
 		close(w.done)
 	}
 }
+
+// takePool empties the pool and returns what it held.
+func (s *Sequencer) takePool() []*waiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pool
+	s.pool = nil
+	s.cfg.Metrics.PoolSize.Set(0)
+	return p
+}

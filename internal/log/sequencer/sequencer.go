@@ -348,11 +348,7 @@ func (s *Sequencer) Run(ctx context.Context) error {
 // stop; a failed round answers its waiters with ErrUnavailable and the next
 // round starts from the last committed state.
 func (s *Sequencer) round(ctx context.Context) error {
-	s.mu.Lock()
-	batch := s.pool
-	s.pool = nil
-	s.cfg.Metrics.PoolSize.Set(0)
-	s.mu.Unlock()
+	batch := s.takePool()
 
 	if len(batch) == 0 && time.Since(s.lastPublish) < s.cfg.IdleCheckpoint && !s.needReload {
 		return nil
@@ -390,12 +386,12 @@ func (s *Sequencer) round(ctx context.Context) error {
 				"stopping this sequencer so the log cannot fork: %w", s.cfg.Name, err)
 		}
 		// Answer what is still pooled too: no round will ever take it.
+		// Add refuses new entries once fatal is set, so the pool
+		// taken after it is all there will ever be.
 		s.mu.Lock()
 		s.fatal = err
-		batch = append(batch, s.pool...)
-		s.pool = nil
 		s.mu.Unlock()
-		s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
+		s.fail(append(batch, s.takePool()...), fmt.Errorf("%w: %v", ErrUnavailable, err))
 		s.log.Error("sequencer stopped", "log", s.cfg.Name, "err", err)
 		return err
 	}
@@ -403,12 +399,7 @@ func (s *Sequencer) round(ctx context.Context) error {
 	// What joined the pool while the round ran would most likely fail
 	// the same way: answer it now too (Add refuses new entries until a
 	// round succeeds).
-	s.mu.Lock()
-	batch = append(batch, s.pool...)
-	s.pool = nil
-	s.cfg.Metrics.PoolSize.Set(0)
-	s.mu.Unlock()
-	s.fail(batch, fmt.Errorf("%w: %v", ErrUnavailable, err))
+	s.fail(append(batch, s.takePool()...), fmt.Errorf("%w: %v", ErrUnavailable, err))
 	s.lastPublish = time.Time{} // try the backends again at the next tick
 	return nil
 }
