@@ -9,7 +9,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -21,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -122,22 +122,6 @@ func TreeHeadSignatureInput(timestamp uint64, size int64, hash tlog.Hash) []byte
 	return append(b, hash[:]...)
 }
 
-// DigitallySigned encodes an ECDSA-with-SHA-256 signature as the RFC 5246
-// DigitallySigned struct RFC 6962 uses.
-func DigitallySigned(sig []byte) []byte {
-	b := []byte{4, 3} // sha256, ecdsa
-	b = binary.BigEndian.AppendUint16(b, uint16(len(sig)))
-	return append(b, sig...)
-}
-
-// SignECDSA signs msg with SHA-256 and a deterministic (RFC 6979) ECDSA
-// signature, so that the same input always yields the same bytes: a
-// resubmitted certificate gets a byte-identical SCT.
-func SignECDSA(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {
-	digest := sha256.Sum256(msg)
-	return k.Sign(nil, digest[:], crypto.SHA256)
-}
-
 // CheckpointSigner is one signature the log puts on each checkpoint: one
 // algorithm and one key. Adding an algorithm is one new CheckpointSigner.
 type CheckpointSigner interface {
@@ -230,12 +214,12 @@ func (r *RFC6962Signer) VerifierKey() string { return "" }
 // NoteSigner implements CheckpointSigner. The signature covers the parsed
 // tree head and timestamp, not the note text, so it is made here.
 func (r *RFC6962Signer) NoteSigner(c Checkpoint, timestamp uint64) (note.Signer, error) {
-	sig, err := SignECDSA(r.key, TreeHeadSignatureInput(timestamp, c.Size, c.Hash))
+	sig, err := sct.SignECDSA(r.key, TreeHeadSignatureInput(timestamp, c.Size, c.Hash))
 	if err != nil {
 		return nil, fmt.Errorf("signing tree head: %w", err)
 	}
 	rfcSig := binary.BigEndian.AppendUint64(nil, timestamp)
-	rfcSig = append(rfcSig, DigitallySigned(sig)...)
+	rfcSig = append(rfcSig, sct.DigitallySigned(sig)...)
 	return &fixedSigner{name: r.origin, hash: r.hash, sig: rfcSig}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/sct"
 )
 
 const testOrigin = "ct.example.org/2026h1"
@@ -546,7 +547,7 @@ func TestVerifyRejectsValidSignaturesOverExtensions(t *testing.T) {
 	f := newFixture(t, "log")
 	c := Checkpoint{testOrigin, 3, hashOf("three")}
 	const ts = 77
-	sig, err := SignECDSA(f.keys.ECDSA, treeHeadSignatureInput(ts, uint64(c.Size), c.Hash))
+	sig, err := sct.SignECDSA(f.keys.ECDSA, treeHeadSignatureInput(ts, uint64(c.Size), c.Hash))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,44 +575,6 @@ func TestVerifyRejectsValidSignaturesOverExtensions(t *testing.T) {
 	}
 	if _, err := f.verify(withExt, ""); err == nil {
 		t.Fatal("Verify (RFC 6962 only) accepted a checkpoint with an extension line")
-	}
-}
-
-func TestDigitallySigned(t *testing.T) {
-	for _, n := range []int{0, 1, 70, 72, 300} {
-		sig := bytes.Repeat([]byte{0xab}, n)
-		got := DigitallySigned(sig)
-		want := append([]byte{4, 3, byte(n >> 8), byte(n)}, sig...)
-		if !bytes.Equal(got, want) {
-			t.Errorf("DigitallySigned(%d bytes) = %x, want %x", n, got, want)
-		}
-	}
-}
-
-func TestSignECDSADeterministic(t *testing.T) {
-	k := testKeys(t, "det")
-	msg := []byte("message")
-	a, err := SignECDSA(k.ECDSA, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := SignECDSA(k.ECDSA, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Fatal("SignECDSA is not deterministic")
-	}
-	digest := sha256.Sum256(msg)
-	if !ecdsa.VerifyASN1(&k.ECDSA.PublicKey, digest[:], a) {
-		t.Fatal("SignECDSA signature does not verify over SHA-256(msg)")
-	}
-	c, err := SignECDSA(k.ECDSA, []byte("other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(a, c) {
-		t.Fatal("different messages gave the same signature")
 	}
 }
 

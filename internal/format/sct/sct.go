@@ -4,9 +4,11 @@
 package sct
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +17,6 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
-	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
 
@@ -75,7 +76,7 @@ func appendBase64String(b []byte, s string) []byte {
 // deterministic, so signing the same entry twice gives identical bytes.
 func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error) {
 	var stack [4096]byte
-	sig, err := checkpoint.SignECDSA(k, appendSignatureInput(stack[:0], e))
+	sig, err := SignECDSA(k, appendSignatureInput(stack[:0], e))
 	if err != nil {
 		return nil, fmt.Errorf("signing SCT: %w", err)
 	}
@@ -84,7 +85,7 @@ func Sign(k *ecdsa.PrivateKey, logID [32]byte, e *tile.Entry) (*Response, error)
 		ID:         base64.StdEncoding.EncodeToString(logID[:]),
 		Timestamp:  e.Timestamp,
 		Extensions: base64.StdEncoding.EncodeToString(tile.Extensions(e.LeafIndex)),
-		Signature:  base64.StdEncoding.EncodeToString(checkpoint.DigitallySigned(sig)),
+		Signature:  base64.StdEncoding.EncodeToString(DigitallySigned(sig)),
 	}, nil
 }
 
@@ -141,4 +142,22 @@ func verify(verifySig func(digest, sig []byte) bool, logID [32]byte, r *Response
 		return 0, errors.New("SCT signature does not verify")
 	}
 	return idx, nil
+}
+
+// DigitallySigned encodes an ECDSA-with-SHA-256 signature as the RFC 5246
+// DigitallySigned struct RFC 6962 uses for SCTs and, in the
+// RFC6962NoteSignature of a checkpoint, for tree heads (package
+// checkpoint signs those with these two functions too).
+func DigitallySigned(sig []byte) []byte {
+	b := []byte{4, 3} // sha256, ecdsa
+	b = binary.BigEndian.AppendUint16(b, uint16(len(sig)))
+	return append(b, sig...)
+}
+
+// SignECDSA signs msg with SHA-256 and a deterministic (RFC 6979) ECDSA
+// signature, so that the same input always yields the same bytes: a
+// resubmitted certificate gets a byte-identical SCT.
+func SignECDSA(k *ecdsa.PrivateKey, msg []byte) ([]byte, error) {
+	digest := sha256.Sum256(msg)
+	return k.Sign(nil, digest[:], crypto.SHA256)
 }
