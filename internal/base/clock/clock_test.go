@@ -105,12 +105,13 @@ type fakeSource struct {
 	reads int
 }
 
-func (f *fakeSource) Now(ctx context.Context) (time.Time, error) {
+func (f *fakeSource) ReadClock(ctx context.Context, now func() time.Time) (Measurement, error) {
 	f.reads++
+	sent := now()
 	f.local.add(f.delay / 2)
 	t := f.now()
 	f.local.add(f.delay / 2)
-	return t, nil
+	return Measurement{Sent: sent, Recv: now(), Ref: t}, nil
 }
 
 func TestReference(t *testing.T) {
@@ -238,12 +239,13 @@ type stepSource struct {
 	reads  int
 }
 
-func (s *stepSource) Now(ctx context.Context) (time.Time, error) {
+func (s *stepSource) ReadClock(ctx context.Context, now func() time.Time) (Measurement, error) {
 	s.reads++
+	sent := now()
 	s.local.off += s.before
 	t := s.local.Now().Add(-s.skew).Round(0) // the database's time: no monotonic reading
 	s.local.off += s.after
-	return t, nil
+	return Measurement{Sent: sent, Recv: now(), Ref: t}, nil
 }
 
 // TestReferenceNeverPassesAFutureTimestamp tries to break the bound: for

@@ -62,6 +62,11 @@ type Log struct {
 	RFC6962ReadAPI bool
 	// HashIndex finds entries by leaf hash for get-proof-by-hash.
 	HashIndex dedup.HashIndex
+	// Lookups bounds the public requests that look something up in the
+	// log's database at once (get-proof-by-hash), so that they never
+	// queue for the connections sequencing needs (nil: unbounded, for a
+	// database with no scarce connections).
+	Lookups *netlimit.Gate
 	// Workers runs validation and SCT signing (nil: on the submitter's
 	// goroutine); see Workers for why.
 	Workers *Workers

@@ -48,6 +48,8 @@ import (
 type Store interface {
 	// WitnessState returns the state stored under key, nil if none.
 	WitnessState(ctx context.Context, key [32]byte) ([]byte, error)
+	// WitnessStates returns every state stored, by key, in one read.
+	WitnessStates(ctx context.Context) (map[[32]byte][]byte, error)
 	// UpdateWitnessState calls f with the state stored under key (nil if
 	// none) and stores f's result, atomically: no other update of key
 	// comes between f's read and the write, and the write is durable
@@ -83,6 +85,9 @@ type Config struct {
 	Store Store
 	// RateLimit bounds each client's requests (Rate 0: no limit).
 	RateLimit netlimit.ClientLimitConfig
+	// Lookups bounds the monitoring checkpoint requests that read the
+	// store at once (nil: unbounded); see netlimit.Gate.
+	Lookups *netlimit.Gate
 	// Registerer registers the metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -95,10 +100,10 @@ type Config struct {
 type Witness struct {
 	name string
 	cs   *checkpoint.Cosigner
-	// logs are the witnessed logs by origin. The map is never changed
-	// once stored: AddLogs stores a new one (under addMu), so a request
-	// reads it without a lock.
-	logs  atomic.Pointer[map[string]*witnessedLog]
+	// logs are the witnessed logs. The set is never changed once
+	// stored: AddLogs stores a new one (under addMu), so a request reads
+	// it without a lock.
+	logs  atomic.Pointer[logSet]
 	addMu sync.Mutex
 	// cosigners verify the witness's own cosignatures (sign-subtree's
 	// reference checkpoints).
@@ -106,6 +111,8 @@ type Witness struct {
 	store     Store
 	lists     logLists
 	limit     *netlimit.ClientLimiter
+	lookups   *netlimit.Gate
+	health    healthCache
 	now       func() time.Time
 	log       *slog.Logger
 	metrics   metrics
@@ -118,6 +125,13 @@ type logLists struct {
 	warned  map[string]bool // entries left out, logged once; only LoadLogLists uses it, at startup and then from RunLogLists
 	errors  *prometheus.CounterVec
 	logs    prometheus.Gauge
+}
+
+// logSet is the witnessed logs, by origin and by store key (the SHA-256
+// of the origin: the <origin hash> of the monitoring checkpoint's path).
+type logSet struct {
+	byOrigin map[string]*witnessedLog
+	byKey    map[[32]byte]*witnessedLog
 }
 
 type witnessedLog struct {
@@ -162,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
 	}
 	w := &Witness{name: cfg.Name, cs: cs,
-		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
+		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), lookups: cfg.Lookups, now: cfg.Now, log: cfg.Logger}
 	// The witness's own cosignatures, which sign-subtree's reference
 	// checkpoint must carry.
 	var own []note.Verifier
@@ -212,7 +226,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			}
 		}
 	}
-	w.logs.Store(&map[string]*witnessedLog{})
+	w.logs.Store(&logSet{byOrigin: map[string]*witnessedLog{}, byKey: map[[32]byte]*witnessedLog{}})
 	seen := map[string]bool{}
 	for _, l := range cfg.Logs {
 		if seen[l.Origin] {
@@ -265,15 +279,15 @@ func newLog(l Log) (*witnessedLog, error) {
 func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped []error, err error) {
 	w.addMu.Lock()
 	defer w.addMu.Unlock()
-	cur := *w.logs.Load()
-	next := maps.Clone(cur)
+	cur := w.logs.Load()
+	next := &logSet{byOrigin: maps.Clone(cur.byOrigin), byKey: maps.Clone(cur.byKey)}
 	for _, l := range logs {
 		wl, err := newLog(l)
 		if err != nil {
 			skipped = append(skipped, err)
 			continue
 		}
-		if known, ok := next[l.Origin]; ok {
+		if known, ok := next.byOrigin[l.Origin]; ok {
 			if !slices.Equal(known.keys, wl.keys) {
 				skipped = append(skipped, fmt.Errorf("witness log %q: listed with other keys than the witness trusts for it; it keeps those", l.Origin))
 			}
@@ -284,17 +298,17 @@ func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped [
 			return 0, skipped, err
 		}
 		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
-		next[l.Origin] = wl
+		next.byOrigin[l.Origin], next.byKey[wl.key] = wl, wl
 		added++
 	}
 	if added > 0 {
-		w.logs.Store(&next)
+		w.logs.Store(next)
 	}
 	return added, skipped, nil
 }
 
 // Logs returns how many logs the witness witnesses.
-func (w *Witness) Logs() int { return len(*w.logs.Load()) }
+func (w *Witness) Logs() int { return len(w.logs.Load().byOrigin) }
 
 // VerifierKeys returns the witness's vkeys: Ed25519 cosignature/v1 (type
 // 0x04), then ML-DSA-44 (type 0x06).
@@ -353,11 +367,45 @@ func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
 	return s, nil
 }
 
-// Check reads the state store, for /health.
+// healthCacheFor is how long Check's answer is reused.
+const healthCacheFor = 5 * time.Second
+
+// healthCache is Check's last answer.
+type healthCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// Check reads the state store, for /health: every state in one read, each
+// witnessed log's decoded. The answer is kept for healthCacheFor, and
+// concurrent calls wait for the one read in progress, so however often
+// /health is polled the store is read at most once per healthCacheFor.
 func (w *Witness) Check(ctx context.Context) error {
-	for _, l := range *w.logs.Load() {
-		if _, err := w.state(ctx, l); err != nil {
-			return err
+	w.health.mu.Lock()
+	defer w.health.mu.Unlock()
+	if !w.health.at.IsZero() && time.Since(w.health.at) < healthCacheFor {
+		return w.health.err
+	}
+	// Not the caller's cancellation: the answer is shared.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), healthCheckTimeout)
+	defer cancel()
+	err := w.checkStore(ctx)
+	w.health.at, w.health.err = time.Now(), err
+	return err
+}
+
+// healthCheckTimeout bounds Check's read.
+const healthCheckTimeout = 2 * time.Second
+
+func (w *Witness) checkStore(ctx context.Context) error {
+	all, err := w.store.WitnessStates(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the witness states: %w", err)
+	}
+	for key, l := range w.logs.Load().byKey {
+		if _, err := decodeState(all[key]); err != nil {
+			return fmt.Errorf("log %s: %w", l.origin, err)
 		}
 	}
 	return nil
@@ -430,7 +478,22 @@ func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request, origi
 	} else {
 		copy(key[:], b)
 	}
+	// An origin hash of no witnessed log is answered from memory: a
+	// flood of random hashes costs the store nothing.
+	if w.logs.Load().byKey[key] == nil {
+		http.Error(rw, "This witness does not witness a log with that origin hash.", http.StatusNotFound)
+		return
+	}
+	// A lookup slot, so that a flood of these never holds the store's
+	// connections (see netlimit.Gate).
+	release, ok := w.lookups.Enter()
+	if !ok {
+		rw.Header().Set("Retry-After", strconv.Itoa(netlimit.GateRetryAfter))
+		http.Error(rw, "The witness is answering as many checkpoint requests as it can at once; retry later.", http.StatusServiceUnavailable)
+		return
+	}
 	b, err := w.store.WitnessState(r.Context(), key)
+	release()
 	var s state
 	if err == nil {
 		s, err = decodeState(b)

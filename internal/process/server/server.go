@@ -51,6 +51,9 @@ type backends struct {
 	clock clock.Clock
 	refs  map[string]*clock.Reference
 	skew  prometheus.Gauge
+	// lookups bound the public lookups in each PostgreSQL database (see
+	// lookupGate).
+	lookups map[string]*netlimit.Gate
 	// backfillPause is the test hook sequencer.BackfillPauseEnv (zero
 	// unless a test sets it).
 	backfillPause time.Duration
@@ -58,7 +61,22 @@ type backends struct {
 
 func newBackends() *backends {
 	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{},
-		clock: clock.System{}, refs: map[string]*clock.Reference{}}
+		clock: clock.System{}, refs: map[string]*clock.Reference{}, lookups: map[string]*netlimit.Gate{}}
+}
+
+// lookupGate returns the bound on public requests that look something up
+// in the database at dsn, opened with postgresDB (get-proof-by-hash, a
+// witness's monitoring checkpoint): half its pool, so that the other half
+// is always there for sequencing (the submissions' dedup lookups, the
+// rounds' writes and commits), whatever the public asks. The lease and
+// the clock check have a pool of their own (postgres.DB).
+func (b *backends) lookupGate(dsn string) *netlimit.Gate {
+	if g, ok := b.lookups[dsn]; ok {
+		return g
+	}
+	g := netlimit.NewGate(b.postgres[dsn].PoolSize() / 2)
+	b.lookups[dsn] = g
+	return g
 }
 
 // reference returns the check of b.clock against the database at dsn,
@@ -198,12 +216,14 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	var dd dedup.Store
 	var pg *postgres.DB
 	var ref *clock.Reference
+	var lookups *netlimit.Gate
 	if dsn := c.PostgresFor(lc); dsn != "" {
 		pg, err = b.postgresDB(ctx, dsn)
 		if err != nil {
 			return nil, field("postgres", err)
 		}
 		ref = b.reference(dsn)
+		lookups = b.lookupGate(dsn)
 		dd = pg
 		if lc.Lock == "postgres" {
 			lk = pg
@@ -254,6 +274,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+		Lookups:          lookups,
 	}
 	if lc.RFC6962ReadAPI {
 		hi, ok := dd.(dedup.HashIndex)

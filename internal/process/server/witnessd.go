@@ -38,10 +38,12 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 		return nil, fmt.Errorf("witness.key: %w", err)
 	}
 	var store witnessd.Store
+	var lookups *netlimit.Gate
 	if c.Postgres != "" {
 		if store, err = b.postgresDB(ctx, c.Postgres); err != nil {
 			return nil, fmt.Errorf("postgres (the witness's state): %w", err)
 		}
+		lookups = b.lookupGate(c.Postgres)
 	} else if store, err = b.database(c.Database); err != nil {
 		return nil, fmt.Errorf("database (the witness's state): %w", err)
 	}
@@ -55,7 +57,7 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 	}
 	w, err := witnessd.New(ctx, witnessd.Config{
 		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, Store: store,
-		RateLimit:  limit,
+		RateLimit: limit, Lookups: lookups,
 		Registerer: reg, Logger: logger,
 	})
 	if err != nil {

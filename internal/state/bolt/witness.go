@@ -26,6 +26,24 @@ func (d *DB) WitnessState(ctx context.Context, key [32]byte) ([]byte, error) {
 	return out, err
 }
 
+// WitnessStates returns every witness state stored, by key.
+func (d *DB) WitnessStates(ctx context.Context) (map[[32]byte][]byte, error) {
+	out := map[[32]byte][]byte{}
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(witnessBucket)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) == 32 {
+				out[[32]byte(k)] = bytes.Clone(v)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
 // UpdateWitnessState calls f with the witness state stored under key (nil
 // if none) and stores what f returns, or changes nothing if f fails.
 //

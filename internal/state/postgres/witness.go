@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,26 @@ func (db *DB) WitnessState(ctx context.Context, key [32]byte) ([]byte, error) {
 		return nil, fmt.Errorf("postgres: reading witness state from %s: %w", db.where, err)
 	}
 	return st, nil
+}
+
+// WitnessStates returns every witness state stored, by key, in one query.
+func (db *DB) WitnessStates(ctx context.Context) (map[[32]byte][]byte, error) {
+	rows, err := db.pool.Query(ctx, "SELECT key, state FROM mosaic_witness_state")
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading witness states from %s: %w", db.where, err)
+	}
+	out := map[[32]byte][]byte{}
+	var key, st []byte
+	_, err = pgx.ForEachRow(rows, []any{&key, &st}, func() error {
+		if len(key) == 32 {
+			out[[32]byte(key)] = bytes.Clone(st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading witness states from %s: %w", db.where, err)
+	}
+	return out, nil
 }
 
 // UpdateWitnessState calls f with the witness state stored under key (nil
