@@ -174,7 +174,7 @@ func metricAtCtx(ctx context.Context, addr, name string) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return 0, false
 	}
