@@ -114,7 +114,15 @@ func (m *Mirror) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 		m.answer(rw, "add-checkpoint", nil, refuse(http.StatusRequestEntityTooLarge, "The body is larger than %d bytes.", maxCheckpointBody))
 		return
 	}
-	m.answer(rw, "add-checkpoint", nil, m.addCheckpoint(r.Context(), body))
+	recorded, err := m.addCheckpoint(r.Context(), body)
+	if recorded {
+		// The client moved the log's pending checkpoint with one signed
+		// by the log: it does the log's work (a pusher), and keeps a
+		// rate-limit bucket of its own however many clients compete
+		// (netlimit.ClientLimiter.Pin).
+		m.limit.PinRemote(r.RemoteAddr)
+	}
+	m.answer(rw, "add-checkpoint", nil, err)
 }
 
 func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {

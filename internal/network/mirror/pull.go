@@ -82,7 +82,7 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 			}
 		}
 		body = append(append(body, '\n'), t.Note...)
-		if err := m.addCheckpoint(ctx, body); err != nil {
+		if _, err := m.addCheckpoint(ctx, body); err != nil {
 			return 0, fmt.Errorf("add-checkpoint: %w", err)
 		}
 	}

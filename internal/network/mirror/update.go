@@ -38,36 +38,38 @@ func refuse(code int, format string, args ...any) *refusal {
 
 // addCheckpoint updates the pending checkpoint of a log, as a witness's
 // add-checkpoint does (c2sp.org/tlog-witness), without cosigning it.
-func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) error {
+// recorded is true when the checkpoint is a new pending one (not the tree
+// the mirror already had).
+func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) (recorded bool, err error) {
 	req, err := parseAddCheckpoint(body)
 	if err != nil {
-		return refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
+		return false, refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
 	}
 	origin, _, _ := bytes.Cut(req.note, []byte("\n"))
 	l := m.logs[string(origin)]
 	if l == nil {
-		return refuse(http.StatusNotFound, "This mirror does not mirror that log.")
+		return false, refuse(http.StatusNotFound, "This mirror does not mirror that log.")
 	}
 	t, err := l.open(req.note, nil)
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
 		var invalid *note.InvalidSignatureError
 		if errors.As(err, &unverified) || errors.As(err, &invalid) {
-			return refuse(http.StatusForbidden, "The checkpoint carries no valid signature by the log's keys.")
+			return false, refuse(http.StatusForbidden, "The checkpoint carries no valid signature by the log's keys.")
 		}
-		return refuse(http.StatusBadRequest, "The checkpoint is malformed.")
+		return false, refuse(http.StatusBadRequest, "The checkpoint is malformed.")
 	}
 	if t.Size == 0 && t.Hash != emptyRoot {
-		return refuse(http.StatusUnprocessableEntity, "A checkpoint of size 0 must have the empty tree's hash.")
+		return false, refuse(http.StatusUnprocessableEntity, "A checkpoint of size 0 must have the empty tree's hash.")
 	}
 	if req.old > t.Size {
-		return refuse(http.StatusBadRequest, "The old size is larger than the checkpoint's size.")
+		return false, refuse(http.StatusBadRequest, "The old size is larger than the checkpoint's size.")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur := l.current()
 	if req.old != cur.Size {
-		return &refusal{code: http.StatusConflict, msg: "the pending size differs", ctype: "text/x.tlog.size",
+		return false, &refusal{code: http.StatusConflict, msg: "the pending size differs", ctype: "text/x.tlog.size",
 			body: fmt.Appendf(nil, "%d\n", cur.Size)}
 	}
 	// Safety: the new pending checkpoint is signed by the log (above) and
@@ -80,19 +82,19 @@ func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) error {
 	switch {
 	case req.old == 0:
 		if len(req.proof) != 0 {
-			return refuse(http.StatusUnprocessableEntity, "A consistency proof from size 0 must be empty.")
+			return false, refuse(http.StatusUnprocessableEntity, "A consistency proof from size 0 must be empty.")
 		}
 	case req.old == t.Size:
 		if t.Hash != cur.Hash {
-			return refuse(http.StatusUnprocessableEntity, "The checkpoint has the pending checkpoint's size but another root hash.")
+			return false, refuse(http.StatusUnprocessableEntity, "The checkpoint has the pending checkpoint's size but another root hash.")
 		}
 	default:
 		if err := tlog.CheckTree(req.proof, t.Size, t.Hash, cur.Size, cur.Hash); err != nil {
-			return refuse(http.StatusUnprocessableEntity, "The consistency proof from the pending checkpoint does not verify.")
+			return false, refuse(http.StatusUnprocessableEntity, "The consistency proof from the pending checkpoint does not verify.")
 		}
 	}
 	if req.old == t.Size && len(l.pending) > 0 {
-		return nil // the same tree: nothing to record
+		return false, nil // the same tree: nothing to record
 	}
 	pending := append(append([]tree(nil), l.pending...), t)
 	if len(pending) > keepPending {
@@ -100,10 +102,10 @@ func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) error {
 	}
 	// Durable before the answer: a client may act on the new size.
 	if err := l.saveState(ctx, pending); err != nil {
-		return fmt.Errorf("storing the pending checkpoint: %w", err)
+		return false, fmt.Errorf("storing the pending checkpoint: %w", err)
 	}
 	l.pending = pending
-	return nil
+	return true, nil
 }
 
 // current returns the tree the next add-checkpoint must extend: the newest

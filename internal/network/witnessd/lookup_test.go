@@ -1,10 +1,12 @@
 package witnessd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +18,12 @@ import (
 // what the tests below must keep from reaching it.
 type countingStore struct {
 	Store
-	reads, readAll atomic.Int64
+	reads, readAll, updates atomic.Int64
+}
+
+func (s *countingStore) UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur []byte) ([]byte, error)) error {
+	s.updates.Add(1)
+	return s.Store.UpdateWitnessState(ctx, key, f)
 }
 
 func (s *countingStore) WitnessState(ctx context.Context, key [32]byte) ([]byte, error) {
@@ -108,5 +115,71 @@ func TestHealthCheckCached(t *testing.T) {
 	wg.Wait()
 	if n, all := st.reads.Load(), st.readAll.Load(); n != 0 || all != 1 {
 		t.Fatalf("500 health checks of 20 logs read the store %d times one by one and %d times in all, want once in all", n, all)
+	}
+}
+
+// TestReplayWritesNothing (issue 33 §4): a checkpoint of the tree the
+// witness's state holds (a client resending, or anyone replaying the
+// log's latest checkpoint) is cosigned without a write to the store.
+// Before, each replay cost an fsynced write besides the two signatures.
+func TestReplayWritesNothing(t *testing.T) {
+	lg := newTestLog(t, testOrigin)
+	st := &countingStore{Store: boltStore(t)}
+	w := newWitness(t, st, lg)
+	h := w.Handler(prefix)
+	tr := newTree(t, 10, -1)
+	cp := lg.sign(t, 10, tr.root(t, 10))
+	if r := post(h, body(0, nil, cp)); r.code != 200 {
+		t.Fatalf("add-checkpoint: %d %s", r.code, r.body)
+	}
+	if n := st.updates.Load(); n != 1 {
+		t.Fatalf("the first add-checkpoint made %d writes, want 1", n)
+	}
+	for range 100 {
+		r := post(h, body(10, nil, cp))
+		if r.code != 200 {
+			t.Fatalf("a replay: %d %s", r.code, r.body)
+		}
+		verifyCosigned(t, w, cp, r.body)
+	}
+	if n := st.updates.Load(); n != 1 {
+		t.Fatalf("100 replays of the stored checkpoint made %d writes, want none", n-1)
+	}
+	// A replay of the same size with another root hash is still refused.
+	fork := newTree(t, 10, 3)
+	if r := post(h, body(10, nil, lg.sign(t, 10, fork.root(t, 10)))); r.code != http.StatusUnprocessableEntity {
+		t.Fatalf("a fork of the stored size: %d %s, want 422", r.code, r.body)
+	}
+}
+
+// TestPinsTheLogsClient (issue 33 §4): the client whose checkpoint moves
+// a log's state is pinned in the rate limiter (a bucket of its own that
+// attackers filling the limiter's tables cannot take from it); a client
+// that only replays is not.
+func TestPinsTheLogsClient(t *testing.T) {
+	lg := newTestLog(t, testOrigin)
+	w, err := New(context.Background(), Config{Name: witnessName, Keys: witnessKeys(t), Store: boltStore(t),
+		Logs: []Log{{Origin: lg.origin, Keys: []string{lg.vkey}}}, RateLimit: netlimit.ClientLimitConfig{Rate: 1, Burst: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.Handler(prefix)
+	send := func(from string, b []byte) int {
+		r := httptest.NewRequest(http.MethodPost, prefix+"add-checkpoint", bytes.NewReader(b))
+		r.RemoteAddr = from + ":1234"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	tr := newTree(t, 10, -1)
+	cp := lg.sign(t, 10, tr.root(t, 10))
+	if code := send("192.0.2.1", body(0, nil, cp)); code != 200 {
+		t.Fatalf("the log's add-checkpoint: %d", code)
+	}
+	if code := send("192.0.2.2", body(10, nil, cp)); code != 200 {
+		t.Fatalf("a replay: %d", code)
+	}
+	if !w.limit.Pinned(netip.MustParseAddr("192.0.2.1")) || w.limit.Pinned(netip.MustParseAddr("192.0.2.2")) {
+		t.Fatal("the client that moved the state is not pinned, or the one that replayed it is")
 	}
 }

@@ -597,6 +597,16 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cp.Size == cur.size && cp.Hash == cur.hash {
+		// A checkpoint of the tree the state holds (a client resending,
+		// or replaying a log's checkpoint): cosigned without a write.
+		// Safe: that tree was the witness's latest cosigned one when the
+		// state was read, so it is in the chain of cosigned trees
+		// (whatever came after extends it), and cosigning it again
+		// cosigns nothing new. A replay costs the signatures, never an
+		// fsynced write.
+		return sigs, nil
+	}
 	monitored := []byte(n.Text + "\n")
 	for _, s := range n.Sigs {
 		monitored = fmt.Appendf(monitored, "— %s %s\n", s.Name, s.Base64)
@@ -634,6 +644,10 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 		return nil, err
 	}
 	w.metrics.size.WithLabelValues(l.origin).Set(float64(cp.Size))
+	// The client moved the log's state with a checkpoint signed by the
+	// log: it does the log's work, and keeps a rate-limit bucket of its
+	// own however many clients compete (netlimit.ClientLimiter.Pin).
+	w.limit.PinRemote(r.RemoteAddr)
 	return sigs, nil
 }
 
