@@ -35,6 +35,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/base/httpsonly"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
@@ -79,6 +80,10 @@ type Config struct {
 	// LogLists are witness-network log lists (files or https:// URLs)
 	// that add logs to Logs (see LoadLogLists and RunLogLists).
 	LogLists []string
+	// MaxListLogs bounds the logs the lists may add, all lists together
+	// (default DefaultMaxListLogs): each log costs metric series and a
+	// share of /health's check.
+	MaxListLogs int
 	// HTTPClient fetches the log lists (http.DefaultClient if nil).
 	HTTPClient *http.Client
 	// Store keeps the latest cosigned checkpoint of each log.
@@ -122,10 +127,20 @@ type Witness struct {
 type logLists struct {
 	sources []string
 	client  *http.Client
-	warned  map[string]bool // entries left out, logged once; only LoadLogLists uses it, at startup and then from RunLogLists
-	errors  *prometheus.CounterVec
-	logs    prometheus.Gauge
+	max     int // MaxListLogs
+	// added is how many logs the lists added (under Witness.addMu).
+	added int
+	// warned are, per list, the entries its latest read left out, so
+	// each is logged once while the list keeps it (it is logged again if
+	// it goes and comes back); bounded by the lists' sizes. Only
+	// LoadLogLists uses it, at startup and then from RunLogLists.
+	warned map[string]map[string]bool
+	errors *prometheus.CounterVec
+	logs   prometheus.Gauge
 }
+
+// DefaultMaxListLogs is the default Config.MaxListLogs.
+const DefaultMaxListLogs = 1000
 
 // logSet is the witnessed logs, by origin and by store key (the SHA-256
 // of the origin: the <origin hash> of the monitoring checkpoint's path).
@@ -206,7 +221,13 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			return nil, err
 		}
 	}
-	w.lists = logLists{sources: cfg.LogLists, client: cfg.HTTPClient, warned: map[string]bool{},
+	if cfg.MaxListLogs <= 0 {
+		cfg.MaxListLogs = DefaultMaxListLogs
+	}
+	// Lists are fetched over https, and a redirect must not take the
+	// fetch to plain http, where anyone on the path could add logs.
+	w.lists = logLists{sources: cfg.LogLists, client: httpsonly.Client(cfg.HTTPClient, "log lists"), max: cfg.MaxListLogs,
+		warned: map[string]map[string]bool{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_witness_server_log_list_errors_total",
 			Help: "Reads of a witness-network log list (witness.log_lists) that failed, by list.",
@@ -215,9 +236,6 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			Name: "mosaic_witness_server_logs",
 			Help: "The logs this process's witness witnesses: configured and from log lists.",
 		}),
-	}
-	if w.lists.client == nil {
-		w.lists.client = http.DefaultClient
 	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{w.lists.errors, w.lists.logs} {
@@ -234,7 +252,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		}
 		seen[l.Origin] = true
 	}
-	if _, skipped, err := w.AddLogs(ctx, cfg.Logs); err != nil {
+	if _, skipped, err := w.addLogs(ctx, cfg.Logs, false); err != nil {
 		return nil, err
 	} else if len(skipped) > 0 {
 		return nil, skipped[0]
@@ -277,6 +295,11 @@ func newLog(l Log) (*witnessedLog, error) {
 // is kept whatever list names it, and a log dropped from a list is still
 // witnessed until the process restarts without it.
 func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped []error, err error) {
+	return w.addLogs(ctx, logs, true)
+}
+
+// addLogs is AddLogs; fromList logs count against the lists' cap.
+func (w *Witness) addLogs(ctx context.Context, logs []Log, fromList bool) (added int, skipped []error, err error) {
 	w.addMu.Lock()
 	defer w.addMu.Unlock()
 	cur := w.logs.Load()
@@ -293,6 +316,10 @@ func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped [
 			}
 			continue
 		}
+		if fromList && w.lists.added+added >= w.lists.max {
+			skipped = append(skipped, fmt.Errorf("witness log %q: the log lists already added %d logs, the most witness.max_list_logs allows", l.Origin, w.lists.max))
+			continue
+		}
 		st, err := w.state(ctx, wl)
 		if err != nil {
 			return 0, skipped, err
@@ -303,6 +330,9 @@ func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped [
 	}
 	if added > 0 {
 		w.logs.Store(next)
+		if fromList {
+			w.lists.added += added
+		}
 	}
 	return added, skipped, nil
 }

@@ -56,7 +56,7 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 		logs[i] = witnessd.Log{Origin: l.Origin, Keys: l.Keys}
 	}
 	w, err := witnessd.New(ctx, witnessd.Config{
-		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, Store: store,
+		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, MaxListLogs: wc.MaxListLogs, Store: store,
 		RateLimit: limit, Lookups: lookups,
 		Registerer: reg, Logger: logger,
 	})
