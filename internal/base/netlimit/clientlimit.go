@@ -234,6 +234,16 @@ func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Addr, bool) {
 	return ClientGroup(addr, c.cfg.IPv6Bits), true
 }
 
+// Limits reports whether requests from addr are limited: c is not nil and
+// addr is in no exempt range.
+func (c *ClientLimiter) Limits(addr netip.Addr) bool {
+	if c == nil {
+		return false
+	}
+	_, limited := c.clientKey(addr)
+	return limited
+}
+
 // Allow takes a token for a submission from addr (add-pre-chain if
 // precert) while inflight submissions are in the log, or says why not.
 // An address that is not valid (no address known) is not limited: a

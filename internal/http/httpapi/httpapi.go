@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,17 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	// forwardClient carries a standby's submissions to the leader.
 	forwardClient *http.Client
-	// forwards holds a token per submission being relayed (MaxForwards).
-	forwards chan struct{}
+	// forwarding counts the submissions being relayed (MaxForwards), and
+	// forwardsBy those of each client group (MaxForwardsPerClient).
+	forwardMu  sync.Mutex
+	forwarding int
+	forwardsBy map[netip.Addr]int
+	// ClientExempt are client address ranges not held to per-client
+	// shares (limits.per_client_exempt: a reverse proxy carries many
+	// clients), and IPv6ClientPrefix the prefix IPv6 clients are grouped
+	// by (limits.ipv6_client_prefix; 0: netlimit.DefaultIPv6Prefix).
+	ClientExempt     []netip.Prefix
+	IPv6ClientPrefix int
 	// warnings rate-limits the warnings requests cause.
 	warnings *logagg.Aggregator
 	// ForwardTimeout bounds each attempt to forward a submission to the
@@ -91,7 +101,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}},
-		forwards: make(chan struct{}, MaxForwards),
+		forwardsBy: map[netip.Addr]int{},
 	}
 	s.dash = newDashboard(logs)
 	reg.MustRegister(s.requests, s.latency)

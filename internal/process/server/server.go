@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -635,6 +637,10 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
 	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	if exempt, err := c.PerClientExempt(); err == nil {
+		s.api.ClientExempt = exempt
+	}
+	s.api.IPv6ClientPrefix = c.Limits.IPv6ClientPrefix
 	// With a standby, several processes serve one log's read path (behind
 	// one load balancer, say): each reads the checkpoint from storage for
 	// every request, so that a client going from one to another never sees
@@ -647,6 +653,37 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
 	}
 	return s, nil
+}
+
+// warnUnexemptStandby warns when a log limits each client's submissions
+// and this process's advertised address is not exempt: a standby relays
+// its clients' submissions to the leader from its own address, so the
+// leader would hold all of them to one client's rate. The processes of a
+// log usually share one config, so this process's address stands for the
+// others'.
+func (s *Server) warnUnexemptStandby(advertise string, exempt []netip.Prefix) {
+	limited := false
+	for _, l := range s.logs {
+		limited = limited || l.ClientLimits != nil
+	}
+	u, err := url.Parse(advertise)
+	if !limited || err != nil {
+		return
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		s.logger.Info("a log limits each client's submissions (admission.per_client_rate): make sure limits.per_client_exempt covers every process of the log, or the leader holds all of a standby's clients to one client's rate",
+			"advertise", advertise)
+		return
+	}
+	for _, p := range exempt {
+		if p.Contains(addr.Unmap()) {
+			return
+		}
+	}
+	s.logger.Warn("a log limits each client's submissions (admission.per_client_rate), and this process's address is not in limits.per_client_exempt: "+
+		"as a standby it relays all its clients' submissions to the leader from that address, which the leader then holds to one client's rate; "+
+		"add every process of the log to limits.per_client_exempt", "advertise", advertise)
 }
 
 // anyPostgres reports whether any log has a PostgreSQL database.
@@ -759,6 +796,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		}
 		holder := newHolderID()
 		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+		s.warnUnexemptStandby(address, exempt)
 		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mosaic_leader",
 			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
