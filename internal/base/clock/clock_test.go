@@ -303,3 +303,31 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestStepped: a timestamp may lead the last signed one by the monotonic
+// time elapsed plus MaxSkew, not more; a monotonic clock that went back
+// (it cannot, but) counts as no time passed.
+func TestStepped(t *testing.T) {
+	last := uint64(1_700_000_000_000)
+	for _, tc := range []struct {
+		elapsed time.Duration
+		ts      uint64
+		stepped bool
+	}{
+		{0, last, false},
+		{10 * time.Second, last + 10_000, false},
+		{10 * time.Second, last + 11_000, false}, // MaxSkew ahead
+		{10 * time.Second, last + 11_001, true},
+		{0, last + 3_600_000, true},             // an hour's step
+		{time.Hour, last + 3_600_000, false},    // an hour passed
+		{-time.Hour, last + 2_000, true},        // elapsed < 0 is 0
+		{10 * time.Second, last - 5_000, false}, // behind is Next's business
+		{24 * time.Hour, last + 86_400_000 + 999, false},
+	} {
+		err := Stepped(last, tc.elapsed, tc.ts)
+		var se *SkewError
+		if got := errors.As(err, &se) && se.Reason == "stepped"; got != tc.stepped {
+			t.Errorf("elapsed %v, ts last%+d ms: %v, want stepped %v", tc.elapsed, int64(tc.ts)-int64(last), err, tc.stepped)
+		}
+	}
+}
