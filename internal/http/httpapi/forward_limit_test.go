@@ -147,7 +147,7 @@ func TestStandbyHealth(t *testing.T) {
 		return w
 	}
 	cp := freshCheckpoint()
-	l.SetStandbyState(ctlog.Standby{Leader: "", Published: cp, LeaderErr: fmt.Errorf("submissions through this process fail: the log has no leader right now")})
+	l.SetStandbyState(ctlog.Standby{Leader: "", Published: cp, LeaderErr: &ctlog.HealthError{Summary: "submissions through this process fail: the log has no leader right now"}})
 	w := get()
 	if w.Code != 503 || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "no leader") {
 		t.Fatalf("standby without a leader: %d (Retry-After %q) %q", w.Code, w.Header().Get("Retry-After"), w.Body)

@@ -62,6 +62,9 @@ type Server struct {
 	// HealthChecks are the process's other parts /health reports on
 	// beside the logs (the witness's state store), by name.
 	HealthChecks map[string]func(context.Context) error
+	// MetricsElsewhere leaves /metrics out of Handler: the process serves
+	// it on a listener of its own (config metrics.listen).
+	MetricsElsewhere bool
 	// CheckpointFromStorage makes the read path read the checkpoint from
 	// storage for every request instead of holding it in memory
 	// (checkpointcache.go; limits.checkpoint_in_memory: false).
@@ -142,10 +145,17 @@ func (s *Server) Handler() http.Handler {
 		}
 	}
 	s.registerDashboard(mux, homes)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if !s.MetricsElsewhere {
+		mux.Handle("GET /metrics", s.MetricsHandler())
+	}
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /logs.v3.json", s.logList)
 	return cors(mux)
+}
+
+// MetricsHandler serves the process's metrics (/metrics).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{})
 }
 
 // statusRecorder captures the status code, and the reason of a refusal,

@@ -634,9 +634,15 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	if s.witness != nil {
-		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
+		s.api.HealthChecks = map[string]func(context.Context) error{"witness": func(ctx context.Context) error {
+			if err := s.witness.w.Check(ctx); err != nil {
+				return &ctlog.HealthError{Summary: "the witness cannot read its state store", Err: err}
+			}
+			return nil
+		}}
 	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	s.api.MetricsElsewhere = c.Metrics != nil
 	if exempt, err := c.PerClientExempt(); err == nil {
 		s.api.ClientExempt = exempt
 	}
@@ -778,6 +784,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if debugSrv != nil {
 		defer debugSrv.Close()
 	}
+	metricsSrv, err := s.serveMetrics()
+	if err != nil {
+		return err
+	}
+	if metricsSrv != nil {
+		defer metricsSrv.Close()
+	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
@@ -846,6 +859,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	var servers []interface{ Shutdown(context.Context) error }
 	if debugSrv != nil {
 		servers = append(servers, debugSrv)
+	}
+	if metricsSrv != nil {
+		servers = append(servers, metricsSrv)
 	}
 	tlsMetrics, err := newTLSMetrics(s.reg)
 	if err != nil {
