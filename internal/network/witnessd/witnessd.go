@@ -15,6 +15,7 @@
 package witnessd
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -43,9 +44,9 @@ import (
 )
 
 // Store keeps the witness's state: per log, keyed by the SHA-256 of its
-// origin, the latest checkpoint it cosigned, in this package's encoding.
-// The embedded database (bolt.DB) and PostgreSQL (postgres.DB) implement
-// it.
+// origin, the latest checkpoint it cosigned, in this package's encoding,
+// and a marker saying whose state it is (marker.go). The embedded
+// database (bolt.DB) and PostgreSQL (postgres.DB) implement it.
 type Store interface {
 	// WitnessState returns the state stored under key, nil if none.
 	WitnessState(ctx context.Context, key [32]byte) ([]byte, error)
@@ -57,6 +58,12 @@ type Store interface {
 	// when it returns nil. If f fails nothing changes. f may be called
 	// more than once.
 	UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur []byte) ([]byte, error)) error
+	// WitnessMarker returns the marker stored, nil if none.
+	WitnessMarker(ctx context.Context) ([]byte, error)
+	// SetWitnessMarker stores the marker, replacing any.
+	SetWitnessMarker(ctx context.Context, marker []byte) error
+	// DeleteWitnessState removes the state stored under key (ResetLog).
+	DeleteWitnessState(ctx context.Context, key [32]byte) error
 }
 
 // Log is one log the witness cosigns.
@@ -86,8 +93,21 @@ type Config struct {
 	MaxListLogs int
 	// HTTPClient fetches the log lists (http.DefaultClient if nil).
 	HTTPClient *http.Client
-	// Store keeps the latest cosigned checkpoint of each log.
-	Store Store
+	// Store keeps the latest cosigned checkpoint of each log, and
+	// StoreKind says which backend it is (StoreDatabase, the default, or
+	// StorePostgres).
+	Store     Store
+	StoreKind string
+	// Other is the backend the witness does not use, when the config
+	// names one (the embedded database while the state is in
+	// PostgreSQL), and OtherKind its kind: New refuses an empty Store
+	// while Other holds witness state, and marks Other as not holding
+	// the witness's state (see marker.go). Nil if the config names none.
+	Other     Store
+	OtherKind string
+	// AdoptStore starts the witness on a store the startup checks of
+	// marker.go refuse (config witness.adopt_state_store).
+	AdoptStore bool
 	// RateLimit bounds each client's requests (Rate 0: no limit).
 	RateLimit netlimit.ClientLimitConfig
 	// Lookups bounds the monitoring checkpoint requests that read the
@@ -153,7 +173,10 @@ type witnessedLog struct {
 	origin    string
 	key       [32]byte // the store key: SHA-256 of the origin
 	keys      []string // its vkeys, sorted
+	keyHashes [][32]byte
 	verifiers note.Verifiers
+	// warnedKeys is set once a refusal for other keys was logged.
+	warnedKeys atomic.Bool
 }
 
 type metrics struct {
@@ -171,6 +194,7 @@ const (
 	resultForbidden    = "forbidden"     // 403
 	resultInconsistent = "inconsistent"  // 422
 	resultRateLimited  = "rate_limited"  // 429
+	resultOtherKeys    = "other_keys"    // 403: the state was cosigned under other keys (checkKeys)
 	resultError        = "error"         // 5xx
 	unknownLogLabel    = "(unknown log)" // the log label of requests for no configured log
 )
@@ -206,7 +230,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 	w.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_witness_server_requests_total",
-			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), inconsistent (422), rate_limited, error.",
+			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), other_keys (the state was cosigned under other keys), inconsistent (422), rate_limited, error.",
 		}, []string{"log", "result"}),
 		size: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mosaic_witness_server_cosigned_tree_size",
@@ -245,6 +269,9 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		}
 	}
 	w.logs.Store(&logSet{byOrigin: map[string]*witnessedLog{}, byKey: map[[32]byte]*witnessedLog{}})
+	if err := w.checkStores(ctx, cfg); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, l := range cfg.Logs {
 		if seen[l.Origin] {
@@ -278,7 +305,8 @@ func newLog(l Log) (*witnessedLog, error) {
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("witness log %q: no keys", l.Origin)
 	}
-	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: slices.Sorted(slices.Values(l.Keys)), verifiers: note.VerifierList(vs...)}, nil
+	keys := slices.Sorted(slices.Values(l.Keys))
+	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: keys, keyHashes: keyHashes(keys), verifiers: note.VerifierList(vs...)}, nil
 }
 
 // AddLogs starts witnessing the logs it is given that the witness does not
@@ -324,6 +352,11 @@ func (w *Witness) addLogs(ctx context.Context, logs []Log, fromList bool) (added
 		if err != nil {
 			return 0, skipped, err
 		}
+		if checkKeys(st, wl) != nil {
+			wl.warnedKeys.Store(true)
+			w.log.Error("witness: the stored state of a log was cosigned under other keys than the ones trusted for it now, so the witness refuses it (403); if these are the right keys, reset its state (mosaic witness reset)",
+				"log", l.Origin)
+		}
 		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
 		next.byOrigin[l.Origin], next.byKey[wl.key] = wl, wl
 		added++
@@ -349,11 +382,16 @@ func (w *Witness) VerifierKeys() []string { return w.cs.VerifierKeys() }
 func StateKey(origin string) [32]byte { return sha256.Sum256([]byte(origin)) }
 
 // state is a log's stored state: the latest cosigned checkpoint's size
-// and root hash, and the note served to monitors (the checkpoint with the
+// and root hash, the keys the witness trusted for the log when it
+// cosigned it, and the note served to monitors (the checkpoint with the
 // log's verified signatures and the witness's cosignatures).
 type state struct {
 	size int64
 	hash tlog.Hash
+	// keys are the SHA-256 of each vkey the witness trusted for the log
+	// (keyHashes); nil for a state stored before they were (version 1),
+	// or never cosigned.
+	keys [][32]byte
 	note []byte
 }
 
@@ -361,14 +399,23 @@ type state struct {
 // of a log never cosigned, from which any checkpoint is consistent.
 var emptyHash = tlog.Hash(sha256.Sum256(nil))
 
-// stateVersion is the first byte of an encoded state.
-const stateVersion = 1
+// The first byte of an encoded state: version 1 is size, root hash and
+// note; version 2 adds the key hashes (a count byte, then 32 bytes each)
+// after the root hash.
+const (
+	stateV1 = 1
+	stateV2 = 2
+)
 
 func (s state) encode() []byte {
-	b := make([]byte, 0, 1+8+32+len(s.note))
-	b = append(b, stateVersion)
+	b := make([]byte, 0, 1+8+32+1+32*len(s.keys)+len(s.note))
+	b = append(b, stateV2)
 	b = binary.BigEndian.AppendUint64(b, uint64(s.size))
 	b = append(b, s.hash[:]...)
+	b = append(b, byte(len(s.keys)))
+	for _, k := range s.keys {
+		b = append(b, k[:]...)
+	}
 	return append(b, s.note...)
 }
 
@@ -377,12 +424,64 @@ func decodeState(b []byte) (state, error) {
 	if b == nil {
 		return state{hash: emptyHash}, nil
 	}
-	if len(b) < 1+8+32 || b[0] != stateVersion || binary.BigEndian.Uint64(b[1:]) > 1<<63-1 {
-		return state{}, errors.New("the stored witness state is corrupt")
+	corrupt := errors.New("the stored witness state is corrupt")
+	if len(b) < 1+8+32 || (b[0] != stateV1 && b[0] != stateV2) || binary.BigEndian.Uint64(b[1:]) > 1<<63-1 {
+		return state{}, corrupt
 	}
-	s := state{size: int64(binary.BigEndian.Uint64(b[1:])), note: b[41:]}
+	s := state{size: int64(binary.BigEndian.Uint64(b[1:]))}
 	copy(s.hash[:], b[9:41])
+	rest := b[41:]
+	if b[0] == stateV2 {
+		if len(rest) < 1 || len(rest) < 1+32*int(rest[0]) {
+			return state{}, corrupt
+		}
+		n := int(rest[0])
+		s.keys = make([][32]byte, n)
+		for i := range n {
+			copy(s.keys[i][:], rest[1+32*i:])
+		}
+		rest = rest[1+32*n:]
+	}
+	s.note = rest
 	return s, nil
+}
+
+// keyHashes returns the SHA-256 of each of vkeys, sorted: what a state
+// records of the keys the witness trusted for the log.
+func keyHashes(vkeys []string) [][32]byte {
+	hs := make([][32]byte, len(vkeys))
+	for i, k := range vkeys {
+		hs[i] = sha256.Sum256([]byte(k))
+	}
+	slices.SortFunc(hs, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	return hs
+}
+
+// errOtherKeys refuses a checkpoint of a log whose stored state was
+// cosigned while the witness trusted none of the keys it trusts for the
+// log now (see checkKeys).
+var errOtherKeys = &httpError{code: http.StatusForbidden, result: resultOtherKeys,
+	msg: "This witness's state of the log was cosigned under other keys than the ones it trusts for the log now; it cosigns nothing of the log until its operator resets that state."}
+
+// checkKeys refuses a state cosigned under other keys than l's: one
+// recorded with key hashes none of which is a key the witness trusts for
+// l now. Such a state is not this log's history: a log list (or a config)
+// once gave the origin to other keys, and cosigning on from it would
+// hold the real log to another party's tree, or, after the party's keys
+// come back, to a state the witness never cosigned for them. The operator
+// resets the log's state (mosaic witness reset) once the keys are right;
+// a key added or dropped beside one kept is no other keys. A state from
+// before key hashes were recorded (version 1) is taken as this log's.
+func checkKeys(cur state, l *witnessedLog) error {
+	if cur.keys == nil {
+		return nil
+	}
+	for _, k := range cur.keys {
+		if slices.Contains(l.keyHashes, k) {
+			return nil
+		}
+	}
+	return errOtherKeys
 }
 
 func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
@@ -620,6 +719,13 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKeys(cur, l); err != nil {
+		if !l.warnedKeys.Swap(true) {
+			w.log.Error("witness: refusing a log whose stored state was cosigned under other keys than the ones trusted for it now; if those are the right keys, reset its state (mosaic witness reset)",
+				"log", l.origin)
+		}
+		return nil, err
+	}
 	if err := consistent(cur, req); err != nil {
 		return nil, err
 	}
@@ -642,7 +748,7 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 		monitored = fmt.Appendf(monitored, "— %s %s\n", s.Name, s.Base64)
 	}
 	monitored = append(monitored, sigs...)
-	next := state{size: cp.Size, hash: cp.Hash, note: monitored}.encode()
+	next := state{size: cp.Size, hash: cp.Hash, keys: l.keyHashes, note: monitored}.encode()
 	// SAFETY: the one place the witness's view of a log moves, and the
 	// reason it never cosigns two inconsistent checkpoints. The
 	// cosignatures above exist only in this goroutine's memory; they are
@@ -663,6 +769,9 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 	err = w.store.UpdateWitnessState(r.Context(), l.key, func(b []byte) ([]byte, error) {
 		cur, err := decodeState(b)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkKeys(cur, l); err != nil {
 			return nil, err
 		}
 		if err := consistent(cur, req); err != nil {

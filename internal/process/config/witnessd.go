@@ -40,6 +40,13 @@ type WitnessServer struct {
 	// (default 1000): each costs metric series and a share of /health's
 	// check, and a list is someone else's file.
 	MaxListLogs int `yaml:"max_list_logs,omitempty"`
+	// AdoptStateStore starts the witness on a state store its startup
+	// checks refuse: one that is empty while the other backend holds
+	// witness state, one an earlier run left for the other backend, or
+	// one marked as another witness's. Set it once, on purpose, and
+	// remove it: the witness may then cosign a checkpoint that conflicts
+	// with one it cosigned before.
+	AdoptStateStore bool `yaml:"adopt_state_store,omitempty"`
 }
 
 // WitnessedLog is one log a witness cosigns.

@@ -81,6 +81,8 @@ var (
 //   - mosaic_witness_state: a witness's latest cosigned checkpoint per
 //     log (package witnessd), keyed by the SHA-256 of the log's origin,
 //     in witnessd's own encoding (see witness.go).
+//   - mosaic_witness_marker: one row, the witness's marker (whose state
+//     this is, and which store holds it; package witnessd).
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS mosaic_checkpoints (
 		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
@@ -114,6 +116,10 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS mosaic_witness_state (
 		key bytea PRIMARY KEY CHECK (length(key) = 32),
 		state bytea NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_witness_marker (
+		id integer PRIMARY KEY CHECK (id = 1),
+		marker bytea NOT NULL
 	)`,
 }
 

@@ -103,3 +103,36 @@ func (db *DB) UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur [
 		return err
 	}
 }
+
+// WitnessMarker returns the witness marker stored, or nil if there is
+// none.
+func (db *DB) WitnessMarker(ctx context.Context) ([]byte, error) {
+	var m []byte
+	err := db.pool.QueryRow(ctx, "SELECT marker FROM mosaic_witness_marker WHERE id = 1").Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading the witness marker from %s: %w", db.where, err)
+	}
+	return m, nil
+}
+
+// SetWitnessMarker stores the witness marker, replacing any.
+func (db *DB) SetWitnessMarker(ctx context.Context, marker []byte) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO mosaic_witness_marker (id, marker) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET marker = excluded.marker`, marker)
+	if err != nil {
+		return fmt.Errorf("postgres: writing the witness marker to %s: %w", db.where, err)
+	}
+	return nil
+}
+
+// DeleteWitnessState removes the witness state stored under key, if any
+// (mosaic witness reset).
+func (db *DB) DeleteWitnessState(ctx context.Context, key [32]byte) error {
+	if _, err := db.pool.Exec(ctx, "DELETE FROM mosaic_witness_state WHERE key = $1", key[:]); err != nil {
+		return fmt.Errorf("postgres: deleting witness state in %s: %w", db.where, err)
+	}
+	return nil
+}
