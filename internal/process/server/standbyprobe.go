@@ -77,7 +77,7 @@ func leaderProbe(logName string, timeout time.Duration) func(ctx context.Context
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return leaderHealth(fmt.Sprintf("the leader did not answer its health check within %v", timeout),
+			return leaderHealth(fmt.Sprintf("the leader is unreachable (it did not answer its health check within %v)", timeout),
 				fmt.Errorf("%w: %s did not answer its health check within %v: %v", ctlog.ErrLeaderUnreachable, address, timeout, err))
 		}
 		defer resp.Body.Close()
