@@ -198,6 +198,10 @@ func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {
 	defer release()
 	rr.limitRate(m.uploads.minRate, m.uploads.grace)
 	lines, err := m.addEntries(r.Context(), br, h, l, target)
+	// The server's write timeout counts from the request's head, and an
+	// upload at the minimum rate may outlast it: the answer, a few lines,
+	// gets its own.
+	_ = ctrl.SetWriteDeadline(time.Now().Add(answerTimeout))
 	var ref *refusal
 	if err != nil && (!errors.As(err, &ref) || (ref.code != http.StatusAccepted && ref.code != http.StatusConflict)) {
 		// Refused in the middle of the body (or the storage failed).

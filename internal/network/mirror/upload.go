@@ -41,6 +41,9 @@ const (
 	headerTimeout       = 5 * time.Second
 	uploadGrace         = 10 * time.Second
 	minUploadRate       = 64 << 10 // bytes a second
+	// answerTimeout bounds the writing of an add-entries answer, once its
+	// body is read.
+	answerTimeout = 10 * time.Second
 )
 
 // errTooSlow is an upload whose client fell below the minimum transfer

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mosaic-ct/mosaic/internal/state/storage/localfs"
 )
 
 // rawUpload opens a connection from local to the test mirror and sends an
@@ -143,4 +146,52 @@ func TestUploadSlotsReleased(t *testing.T) {
 	if tm.m.uploads.total != 0 || len(tm.m.uploads.byClient) != 0 || len(tm.m.uploads.byLog) != 0 {
 		t.Fatalf("slots still held after every upload ended: %d, %v, %v", tm.m.uploads.total, tm.m.uploads.byClient, tm.m.uploads.byLog)
 	}
+}
+
+// TestSlowUploadAnswered: an upload that keeps above the minimum rate but
+// lasts longer than the server's write timeout (counted by net/http from
+// the request's head) still gets its answer, and the mirror its entries.
+func TestSlowUploadAnswered(t *testing.T) {
+	l := newTestLog(t, TlogTiles)
+	m, err := New(context.Background(), Config{Cosigner: testCosigner(t), Logs: []Log{l.mirrorLog()}, Storage: mustLocalfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.uploads.minRate = 64 // bytes a second, so the test can be slow
+	srv := httptest.NewUnstartedServer(m.Handler("/"))
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tm := &testMirror{m: m, srv: srv, keys: testCosigner(t).VerifierKeys()}
+	p := l.pusher(t, tm)
+	ctx := context.Background()
+	signed := l.grow(20)
+	cp, _ := l.verify(signed)
+	if err := p.addCheckpoint(ctx, p.targets[0], signed, cp); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := p.src.buildEntries(ctx, cp.Origin, cp.Size, cp.Hash, 0, maxPackages, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawUpload(t, tm, "127.0.0.1", len(body), nil)
+	for i := 0; i < len(body); i += len(body)/12 + 1 { // 12 chunks over 2.4 s
+		c.Write(body[i:min(len(body), i+len(body)/12+1)])
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, msg := answer(c, 10*time.Second); code != http.StatusOK {
+		t.Fatalf("a slow upload above the minimum rate: %d %q, want 200 with the cosignatures", code, msg)
+	}
+	if got := m.logs[l.origin].next(); got != cp.Size {
+		t.Fatalf("the mirror holds %d entries, want %d", got, cp.Size)
+	}
+}
+
+func mustLocalfs(t *testing.T) *localfs.Dir {
+	t.Helper()
+	st, err := localfs.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
