@@ -4,7 +4,7 @@
 //
 //	base/     small leaves any package may use: the clock, retries, key
 //	          files, connection caps and per-client rate limits, the P-256
-//	          fast verifier, GOMAXPROCS, build info
+//	          fast verifier, GOMAXPROCS, build info, https-only redirects
 //	format/   what a log publishes and proves, as pure code: tiles,
 //	          checkpoints, SCTs, subtree proofs, log lists, the
 //	          tlog-witness request bodies

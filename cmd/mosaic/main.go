@@ -32,6 +32,7 @@ func commands() []command {
 		{"roots", "remove a root from a log's accepted set (roots remove)", runRoots},
 		{"backup", "copy the embedded database consistently, even while serve runs", runBackup},
 		{"restore", "restore the embedded database from a backup, if the logs continue from it", runRestore},
+		{"witness", "reset the witness's state of one log (witness reset)", runWitness},
 		{"hammer", "load-test and verify any Static CT log", runHammer},
 		{"fsck", "verify a whole Static CT log, tile by tile", runFsck},
 		{"version", "print the version, commit and Go version of this build", runVersion},

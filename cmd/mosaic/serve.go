@@ -76,6 +76,9 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		lns = []net.Listener{ln}
+		if w := devmode.ExposedWarning(ln.Addr()); w != "" {
+			logger.Warn(w)
+		}
 		if c, err = config.Load(path); err != nil {
 			ln.Close()
 			return err

@@ -25,6 +25,12 @@ import (
 // dev log s, and waits until it serves. It returns the mirror's prefix.
 func startMirror(t *testing.T, dir string, port int, s *devServer) (*devServer, string) {
 	t.Helper()
+	return startMirrorWith(t, dir, port, s, "")
+}
+
+// startMirrorWith is startMirror with more top-level config (YAML).
+func startMirrorWith(t *testing.T, dir string, port int, s *devServer, extra string) (*devServer, string) {
+	t.Helper()
 	prefix := fmt.Sprintf("http://127.0.0.1:%d/mirror/", port)
 	cfg := fmt.Sprintf(`listen:
   - address: 127.0.0.1:%d
@@ -39,7 +45,7 @@ mirror:
       keys: %s
       public_key: %s
       issuers: %s
-`, port, prefix, s.info.Origin, yamlList(s.info.CheckpointVKeys), s.info.PublicKey, s.info.MonitoringPrefix)
+%s`, port, prefix, s.info.Origin, yamlList(s.info.CheckpointVKeys), s.info.PublicKey, s.info.MonitoringPrefix, extra)
 	p := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

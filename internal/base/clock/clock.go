@@ -84,8 +84,10 @@ func FromOSEnv() (Clock, time.Duration, error) { return FromEnv(os.Getenv) }
 type SkewError struct {
 	// Reason is one of "ahead" (this clock leads the reference),
 	// "behind" (it lags the reference), "uncertain" (reading the
-	// reference took longer than MaxSkew) and "checkpoint_ahead" (the
-	// log's latest checkpoint is ahead of this clock).
+	// reference took longer than MaxSkew), "checkpoint_ahead" (the
+	// log's latest checkpoint is ahead of this clock) and "stepped" (this
+	// clock jumped ahead since the last timestamp this process signed,
+	// with no reference to tell which of the two was right).
 	Reason string
 	// By is how far apart the two clocks are, at least.
 	By time.Duration
@@ -100,4 +102,39 @@ func (e *SkewError) Error() string { return e.msg }
 // Seconds formats d as seconds for messages: "300.0 s".
 func Seconds(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", math.Abs(d.Seconds()))
+}
+
+// Stepped checks, for a log with no reference clock (local disk only),
+// that ts, a timestamp about to be signed, is no more than MaxSkew beyond
+// last, the last one this process signed, plus elapsed, the time passed
+// since on a monotonic clock (which no step of the wall clock moves; see
+// NewMonotonic). A
+// wall clock stepped forward (by hand, by a bad time source) would
+// otherwise make the log sign timestamps in the future: nothing outside
+// the process says what time it is, but the monotonic clock says how much
+// time has passed. It returns a *SkewError with Reason "stepped" beyond
+// that.
+//
+// A step forward that fixed a slow clock is refused the same way: from
+// here the two cannot be told apart. Restarting the process, once its
+// clock is right, trusts it again.
+func Stepped(last uint64, elapsed time.Duration, ts uint64) error {
+	bound := time.UnixMilli(int64(last)).Add(max(elapsed, 0))
+	lead := time.UnixMilli(int64(ts)).Sub(bound)
+	if lead <= MaxSkew {
+		return nil
+	}
+	return &SkewError{Reason: "stepped", By: lead,
+		msg: fmt.Sprintf("this process's clock jumped %s ahead of the time elapsed since the last checkpoint it signed, more than the %s Mosaic allows a timestamp to lead, "+
+			"and with no database clock to check it against the log signs nothing rather than sign timestamps in the future; "+
+			"fix its time synchronization, then restart the process (a restart trusts the clock again)",
+			Seconds(lead), Seconds(MaxSkew))}
+}
+
+// NewMonotonic returns a function telling the time elapsed since it was
+// made, on the monotonic clock, which steps of the wall clock do not move:
+// what Stepped measures elapsed time with.
+func NewMonotonic() func() time.Duration {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
 }

@@ -105,12 +105,13 @@ type fakeSource struct {
 	reads int
 }
 
-func (f *fakeSource) Now(ctx context.Context) (time.Time, error) {
+func (f *fakeSource) ReadClock(ctx context.Context, now func() time.Time) (Measurement, error) {
 	f.reads++
+	sent := now()
 	f.local.add(f.delay / 2)
 	t := f.now()
 	f.local.add(f.delay / 2)
-	return t, nil
+	return Measurement{Sent: sent, Recv: now(), Ref: t}, nil
 }
 
 func TestReference(t *testing.T) {
@@ -238,12 +239,13 @@ type stepSource struct {
 	reads  int
 }
 
-func (s *stepSource) Now(ctx context.Context) (time.Time, error) {
+func (s *stepSource) ReadClock(ctx context.Context, now func() time.Time) (Measurement, error) {
 	s.reads++
+	sent := now()
 	s.local.off += s.before
 	t := s.local.Now().Add(-s.skew).Round(0) // the database's time: no monotonic reading
 	s.local.off += s.after
-	return t, nil
+	return Measurement{Sent: sent, Recv: now(), Ref: t}, nil
 }
 
 // TestReferenceNeverPassesAFutureTimestamp tries to break the bound: for
@@ -298,6 +300,34 @@ func BenchmarkCheck(b *testing.B) {
 	for b.Loop() {
 		if err := r.Check(context.Background(), ts); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestStepped: a timestamp may lead the last signed one by the monotonic
+// time elapsed plus MaxSkew, not more; a monotonic clock that went back
+// (it cannot, but) counts as no time passed.
+func TestStepped(t *testing.T) {
+	last := uint64(1_700_000_000_000)
+	for _, tc := range []struct {
+		elapsed time.Duration
+		ts      uint64
+		stepped bool
+	}{
+		{0, last, false},
+		{10 * time.Second, last + 10_000, false},
+		{10 * time.Second, last + 11_000, false}, // MaxSkew ahead
+		{10 * time.Second, last + 11_001, true},
+		{0, last + 3_600_000, true},             // an hour's step
+		{time.Hour, last + 3_600_000, false},    // an hour passed
+		{-time.Hour, last + 2_000, true},        // elapsed < 0 is 0
+		{10 * time.Second, last - 5_000, false}, // behind is Next's business
+		{24 * time.Hour, last + 86_400_000 + 999, false},
+	} {
+		err := Stepped(last, tc.elapsed, tc.ts)
+		var se *SkewError
+		if got := errors.As(err, &se) && se.Reason == "stepped"; got != tc.stepped {
+			t.Errorf("elapsed %v, ts last%+d ms: %v, want stepped %v", tc.elapsed, int64(tc.ts)-int64(last), err, tc.stepped)
 		}
 	}
 }

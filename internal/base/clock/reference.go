@@ -36,9 +36,15 @@ func Next(now time.Time, last uint64) (uint64, error) {
 	return last + 1, nil
 }
 
-// Source reads a reference clock: the database's (postgres.DB.Now).
+// Source reads a reference clock: the database's (postgres.DB.ReadClock).
 type Source interface {
-	Now(ctx context.Context) (time.Time, error)
+	// ReadClock reads the reference clock. now is this process's clock:
+	// the source reads it just before it sends its query and just after
+	// the answer arrives, once it holds a connection, so that the round
+	// trip measured is the query's alone. Timed from before a wait for a
+	// connection, a queue of other queries would make the clock read as
+	// uncertain (and a process stop leading) for no fault of the clock.
+	ReadClock(ctx context.Context, now func() time.Time) (Measurement, error)
 }
 
 // Measurement is one reading of the reference clock: Ref was read between
@@ -100,13 +106,11 @@ func NewSkewGauge() prometheus.Gauge {
 // *SkewError if this process's clock is now more than MaxSkew from it (or
 // the reading is too imprecise to tell), or the source's error.
 func (r *Reference) Measure(ctx context.Context) (Measurement, error) {
-	sent := r.clock.Now()
-	ref, err := r.source.Now(ctx)
-	recv := r.clock.Now()
+	m, err := r.source.ReadClock(ctx, r.clock.Now)
 	if err != nil {
 		return Measurement{}, fmt.Errorf("reading the database's clock: %w", err)
 	}
-	m := Measurement{Sent: sent, Recv: recv, Ref: ref}
+	recv := m.Recv
 	r.mu.Lock()
 	r.last = &m
 	r.mu.Unlock()

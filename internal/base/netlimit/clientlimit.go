@@ -69,19 +69,46 @@ func (e *ThrottleError) Error() string { return e.Message }
 // Memory is bounded against a client with many addresses: at most
 // MaxClients buckets exist. A bucket that has refilled to its burst says
 // nothing a new bucket would not, so buckets idle that long are dropped
-// (in a sweep at most once a second when the table is full); while the
-// table is still full of clients seen within a refill time, every further
-// client shares one overflow bucket, so even an attacker with more
-// addresses than MaxClients gets at most one client's rate more, and
-// cannot grow the table.
+// (in a sweep at most once a second when the table is full). While the
+// table is still full of clients seen within a refill time (an attacker
+// keeping a routed /48's 32,768 /64s busy), a further client gets a
+// bucket of a second tier, one per wider prefix (IPv6 /48, or /32 when
+// clients are grouped by /48 already; IPv4 /24), at most MaxClients/8 of
+// them, swept the same way: the attacker's further addresses share their
+// prefix's bucket, and clients elsewhere are not charged for them. Only
+// when both tables are full of fresh buckets does every further client
+// share one overflow bucket, so even an attacker with more prefixes than
+// that gets at most one client's rate more, and cannot grow the tables.
+//
+// And a server pins the clients that do a served log's work (Pin: a
+// witness, the client whose checkpoint moved a log's state): a pinned
+// client keeps a bucket of its own, outside both tables, so a log that
+// asks only every few minutes is never sent to a shared bucket.
 type ClientLimiter struct {
 	cfg ClientLimitConfig
 
-	mu        sync.Mutex
-	buckets   map[netip.Addr]*clientBucket
-	overflow  clientBucket
-	lastSweep time.Time
+	mu            sync.Mutex
+	buckets       map[netip.Addr]*clientBucket
+	wide          map[netip.Addr]*clientBucket // the second tier, by wider prefix
+	pinned        map[netip.Addr]*pinnedBucket
+	overflow      clientBucket
+	lastSweep     time.Time
+	lastWideSweep time.Time
 }
+
+// pinnedBucket is a pinned client's bucket, pinned until until.
+type pinnedBucket struct {
+	clientBucket
+	until time.Time
+}
+
+// MaxPinned bounds the clients pinned at once (Pin): a few per log a
+// server serves. Beyond it the one pinned longest ago is unpinned.
+const MaxPinned = 1024
+
+// PinFor is how long Pin keeps a client's bucket of its own after the
+// client's latest pinned request.
+const PinFor = time.Hour
 
 // clientBucket is one client's tokens, for all its submissions and for
 // its add-chain ones under pressure, as of last.
@@ -111,7 +138,88 @@ func NewClientLimiter(cfg ClientLimitConfig) *ClientLimiter {
 	if cfg.AddChainShare <= 0 || cfg.AddChainShare > 1 {
 		cfg.AddChainShare = 1
 	}
-	return &ClientLimiter{cfg: cfg, buckets: map[netip.Addr]*clientBucket{}}
+	return &ClientLimiter{cfg: cfg, buckets: map[netip.Addr]*clientBucket{},
+		wide: map[netip.Addr]*clientBucket{}, pinned: map[netip.Addr]*pinnedBucket{}}
+}
+
+// wideKey is the second tier's key of the client group key: its IPv6 /48
+// (or /32 when clients are grouped by /48 or wider), or its IPv4 /24.
+func (c *ClientLimiter) wideKey(key netip.Addr) netip.Addr {
+	bits := 24
+	if key.Is6() {
+		bits = 48
+		if c.cfg.IPv6Bits <= 48 {
+			bits = 32
+		}
+	}
+	return netip.PrefixFrom(key, bits).Masked().Addr()
+}
+
+// Pin gives the client at addr a bucket of its own for PinFor, outside
+// the tables new clients compete for (see ClientLimiter), keeping the
+// tokens it has. A witness or mirror calls it for a request that moved a
+// log's state with a checkpoint signed by the log: the client is doing
+// that log's work. Pinning changes no rate, so a client that contrives a
+// pin (by relaying a log's checkpoints before the log does) gains nothing
+// but a bucket of its own, which any client with a fresh address has. A
+// nil ClientLimiter, an exempt client and an address that is not valid
+// are not pinned.
+func (c *ClientLimiter) Pin(addr netip.Addr) {
+	if c == nil || !addr.IsValid() {
+		return
+	}
+	key, limited := c.clientKey(addr)
+	if !limited {
+		return
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pinned[key]; ok {
+		p.until = now.Add(PinFor)
+		return
+	}
+	b, ok := c.buckets[key]
+	if ok {
+		delete(c.buckets, key)
+	} else {
+		nb := c.newBucket(now)
+		b = &nb
+	}
+	if len(c.pinned) >= MaxPinned {
+		var oldest netip.Addr
+		var first time.Time
+		for k, p := range c.pinned {
+			if first.IsZero() || p.until.Before(first) {
+				oldest, first = k, p.until
+			}
+		}
+		delete(c.pinned, oldest)
+	}
+	c.pinned[key] = &pinnedBucket{clientBucket: *b, until: now.Add(PinFor)}
+}
+
+// Pinned reports whether the client at addr is pinned now.
+func (c *ClientLimiter) Pinned(addr netip.Addr) bool {
+	if c == nil {
+		return false
+	}
+	key, limited := c.clientKey(addr)
+	if !limited {
+		return false
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pinned[key]
+	return ok && now.Before(p.until)
+}
+
+// PinRemote is Pin for an http.Request's RemoteAddr.
+func (c *ClientLimiter) PinRemote(remoteAddr string) {
+	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
+		c.Pin(ap.Addr())
+	}
 }
 
 // clientKey is the client addr belongs to (ClientGroup, as for
@@ -124,6 +232,16 @@ func (c *ClientLimiter) clientKey(addr netip.Addr) (netip.Addr, bool) {
 		}
 	}
 	return ClientGroup(addr, c.cfg.IPv6Bits), true
+}
+
+// Limits reports whether requests from addr are limited: c is not nil and
+// addr is in no exempt range.
+func (c *ClientLimiter) Limits(addr netip.Addr) bool {
+	if c == nil {
+		return false
+	}
+	_, limited := c.clientKey(addr)
+	return limited
 }
 
 // Allow takes a token for a submission from addr (add-pre-chain if
@@ -190,32 +308,52 @@ func retryAfter(missing, rate float64) int {
 	return max(1, int(math.Ceil(missing/rate)))
 }
 
-// bucket returns key's bucket, creating a full one if there is room, or
-// the shared overflow bucket if the table is full (see ClientLimiter).
+// bucket returns key's bucket: its pinned one, or its own in the table,
+// created full if there is room, or its wider prefix's in the second tier,
+// or the shared overflow bucket if both are full (see ClientLimiter).
 // c.mu is held.
 func (c *ClientLimiter) bucket(key netip.Addr, now time.Time) *clientBucket {
-	if b, ok := c.buckets[key]; ok {
+	if p, ok := c.pinned[key]; ok {
+		if now.Before(p.until) {
+			return &p.clientBucket
+		}
+		delete(c.pinned, key) // back among the others, as a new client
+	}
+	if b := c.tableBucket(c.buckets, key, c.cfg.MaxClients, &c.lastSweep, now); b != nil {
 		return b
 	}
-	if len(c.buckets) >= c.cfg.MaxClients && now.Sub(c.lastSweep) >= time.Second {
-		c.lastSweep = now
+	if b := c.tableBucket(c.wide, c.wideKey(key), max(1, c.cfg.MaxClients/8), &c.lastWideSweep, now); b != nil {
+		return b
+	}
+	if c.overflow.last.IsZero() {
+		c.overflow = c.newBucket(now)
+	}
+	return &c.overflow
+}
+
+// tableBucket returns key's bucket in table, creating a full one if the
+// table has room (after a sweep of idle buckets, at most once a second
+// while it is full), or nil if it is full. c.mu is held.
+func (c *ClientLimiter) tableBucket(table map[netip.Addr]*clientBucket, key netip.Addr, size int, lastSweep *time.Time, now time.Time) *clientBucket {
+	if b, ok := table[key]; ok {
+		return b
+	}
+	if len(table) >= size && now.Sub(*lastSweep) >= time.Second {
+		*lastSweep = now
 		// A bucket idle for a refill time is full: dropping it changes
 		// no decision.
 		refill := time.Duration(float64(c.cfg.Burst) / c.cfg.Rate * float64(time.Second))
-		for k, b := range c.buckets {
+		for k, b := range table {
 			if now.Sub(b.last) >= refill {
-				delete(c.buckets, k)
+				delete(table, k)
 			}
 		}
 	}
-	if len(c.buckets) >= c.cfg.MaxClients {
-		if c.overflow.last.IsZero() {
-			c.overflow = c.newBucket(now)
-		}
-		return &c.overflow
+	if len(table) >= size {
+		return nil
 	}
 	b := c.newBucket(now)
-	c.buckets[key] = &b
+	table[key] = &b
 	return &b
 }
 

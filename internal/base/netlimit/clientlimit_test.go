@@ -126,10 +126,10 @@ func TestClientLimitKeys(t *testing.T) {
 }
 
 // TestClientLimitBoundedMemory: an attacker with far more addresses than
-// MaxClients cannot grow the table past it, nor get more than one
-// client's rate beyond the clients it displaces (the overflow bucket);
-// idle clients' buckets are dropped, so a returning well-behaved client
-// gets its own bucket again.
+// MaxClients cannot grow the tables past MaxClients and MaxClients/8 (the
+// second tier, by /24), nor get more than those buckets' and one more
+// client's rate (the overflow bucket); idle clients' buckets are dropped,
+// so a returning well-behaved client gets its own bucket again.
 func TestClientLimitBoundedMemory(t *testing.T) {
 	clk := newStepClock()
 	c := NewClientLimiter(ClientLimitConfig{Rate: 10, Burst: 10, MaxClients: 100, Now: clk.now})
@@ -139,14 +139,15 @@ func TestClientLimitBoundedMemory(t *testing.T) {
 		if c.Allow(a, true, 0) == nil {
 			admitted++
 		}
-		if n := c.clients(); n > 100 {
-			t.Fatalf("%d clients tracked, want at most 100", n)
+		if n, w := c.clients(), c.wideClients(); n > 100 || w > 12 {
+			t.Fatalf("%d clients and %d prefixes tracked, want at most 100 and 12", n, w)
 		}
 	}
-	// 100 tracked clients' first submissions, plus the overflow bucket's
-	// burst of 10 (and what it earns in the second).
-	if admitted > 100+10+10 {
-		t.Errorf("100,000 addresses got %d admitted, want at most 120", admitted)
+	// 100 tracked clients' first submissions, the 12 /24 buckets' bursts
+	// of 10, plus the overflow bucket's burst of 10 (and what it earns in
+	// the second).
+	if admitted > 100+12*10+10+10 {
+		t.Errorf("100,000 addresses got %d admitted, want at most 240", admitted)
 	}
 	// After a refill time the idle buckets are dropped at the next sweep:
 	// a new client gets a bucket of its own, not the overflow.
@@ -184,4 +185,108 @@ func (c *ClientLimiter) clients() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.buckets)
+}
+
+// wideClients returns how many second-tier buckets exist (a test helper).
+func (c *ClientLimiter) wideClients() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.wide)
+}
+
+// TestClientLimitRoutedPrefix (issue 33 §4): an attacker with a routed
+// IPv6 /48 keeps every bucket of the table fresh with its /64s and sends
+// from further /64s besides. A new client elsewhere still gets a bucket
+// its own /48 shares with nobody (the second tier), and the attacker's
+// further /64s share one bucket. Before, every new client shared the one
+// overflow bucket the attacker kept empty.
+func TestClientLimitRoutedPrefix(t *testing.T) {
+	clk := newStepClock()
+	c := NewClientLimiter(ClientLimitConfig{Rate: 1, Burst: 2, MaxClients: 64, Now: clk.now})
+	attacker := func(i int) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xaa, 0xaa, byte(i >> 8), byte(i), 15: 1})
+	}
+	for range 30 { // 30 s: the table's 64 /64s, and 64 more, all fresh
+		clk.add(time.Second)
+		for i := range 128 {
+			c.Allow(attacker(i), true, 0)
+		}
+	}
+	if c.clients() != 64 {
+		t.Fatalf("%d clients tracked, want the table full (64)", c.clients())
+	}
+	// The attacker's further /64s share one bucket: at most its burst
+	// plus a second's rate got through in the last second.
+	clk.add(time.Second)
+	extra := 0
+	for i := 64; i < 128; i++ {
+		if c.Allow(attacker(i), true, 0) == nil {
+			extra++
+		}
+	}
+	if extra > 3 {
+		t.Errorf("the attacker's 64 further /64s got %d admitted in a second, want at most 3 (one shared bucket)", extra)
+	}
+	// A new client in another /48 has its burst.
+	for i := range 2 {
+		if err := c.Allow(addr("2001:db8:bbbb:1::1"), true, 0); err != nil {
+			t.Fatalf("submission %d of a new client outside the attacker's /48: %v", i, err)
+		}
+	}
+}
+
+// TestClientLimitPinned (issue 33 §4): a witness's log asks only every
+// minute, so its bucket goes idle and, while an attacker keeps the tables
+// full, it would be a new client sharing a bucket. Pinned (it moved a
+// log's state), it keeps a bucket of its own however full the tables are;
+// pinning does not raise its rate; unpinned after PinFor.
+func TestClientLimitPinned(t *testing.T) {
+	clk := newStepClock()
+	c := NewClientLimiter(ClientLimitConfig{Rate: 1, Burst: 2, MaxClients: 8, Now: clk.now})
+	log := addr("198.51.100.7")
+	if err := c.Allow(log, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Pin(log)
+	// Attackers fill both tables (8 clients, 1 /24) and the overflow with
+	// fresh buckets, every second for two minutes.
+	attack := func() {
+		for i := range 64 {
+			c.Allow(netip.AddrFrom4([4]byte{192, 0, byte(2 + i/8), byte(i)}), true, 0)
+		}
+	}
+	for range 120 {
+		clk.add(time.Second)
+		attack()
+	}
+	// The log's request every minute goes through, twice in a row (its
+	// burst), not a third time (its rate).
+	for i := range 2 {
+		if err := c.Allow(log, true, 0); err != nil {
+			t.Fatalf("the pinned log's submission %d: %v", i, err)
+		}
+	}
+	if c.Allow(log, true, 0) == nil {
+		t.Error("pinning raised the log's rate past its burst")
+	}
+	// An unpinned client in its place shares the full tables' overflow.
+	other := addr("203.0.113.9")
+	admitted := 0
+	for range 3 {
+		if c.Allow(other, true, 0) == nil {
+			admitted++
+		}
+	}
+	if admitted == 3 {
+		t.Error("an unpinned new client was not limited with the attackers (the test's attack is too weak)")
+	}
+	// The pin ends PinFor after the last.
+	clk.add(PinFor)
+	c.mu.Lock()
+	c.bucket(log, clk.now())
+	_, pinned := c.pinned[log]
+	c.mu.Unlock()
+	if pinned {
+		t.Error("the pin outlived PinFor")
+	}
 }

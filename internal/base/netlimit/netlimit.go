@@ -294,7 +294,7 @@ func (l *listener) Accept() (net.Conn, error) {
 // picks a silent or idle connection to shed (returned, for the caller to
 // close outside the lock).
 func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
-	key := lim.clientKey(nc.RemoteAddr())
+	key, exempt := lim.clientKey(nc.RemoteAddr())
 	now := lim.now()
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
@@ -302,7 +302,6 @@ func (lim *Limiter) admit(nc net.Conn) (c *Conn, reason string, shed *Conn) {
 	if g := lim.clients[key]; g != nil {
 		held, waiting = g.total, g.waiting
 	}
-	exempt := lim.isExempt(key)
 	// The per-client cap comes first: a client at its cap must not make
 	// other clients' connections be shed. Under pressure it shrinks with
 	// the number of groups competing: a client may then hold its fair
@@ -444,9 +443,11 @@ func (lim *Limiter) ownIdleLocked(key netip.Addr) *Conn {
 	return nil
 }
 
-func (lim *Limiter) isExempt(key netip.Addr) bool {
+// isExempt reports whether the address addr (not its group) is in an
+// exempt range.
+func (lim *Limiter) isExempt(addr netip.Addr) bool {
 	for _, p := range lim.exempt {
-		if p.Contains(key) {
+		if p.Contains(addr) {
 			return true
 		}
 	}
@@ -593,8 +594,14 @@ func (c *Conn) CloseWrite() error {
 // clientKey is the group a connection counts against: the IPv4 address,
 // or the IPv6 address's prefix of lim.ipv6Bits (IPv4-mapped IPv6 addresses
 // count as IPv4). An address that cannot be parsed counts as the zero key,
-// one client.
-func (lim *Limiter) clientKey(a net.Addr) netip.Addr {
+// one client. exempt says whether the address is in an exempt range;
+// such an address is its own group, so that neither does an exempt range
+// narrower than the grouping (a proxy's /128) exempt its neighbours, nor
+// do its connections count against them.
+//
+// Safe because the exemption is decided on the address itself, before
+// any grouping: an exempt range never covers an address outside it.
+func (lim *Limiter) clientKey(a net.Addr) (key netip.Addr, exempt bool) {
 	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
 		ip = ta.AddrPort().Addr()
@@ -603,8 +610,19 @@ func (lim *Limiter) clientKey(a net.Addr) netip.Addr {
 			ip = ap.Addr()
 		}
 	}
-	return ClientGroup(ip, lim.ipv6Bits)
+	ip = ip.Unmap().WithZone("")
+	if lim.isExempt(ip) {
+		// Its own group, apart from every prefix group: a zone (which
+		// no group key has) keeps an exempt IPv6 address at the base
+		// of a prefix (2001:db8::) from sharing that prefix's key. An
+		// IPv4 address is its own group already.
+		return ip.WithZone(exemptZone), true
+	}
+	return ClientGroup(ip, lim.ipv6Bits), false
 }
+
+// exemptZone marks the group key of an exempt IPv6 address.
+const exemptZone = "exempt"
 
 // ClientGroup is the client an address counts as, for the connection caps
 // and for the per-client submission rate limits alike: the IPv4 address

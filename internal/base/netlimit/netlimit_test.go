@@ -316,7 +316,7 @@ func TestClientKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ap := netip.MustParseAddrPort(tt.addr)
-		got := lim.clientKey(net.TCPAddrFromAddrPort(ap))
+		got, _ := lim.clientKey(net.TCPAddrFromAddrPort(ap))
 		if got.String() != tt.want {
 			t.Errorf("clientKey(%s) = %s, want %s", tt.addr, got, tt.want)
 		}
@@ -325,10 +325,10 @@ func TestClientKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := lim48.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), lim48.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:ff::1")}); a != b || a.String() != "2001:db8:1::" {
+	if a, b := key(lim48, "2001:db8:1:2::1"), key(lim48, "2001:db8:1:ff::1"); a != b || a.String() != "2001:db8:1::" {
 		t.Errorf("grouped by /48: keys %s and %s, want 2001:db8:1:: for both", a, b)
 	}
-	if a, b := lim.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1")}), lim.clientKey(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1")}); a == b {
+	if a, b := key(lim, "2001:db8:1:2::1"), key(lim, "2001:db8:1:3::1"); a == b {
 		t.Errorf("different /64s share a key: %s", a)
 	}
 }
@@ -391,3 +391,46 @@ type fakeConn struct {
 
 func (f fakeConn) RemoteAddr() net.Addr { return f.remote }
 func (f fakeConn) Close() error         { return nil }
+
+func key(lim *Limiter, ip string) netip.Addr {
+	k, _ := lim.clientKey(&net.TCPAddr{IP: net.ParseIP(ip)})
+	return k
+}
+
+// TestExemptAddressNotGroup (issue 33 §4): an exemption is checked against
+// the client's address, before IPv6 grouping. ::1/128 (the default's
+// loopback) and a proxy's /128 are exempt; an exempt /128 at the base of a
+// /64 does not exempt the rest of that /64, whose clients are still held
+// to the per-client cap, and the exempt proxy's connections do not count
+// against them. Before, the check looked at the grouped /64: ::1 was never
+// exempt, and 2001:db8::/128 exempted all of 2001:db8::/64.
+func TestExemptAddressNotGroup(t *testing.T) {
+	lim, err := New(Config{Max: 100, PerClient: 2, Exempt: []netip.Prefix{
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("2001:db8::/128"), netip.MustParsePrefix("2001:db8:0:1::7/128")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(ip string) (bool, string) {
+		c, reason, _ := lim.admit(fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}})
+		return c != nil, reason
+	}
+	for _, proxy := range []string{"::1", "2001:db8::", "2001:db8:0:1::7"} {
+		for i := range 5 {
+			if ok, reason := admit(proxy); !ok {
+				t.Fatalf("connection %d from the exempt %s refused (%s)", i, proxy, reason)
+			}
+		}
+	}
+	// Neighbours of the exempt addresses in their /64s: the per-client
+	// cap of 2, not counting the proxies' 5 connections each.
+	for _, neighbour := range []string{"2001:db8::5", "2001:db8:0:1::8"} {
+		for i := range 2 {
+			if ok, reason := admit(neighbour); !ok {
+				t.Fatalf("connection %d from %s refused (%s): the exempt proxy's connections counted against it", i, neighbour, reason)
+			}
+		}
+		if ok, reason := admit(neighbour); ok || reason != ReasonPerClient {
+			t.Fatalf("a third connection from %s: admitted %v (%q), want a per-client refusal: an exemption of one address covered its /64", neighbour, ok, reason)
+		}
+	}
+}

@@ -127,7 +127,8 @@ func (l *listener) refuse(nc net.Conn, reason string) {
 		nc.Close()
 		return
 	}
-	r := l.lim.refusing.start(nc, l.lim.clientKey(nc.RemoteAddr()))
+	key, _ := l.lim.clientKey(nc.RemoteAddr())
+	r := l.lim.refusing.start(nc, key)
 	if r == nil {
 		nc.Close()
 		return

@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/base/logagg"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
@@ -66,5 +69,42 @@ func TestClientRateLimit(t *testing.T) {
 	want := `mosaic_http_requests_total{code="429",endpoint="add-chain",log="fuzz2026",reason="client_rate"} ` + strconv.Itoa(refused)
 	if !strings.Contains(w.Body.String(), want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestForwardedFromUnexemptWarns (issue 33 §4): a leader that receives a
+// submission relayed by a standby whose address its per-client rate limit
+// does not exempt says so, once for many, naming the field to set; from an
+// exempt address it says nothing.
+func TestForwardedFromUnexemptWarns(t *testing.T) {
+	f := newSubmitFixture(t)
+	f.log.ClientLimits = netlimit.NewClientLimiter(netlimit.ClientLimitConfig{Rate: 1000, Burst: 1000,
+		Exempt: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	var logged bytes.Buffer
+	f.server.warnings = logagg.New(slog.New(slog.NewTextHandler(&logged, nil)), time.Hour)
+	leaf, err := f.ca.Intermediate.IssueLeaf(testca.LeafOptions{DNSNames: []string{"relayed.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := b64Chain(leaf, f.ca.Intermediate.DER)
+	post := func(from string) {
+		r := httptest.NewRequest("POST", submitPrefix+"ct/v1/add-chain", bytes.NewReader(body))
+		r.RemoteAddr = from
+		r.Header.Set(ForwardedHeader, "1")
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("a relayed submission: %d %q", w.Code, w.Body)
+		}
+	}
+	post("10.1.2.3:5000")
+	if logged.Len() != 0 {
+		t.Fatalf("a submission relayed from an exempt address was warned about: %s", logged.String())
+	}
+	for range 10 {
+		post("192.0.2.9:5000")
+	}
+	if n := strings.Count(logged.String(), "limits.per_client_exempt"); n != 1 {
+		t.Fatalf("10 submissions relayed from an address that is not exempt: %d warnings, want 1:\n%s", n, logged.String())
 	}
 }

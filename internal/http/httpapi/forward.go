@@ -2,14 +2,17 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
 )
 
@@ -22,6 +25,53 @@ const DefaultForwardTimeout = 10 * time.Second
 // They all come from the standby's address, so the leader's per-client
 // connection cap must allow this many (package server sees to it).
 const MaxForwardConns = 256
+
+// MaxForwardsPerClient is the share of the MaxForwards slots one client
+// group (an IPv4 address or IPv6 prefix, as the connection caps group
+// clients) may hold: a client holding submissions at the leader, or one
+// whose submissions the leader holds for long, takes an eighth of the
+// relay, not all of it. A reverse proxy's address (Server.ClientExempt)
+// is not held to it.
+const MaxForwardsPerClient = MaxForwards / 8
+
+// takeForward takes a forward slot for r's client, or says why not (one
+// sentence for the client). release gives it back.
+func (s *Server) takeForward(r *http.Request) (release func(), busy string) {
+	var key netip.Addr
+	perClient := false
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		addr := ap.Addr().Unmap()
+		perClient = true
+		for _, p := range s.ClientExempt {
+			if p.Contains(addr) {
+				perClient = false
+			}
+		}
+		key = netlimit.ClientGroup(addr, cmp.Or(s.IPv6ClientPrefix, netlimit.DefaultIPv6Prefix))
+	}
+	s.forwardMu.Lock()
+	defer s.forwardMu.Unlock()
+	switch {
+	case perClient && s.forwardsBy[key] >= MaxForwardsPerClient:
+		return nil, "This client address has as many submissions being relayed to the log's leader as it may; retry later."
+	case s.forwarding >= MaxForwards:
+		return nil, "This server is relaying as many submissions to the log's leader as it may; retry later."
+	}
+	s.forwarding++
+	if perClient {
+		s.forwardsBy[key]++
+	}
+	return func() {
+		s.forwardMu.Lock()
+		defer s.forwardMu.Unlock()
+		s.forwarding--
+		if perClient {
+			if s.forwardsBy[key]--; s.forwardsBy[key] == 0 {
+				delete(s.forwardsBy, key)
+			}
+		}
+	}, ""
+}
 
 // MaxForwards bounds the submissions a standby relays at once (each holds
 // one of the MaxForwardConns connections while it waits for the leader's
@@ -141,8 +191,18 @@ const maxForwardedResponse = 1 << 20
 // written nothing). So a standby relays a submission at most twice, and a
 // process never relays one that was relayed to it (ForwardedHeader).
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, body []byte) bool {
+	if r.Header.Get(ForwardedHeader) != "" {
+		// Relayed here by a process that takes this one for the leader
+		// (the lease just moved), or a client setting the header: not
+		// relayed again, and not counted as a log without a leader,
+		// which nothing here says it is.
+		setReason(w, ReasonForwarded)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "This server does not sequence the log right now, and does not relay a submission that was relayed to it; retry later.", http.StatusServiceUnavailable)
+		return true
+	}
 	leader := l.Leader()
-	if leader == "" || r.Header.Get(ForwardedHeader) != "" {
+	if leader == "" {
 		setReason(w, ReasonNoLeader)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "The log has no leader right now (failover in progress); retry later.", http.StatusServiceUnavailable)
@@ -156,15 +216,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, l *ctlog.Log, b
 		http.Error(w, "The log's leader is unreachable from this server (failover in progress?); retry later.", http.StatusServiceUnavailable)
 		return true
 	}
-	select {
-	case s.forwards <- struct{}{}:
-		defer func() { <-s.forwards }()
-	default:
+	release, busy := s.takeForward(r)
+	if release == nil {
 		setReason(w, ReasonForwardBusy)
 		w.Header().Set("Retry-After", jitter(1, 3))
-		http.Error(w, "This server is relaying as many submissions to the log's leader as it may; retry later.", http.StatusServiceUnavailable)
+		http.Error(w, busy, http.StatusServiceUnavailable)
 		return true
 	}
+	defer release()
 	resp, out, err := s.relay(r, l, leader, body)
 	if err != nil && r.Context().Err() == nil {
 		if l.Sequencer() != nil {

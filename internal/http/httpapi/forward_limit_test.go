@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -41,8 +42,17 @@ func standbyHandler(t *testing.T) (*ctlog.Log, http.Handler) {
 	return l, New([]*ctlog.Log{l}, slog.New(slog.DiscardHandler), reg, reg).Handler()
 }
 
+// postChain posts a submission from a client address of its own (so no
+// client reaches its share of the forward slots).
 func postChain(h http.Handler) *httptest.ResponseRecorder {
+	return postChainFrom(h, fmt.Sprintf("10.0.%d.%d:1234", clients.Load()/256%256, clients.Add(1)%256))
+}
+
+var clients atomic.Int32
+
+func postChainFrom(h http.Handler, remote string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", "/log/ct/v1/add-chain", strings.NewReader(`{"chain":["AA=="]}`))
+	req.RemoteAddr = remote
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
@@ -137,7 +147,7 @@ func TestStandbyHealth(t *testing.T) {
 		return w
 	}
 	cp := freshCheckpoint()
-	l.SetStandbyState(ctlog.Standby{Leader: "", Published: cp, LeaderErr: fmt.Errorf("submissions through this process fail: the log has no leader right now")})
+	l.SetStandbyState(ctlog.Standby{Leader: "", Published: cp, LeaderErr: &ctlog.HealthError{Summary: "submissions through this process fail: the log has no leader right now"}})
 	w := get()
 	if w.Code != 503 || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "no leader") {
 		t.Fatalf("standby without a leader: %d (Retry-After %q) %q", w.Code, w.Header().Get("Retry-After"), w.Body)
@@ -150,4 +160,62 @@ func TestStandbyHealth(t *testing.T) {
 
 func freshCheckpoint() *checkpoint.Verified {
 	return &checkpoint.Verified{Checkpoint: checkpoint.Checkpoint{Origin: "ct.example/log", Size: 1}, Timestamp: uint64(time.Now().UnixMilli())}
+}
+
+// TestForwardShare (issue 33 §4): one client address takes at most its
+// share (MaxForwardsPerClient) of the standby's forward slots while the
+// leader holds its submissions; the rest get 503 with Retry-After at
+// once, and another address is still relayed. An exempt address (a proxy
+// in front) is not held to the share. Before, one client could hold all
+// MaxForwards slots.
+func TestForwardShare(t *testing.T) {
+	release := make(chan struct{})
+	var arrived atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-release
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	sub, _ := url.Parse("http://ct.example/log/")
+	l := &ctlog.Log{Name: "standby", SubmissionPrefix: sub, MonitoringPrefix: sub}
+	reg := prometheus.NewRegistry()
+	s := New([]*ctlog.Log{l}, slog.New(slog.DiscardHandler), reg, reg)
+	s.ClientExempt = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	h := s.Handler()
+	l.SetStandby(srv.URL, nil, nil)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	for range MaxForwardsPerClient {
+		wg.Go(func() { postChainFrom(h, "192.0.2.1:1") })
+	}
+	for start := time.Now(); arrived.Load() < MaxForwardsPerClient; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("only %d of %d forwards reached the leader", arrived.Load(), MaxForwardsPerClient)
+		}
+	}
+	w := postChainFrom(h, "192.0.2.1:2")
+	if w.Code != 503 || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "This client address") {
+		t.Fatalf("a submission beyond one client's share: %d %q, want 503 with Retry-After", w.Code, w.Body)
+	}
+	// Another client, and the exempt proxy beyond the share, are relayed.
+	for _, from := range append([]string{"203.0.113.5:1"}, repeat("198.51.100.7:1", MaxForwardsPerClient+1)...) {
+		wg.Go(func() { postChainFrom(h, from) })
+	}
+	want := int32(2*MaxForwardsPerClient + 2)
+	for start := time.Now(); arrived.Load() < want; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%d forwards reached the leader, want %d: another client or the exempt proxy was held back", arrived.Load(), want)
+		}
+	}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }

@@ -92,10 +92,19 @@ func TestStandbyForwards(t *testing.T) {
 	if n := requestsWithReason(t, reg, "x-made-up"); n != 0 {
 		t.Errorf("a made-up reason became a label value (%v requests)", n)
 	}
-	// An already forwarded request is refused, and the refusal says why
-	// to the standby that forwarded it.
-	if w := post(true); w.Code != 503 || calls.Load() != 2 || w.Header().Get(ReasonHeader) != ReasonNoLeader {
+	// An already forwarded request (or one a client marked so) is
+	// refused, and the refusal says why to the standby that forwarded it;
+	// it is not counted as a log without a leader (issue 33 §4: a client
+	// setting the header made a standby count no_leader refusals).
+	noLeader := requestsWithReason(t, reg, ReasonNoLeader)
+	if w := post(true); w.Code != 503 || calls.Load() != 2 || w.Header().Get(ReasonHeader) != ReasonForwarded {
 		t.Errorf("an already forwarded request: %d %q, reason header %q, leader called %d times", w.Code, w.Body, w.Header().Get(ReasonHeader), calls.Load())
+	}
+	if n := requestsWithReason(t, reg, ReasonNoLeader); n != noLeader {
+		t.Errorf("a submission marked as forwarded was counted as a no_leader refusal")
+	}
+	if n := requestsWithReason(t, reg, ReasonForwarded); n != 1 {
+		t.Errorf("refusals counted under %q: %v, want 1", ReasonForwarded, n)
 	}
 
 	leader.Close()

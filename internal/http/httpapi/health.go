@@ -5,6 +5,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"time"
@@ -24,32 +25,50 @@ func withoutPaths(msg string) string {
 	return absPath.ReplaceAllString(msg, "$1…")
 }
 
+// publicHealth is what /health says of err: its Public text (fixed words)
+// if it has one, else that the part is failing, the details being for the
+// server's log. Paths are taken out of the Public text too, as a net.
+func publicHealth(err error) string {
+	var pub interface{ Public() string }
+	if errors.As(err, &pub) {
+		return withoutPaths(pub.Public())
+	}
+	return "failing (the server's log says why)"
+}
+
 // healthCheckTimeout bounds each of HealthChecks.
 const healthCheckTimeout = 2 * time.Second
 
 // health answers 200 only while every log has a fresh checkpoint and a
 // running sequencer.
+//
+// /health is public, so it says what failed in fixed words: an error's
+// Public text (ctlog.HealthError's Summary), never its details, which name
+// the backends (a PostgreSQL error carries user@host:port/database, an S3
+// one the endpoint and bucket); those go to the server's log (rate
+// limited, per part), where the operator reads them.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	status := map[string]string{}
 	ok := true
-	for _, l := range s.logs {
-		if err := l.Health(s.HealthMaxAge); err != nil {
-			status[l.Name] = withoutPaths(err.Error())
-			ok = false
-		} else {
-			status[l.Name] = "ok"
+	report := func(name string, err error) {
+		if err == nil {
+			status[name] = "ok"
+			return
 		}
+		ok = false
+		status[name] = publicHealth(err)
+		if status[name] != err.Error() {
+			s.warnings.Warn("health/"+name, "/health reports a failure", "part", name, "err", err)
+		}
+	}
+	for _, l := range s.logs {
+		report(l.Name, l.Health(s.HealthMaxAge))
 	}
 	for name, check := range s.HealthChecks {
 		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
 		err := check(ctx)
 		cancel()
-		if err != nil {
-			status[name] = withoutPaths(err.Error())
-			ok = false
-		} else {
-			status[name] = "ok"
-		}
+		report(name, err)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

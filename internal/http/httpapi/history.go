@@ -81,7 +81,7 @@ func refusalClass(code int) int {
 // (refusal.go): a fixed set, so the dashboard's counters are fixed-size.
 var refusalReasons = [...]string{ReasonMalformed, ReasonChain, ReasonPolicy, ReasonOldRateLimit, ReasonIssuerShare,
 	ReasonClientRate, ReasonClientChain, ReasonDeferred, ReasonPoolFull, ReasonUnavailable, ReasonClock,
-	ReasonNotLeader, ReasonNoLeader, ReasonForwardBusy, ReasonShuttingDown, ReasonCancelled, ReasonInternal}
+	ReasonNotLeader, ReasonNoLeader, ReasonForwardBusy, ReasonForwarded, ReasonShuttingDown, ReasonCancelled, ReasonInternal}
 
 // refusalCounters counts a log's refused submissions since the process
 // started, as mosaic_http_requests_total does (instrument increments both

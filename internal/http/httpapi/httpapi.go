@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,17 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	// forwardClient carries a standby's submissions to the leader.
 	forwardClient *http.Client
-	// forwards holds a token per submission being relayed (MaxForwards).
-	forwards chan struct{}
+	// forwarding counts the submissions being relayed (MaxForwards), and
+	// forwardsBy those of each client group (MaxForwardsPerClient).
+	forwardMu  sync.Mutex
+	forwarding int
+	forwardsBy map[netip.Addr]int
+	// ClientExempt are client address ranges not held to per-client
+	// shares (limits.per_client_exempt: a reverse proxy carries many
+	// clients), and IPv6ClientPrefix the prefix IPv6 clients are grouped
+	// by (limits.ipv6_client_prefix; 0: netlimit.DefaultIPv6Prefix).
+	ClientExempt     []netip.Prefix
+	IPv6ClientPrefix int
 	// warnings rate-limits the warnings requests cause.
 	warnings *logagg.Aggregator
 	// ForwardTimeout bounds each attempt to forward a submission to the
@@ -52,6 +62,9 @@ type Server struct {
 	// HealthChecks are the process's other parts /health reports on
 	// beside the logs (the witness's state store), by name.
 	HealthChecks map[string]func(context.Context) error
+	// MetricsElsewhere leaves /metrics out of Handler: the process serves
+	// it on a listener of its own (config metrics.listen).
+	MetricsElsewhere bool
 	// CheckpointFromStorage makes the read path read the checkpoint from
 	// storage for every request instead of holding it in memory
 	// (checkpointcache.go; limits.checkpoint_in_memory: false).
@@ -91,7 +104,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}},
-		forwards: make(chan struct{}, MaxForwards),
+		forwardsBy: map[netip.Addr]int{},
 	}
 	s.dash = newDashboard(logs)
 	reg.MustRegister(s.requests, s.latency)
@@ -132,10 +145,17 @@ func (s *Server) Handler() http.Handler {
 		}
 	}
 	s.registerDashboard(mux, homes)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if !s.MetricsElsewhere {
+		mux.Handle("GET /metrics", s.MetricsHandler())
+	}
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /logs.v3.json", s.logList)
 	return cors(mux)
+}
+
+// MetricsHandler serves the process's metrics (/metrics).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{})
 }
 
 // statusRecorder captures the status code, and the reason of a refusal,

@@ -33,7 +33,8 @@ const (
 	ReasonClock        = "clock"            // 503: the log will not sign with this clock now (clock.SkewError)
 	ReasonNotLeader    = "not_leader"       // 503: this process just stopped sequencing the log
 	ReasonNoLeader     = "no_leader"        // 503: a standby cannot reach a leader
-	ReasonForwardBusy  = "forward_busy"     // 503: a standby has MaxForwards submissions waiting for the leader
+	ReasonForwardBusy  = "forward_busy"     // 503: a standby has MaxForwards submissions waiting for the leader, or the client its share of them
+	ReasonForwarded    = "forwarded"        // 503: a submission marked as forwarded (ForwardedHeader) reached a process that does not sequence the log
 	ReasonShuttingDown = "shutting_down"    // 503: the process is stopping
 	ReasonCancelled    = "cancelled"        // 503: the client went away before the entry was sequenced
 	ReasonInternal     = "internal"         // 500: a bug

@@ -38,6 +38,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
@@ -539,8 +540,18 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	hash := tlog.Hash(hb)
+	// The database lookups (the index, and its progress for a hash it
+	// does not hold) take one of the log's lookup slots: a flood of
+	// random hashes gets 503s, not the connections sequencing needs.
+	release, ok := r.l.Lookups.Enter()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(netlimit.GateRetryAfter))
+		http.Error(w, "The log is answering as many leaf hash lookups as it can at once; retry later.", http.StatusServiceUnavailable)
+		return
+	}
 	idx, found, err := r.l.HashIndex.LeafIndex(req.Context(), r.l.LogID, hash)
 	if err != nil {
+		release()
 		r.s.warnings.Warn("rfc6962", "RFC 6962 read API: leaf hash index lookup failed", "log", r.l.Name, "err", err)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "The log's leaf hash index is unavailable; retry later.", http.StatusServiceUnavailable)
@@ -548,8 +559,10 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 	}
 	if !found {
 		r.notIndexed(w, req, size)
+		release()
 		return
 	}
+	release()
 	if idx >= uint64(size) {
 		http.Error(w, fmt.Sprintf("The entry with this leaf hash is not within tree size %d.", size), http.StatusNotFound)
 		return

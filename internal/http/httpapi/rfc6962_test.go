@@ -24,6 +24,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/base/procs"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
@@ -510,5 +511,43 @@ func TestRFC6962VerifiedTilesNotPoisoned(t *testing.T) {
 		if tlog.RecordHash(e.LeafInput) != f.leafHash(i) {
 			t.Fatalf("entry %d served does not hash to its leaf hash", i)
 		}
+	}
+}
+
+// TestRFC6962ProofByHashLookupGate (issue 33 §2): get-proof-by-hash looks
+// a hash up in the log's database only with one of the log's lookup slots
+// (ctlog.Log.Lookups): while every slot is taken it answers 503 with a
+// Retry-After at once, without touching the database, and once a slot is
+// free it is served again.
+func TestRFC6962ProofByHashLookupGate(t *testing.T) {
+	f := newRFCFixture(t, 20, nil)
+	f.l.Lookups = netlimit.NewGate(1)
+	release, ok := f.l.Lookups.Enter()
+	if !ok {
+		t.Fatal("the gate's one slot is not free")
+	}
+	unknown := tlog.Hash(sha256.Sum256([]byte("a random hash")))
+	for _, h := range []tlog.Hash{f.leafHash(3), unknown} {
+		w := f.get(t, proofByHashPath(h, f.size))
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("get-proof-by-hash with every lookup slot taken: %d (Retry-After %q) %q, want 503 with Retry-After",
+				w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+		if err := sentence.Check(strings.TrimSpace(w.Body.String())); err != nil {
+			t.Errorf("503 body: %v", err)
+		}
+	}
+	release()
+	if w := f.get(t, proofByHashPath(f.leafHash(3), f.size)); w.Code != 200 {
+		t.Fatalf("get-proof-by-hash with a free slot: %d %q", w.Code, w.Body)
+	}
+	if w := f.get(t, proofByHashPath(unknown, f.size)); w.Code != http.StatusNotFound {
+		t.Fatalf("get-proof-by-hash of an unknown hash with a free slot: %d %q", w.Code, w.Body)
+	}
+	// Every request gave its slot back.
+	if release, ok := f.l.Lookups.Enter(); !ok {
+		t.Fatal("a request kept its lookup slot")
+	} else {
+		release()
 	}
 }

@@ -116,6 +116,13 @@ func (s *Server) addChain(l *ctlog.Log, precert bool) http.Handler {
 		// The client's rate limit, before any work is spent on the
 		// submission; a standby applies it too, since the leader sees
 		// only the standby's address.
+		if r.Header.Get(ForwardedHeader) != "" && l.Sequencer() != nil && l.ClientLimits.Limits(clientAddr(r)) {
+			// The leader would count all of a standby's clients as
+			// one: say so (the header may be a client's, so this is a
+			// warning, rate-limited, never a decision).
+			s.warnings.Warn("forwarded-limited", "a submission relayed by a standby counts against one client's rate limit, shared by all the standby's clients: add the other processes' addresses to limits.per_client_exempt",
+				"log", l.Name, "from", r.RemoteAddr)
+		}
 		if err := l.AdmitClient(clientAddr(r), precert); err != nil {
 			s.putBody(buf, body)
 			s.writeAddChainError(w, r, l, err)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/mosaic-ct/mosaic/internal/base/clock"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
@@ -62,6 +63,11 @@ type Log struct {
 	RFC6962ReadAPI bool
 	// HashIndex finds entries by leaf hash for get-proof-by-hash.
 	HashIndex dedup.HashIndex
+	// Lookups bounds the public requests that look something up in the
+	// log's database at once (get-proof-by-hash), so that they never
+	// queue for the connections sequencing needs (nil: unbounded, for a
+	// database with no scarce connections).
+	Lookups *netlimit.Gate
 	// Workers runs validation and SCT signing (nil: on the submitter's
 	// goroutine); see Workers for why.
 	Workers *Workers
@@ -375,35 +381,72 @@ func IsReject(err error) (*RejectError, bool) {
 	return nil, false
 }
 
+// HealthError is why a log (or another part of a process) is unhealthy:
+// Summary says what failed in fixed words, fit for anyone to read (/health
+// shows it), and Err carries the details for the operator's log (backend
+// errors name hosts, users, databases, buckets and files).
+type HealthError struct {
+	Summary string
+	Err     error
+}
+
+func (e *HealthError) Error() string {
+	if e.Err == nil {
+		return e.Summary
+	}
+	return e.Summary + ": " + e.Err.Error()
+}
+
+func (e *HealthError) Unwrap() error { return e.Err }
+
+// Public returns the Summary.
+func (e *HealthError) Public() string { return e.Summary }
+
+// healthError returns err as a *HealthError: itself if it is one, a clock
+// refusal under its own message (fixed words and durations), else under
+// summary.
+func healthError(err error, summary string) error {
+	var he *HealthError
+	if errors.As(err, &he) {
+		return err
+	}
+	var se *clock.SkewError
+	if errors.As(err, &se) {
+		return &HealthError{Summary: se.Error(), Err: err}
+	}
+	return &HealthError{Summary: summary, Err: err}
+}
+
 // Health describes whether a log is working: it has a recent checkpoint and
 // its sequencer has not stopped (or, on a standby, its state can be read
-// and a submission through it can reach a leader that takes it).
+// and a submission through it can reach a leader that takes it). The error
+// is a *HealthError.
 func (l *Log) Health(maxAge time.Duration) error {
 	r := l.role.Load()
 	switch {
 	case r == nil:
-		return errors.New("not started")
+		return &HealthError{Summary: "not started"}
 	case r.seq != nil:
 		if err := r.seq.Health(); err != nil {
-			return err
+			return healthError(err, "sequencing is failing: the storage, the lock backend or the database did not do what a round needs (the server's log says which)")
 		}
 		if l.Witnesses != nil {
 			if err := l.Witnesses.Err(); err != nil {
-				return err
+				return healthError(err, "publishing the latest checkpoint to the storage failed")
 			}
 		}
 	case r.err != nil:
-		return r.err
+		return healthError(r.err, "this process cannot read the log's state")
 	case r.leaderErr != nil:
-		return r.leaderErr
+		return healthError(r.leaderErr, "submissions through this process fail: the leader cannot take them")
 	}
 	cp := l.Published()
 	if cp == nil {
-		return errors.New("no checkpoint yet")
+		return &HealthError{Summary: "no checkpoint yet"}
 	}
 	age := time.Since(time.UnixMilli(int64(cp.Timestamp)))
 	if age > maxAge {
-		return fmt.Errorf("latest checkpoint is %v old", age.Round(time.Second))
+		return &HealthError{Summary: fmt.Sprintf("latest checkpoint is %v old", age.Round(time.Second))}
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/google/certificate-transparency-go/x509"
+
+	"github.com/mosaic-ct/mosaic/internal/base/httpsonly"
 )
 
 // The CCADB's CSV reports of roots ("Accepted Roots for Production
@@ -120,29 +122,9 @@ func describeNetError(err error) string {
 	return err.Error()
 }
 
-// checkRedirect is the CCADB client's redirect policy. The config insists
-// on an https:// URL (roots fetched in the clear could be altered by anyone
-// on the path), and Go's client would otherwise follow a redirect from
-// https to plain http: so a redirect must stay on https, unless it stays on
-// loopback (a local mirror or a test server, which the config allows over
-// http). At most 5 redirects are followed.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("too many redirects")
-	}
-	if req.URL.Scheme == "https" || isLoopback(req.URL.Hostname()) {
-		return nil
-	}
-	return fmt.Errorf("refusing a redirect to %s: roots are fetched over https only", req.URL.Redacted())
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// checkRedirect is the CCADB client's redirect policy: https only (or
+// loopback), at most 5 (see package httpsonly).
+var checkRedirect = httpsonly.CheckRedirect("roots")
 
 // errTooLarge is returned by countingReader past maxCCADBBytes.
 var errTooLarge = fmt.Errorf("the report is larger than %d MiB", maxCCADBBytes>>20)

@@ -30,28 +30,40 @@ type TimeChecker interface {
 //     MaxSkew of the database's clock, so a fast clock here is refused
 //     before it signs anything. With local disk only, nothing outside this
 //     process tells the time: a clock that is fast from the start cannot
-//     be detected, only one that runs behind the log's last checkpoint.
-func (s *Sequencer) timestamp(ctx context.Context, notBefore uint64) (uint64, error) {
+//     be detected, only one that runs behind the log's last checkpoint,
+//     and one stepped forward while the process runs (clock.Stepped: the
+//     timestamp may lead the last one this process signed by no more
+//     than the monotonic time elapsed since, plus MaxSkew).
+//
+// at is the monotonic time (Config.Monotonic) of this clock's reading the
+// timestamp was taken from, for clock.Stepped's next check once the round
+// commits.
+func (s *Sequencer) timestamp(ctx context.Context, notBefore uint64) (ts uint64, at time.Duration, err error) {
+	mono := s.cfg.Monotonic()
 	now := s.cfg.Clock.Now()
 	if s.cfg.Reference != nil {
 		// This clock first, so a slow one is named as such rather than
 		// as a checkpoint ahead of it.
 		if err := s.cfg.Reference.Check(ctx, now); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	ts, err := clock.Next(now, max(s.lastTime, notBefore))
+	ts, err = clock.Next(now, max(s.lastTime, notBefore))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if s.cfg.Reference != nil {
 		// Then the timestamp itself, which may follow the checkpoint
 		// rather than this clock.
 		if err := s.cfg.Reference.Check(ctx, time.UnixMilli(int64(ts))); err != nil {
-			return 0, err
+			return 0, 0, err
+		}
+	} else if s.signedTS != 0 {
+		if err := clock.Stepped(s.signedTS, s.cfg.Monotonic()-s.signedAt, ts); err != nil {
+			return 0, 0, err
 		}
 	}
-	return ts, nil
+	return ts, mono, nil
 }
 
 // unavailable wraps err, why an entry could not be sequenced, in

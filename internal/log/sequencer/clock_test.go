@@ -180,3 +180,70 @@ func TestSkewedClockAgainstPostgres(t *testing.T) {
 		})
 	}
 }
+
+// TestWallClockSteppedForward (issue 33 §4): with local disk only (no
+// reference clock), a wall clock stepped forward while the process runs
+// must not make the log sign timestamps in the future. The monotonic
+// clock, which the step does not move, bounds each round's timestamp to
+// the last one committed plus the time elapsed since plus clock.MaxSkew:
+// beyond it the round signs nothing (a "stepped" SkewError) and the
+// lock backend does not move; time passing on both clocks is fine, and a
+// step back within the bound is too. Before, the log signed the stepped
+// clock's time.
+func TestWallClockSteppedForward(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := Create(ctx, e.config(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(t)
+	var step, elapsed atomic.Int64 // the wall clock's step; the test's own monotonic time
+	base := time.Now()
+	cfg.Clock = clockFunc(func() time.Time {
+		return base.Add(time.Duration(elapsed.Load()) + time.Duration(step.Load())).Round(0)
+	})
+	cfg.Monotonic = func() time.Duration { return time.Duration(elapsed.Load()) }
+	s, err := Load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSeq(t, s)
+	if _, err := s.Add(ctx, pending(0)); err != nil {
+		t.Fatal(err)
+	}
+	// Time passes on both clocks: no refusal.
+	elapsed.Add(int64(10 * time.Second))
+	if _, err := s.Add(ctx, pending(1)); err != nil {
+		t.Fatalf("after 10 s on both clocks: %v", err)
+	}
+	ts, size := committedTime(t, cfg)
+
+	// The wall clock jumps an hour ahead.
+	step.Store(int64(time.Hour))
+	_, err = s.Add(ctx, pending(2))
+	var se *clock.SkewError
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &se) || se.Reason != "stepped" || se.By < 59*time.Minute {
+		t.Fatalf("Add after the wall clock jumped an hour: %v, want ErrUnavailable with a stepped SkewError of about an hour", err)
+	}
+	if skewReason(s.Health()) != "stepped" {
+		t.Errorf("Health: %v, want the stepped SkewError", s.Health())
+	}
+	time.Sleep(300 * time.Millisecond) // idle rounds
+	if got, n := committedTime(t, cfg); got != ts || n != size {
+		t.Fatalf("the lock backend moved to size %d at %d (from %d at %d) with the clock stepped", n, got, size, ts)
+	}
+
+	// Back within the bound: signed again, never beyond it.
+	step.Store(int64(500 * time.Millisecond))
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Health() != nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r, err := s.Add(ctx, pending(3))
+	if err != nil {
+		t.Fatalf("Add with the step undone: %v", err)
+	}
+	if bound := time.UnixMilli(int64(ts)).Add(time.Duration(elapsed.Load()) - 10*time.Second + clock.MaxSkew); time.UnixMilli(int64(r.Timestamp)).After(bound) {
+		t.Errorf("signed %d, beyond the bound %d", r.Timestamp, bound.UnixMilli())
+	}
+}

@@ -40,7 +40,7 @@ func (s *Sequencer) commitRound(ctx context.Context, batch []*waiter) error {
 		}
 		s.needReload = false
 	}
-	now, err := s.timestamp(ctx, 0)
+	now, _, err := s.timestamp(ctx, 0)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (s *Sequencer) commitRound(ctx context.Context, batch []*waiter) error {
 	// Sign the checkpoint and stage the round: its tiles as one bundle
 	// named after it (see staging.go), and the new issuers, which are
 	// content-addressed and so safe to write at any time.
-	cpTime, err := s.timestamp(ctx, now-1)
+	cpTime, cpAt, err := s.timestamp(ctx, now-1)
 	if err != nil {
 		return err
 	}
@@ -122,6 +122,7 @@ func (s *Sequencer) commitRound(ctx context.Context, batch []*waiter) error {
 	s.checkpoint = signed
 	s.treeSize = p.size
 	s.lastTime = cpTime
+	s.signedTS, s.signedAt = cpTime, cpAt
 	for _, fp := range p.newIssuers {
 		s.issuers[fp] = true
 	}

@@ -113,6 +113,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
 	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = clock.NewMonotonic()
+	}
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = 4000
 	}

@@ -122,6 +122,11 @@ type Config struct {
 	// clock. Reference, if set, vets each of them first (see timestamp).
 	Clock     clock.Clock
 	Reference TimeChecker
+	// Monotonic tells the time elapsed on a clock no step of Clock's
+	// moves (nil: clock.NewMonotonic()); without a Reference, a round's
+	// timestamp may lead the last one this process committed by no more
+	// than the monotonic time since plus clock.MaxSkew (clock.Stepped).
+	Monotonic func() time.Duration
 
 	// CommitDeadline, if set, returns the latest time at which a round may
 	// move the fence or commit (a hot standby's leader: a margin before its
@@ -220,11 +225,17 @@ type Sequencer struct {
 	roundErr error
 
 	// Round state, touched only by the sequencing goroutine (and Load).
-	edge         *tile.Edge
-	dataTile     []byte // partial data tile, uncompressed
-	checkpoint   []byte // the committed checkpoint note (lock backend value)
-	treeSize     int64
-	lastTime     uint64
+	edge       *tile.Edge
+	dataTile   []byte // partial data tile, uncompressed
+	checkpoint []byte // the committed checkpoint note (lock backend value)
+	treeSize   int64
+	lastTime   uint64
+	// signedTS is the timestamp of the latest checkpoint this process
+	// committed, and signedAt the monotonic time (Config.Monotonic) of
+	// the clock reading it was taken from: clock.Stepped's anchor (zero
+	// until the first commit).
+	signedTS     uint64
+	signedAt     time.Duration
 	issuers      map[[32]byte]bool // issuers known to be in storage
 	needReload   bool
 	lastPublish  time.Time

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +114,15 @@ func (m *Mirror) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 		m.answer(rw, "add-checkpoint", nil, refuse(http.StatusRequestEntityTooLarge, "The body is larger than %d bytes.", maxCheckpointBody))
 		return
 	}
-	m.answer(rw, "add-checkpoint", nil, m.addCheckpoint(r.Context(), body))
+	recorded, err := m.addCheckpoint(r.Context(), body)
+	if recorded {
+		// The client moved the log's pending checkpoint with one signed
+		// by the log: it does the log's work (a pusher), and keeps a
+		// rate-limit bucket of its own however many clients compete
+		// (netlimit.ClientLimiter.Pin).
+		m.limit.PinRemote(r.RemoteAddr)
+	}
+	m.answer(rw, "add-checkpoint", nil, err)
 }
 
 func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {
@@ -123,40 +132,84 @@ func (m *Mirror) serveAddEntries(rw http.ResponseWriter, r *http.Request) {
 		m.answer(rw, "add-entries", nil, refuse(http.StatusMethodNotAllowed, "Use POST."))
 		return
 	}
-	// Bodies are streamed one package at a time (at most 256 entries of
-	// 64 KiB each held), and at most cap(inflight) at once, so holding
-	// many connections costs an attacker, not the mirror.
-	select {
-	case m.inflight <- struct{}{}:
-		defer func() { <-m.inflight }()
-	default:
-		rw.Header().Set("Retry-After", "1")
-		m.answer(rw, "add-entries", nil, refuse(http.StatusServiceUnavailable, "The mirror is busy with other uploads; retry later."))
-		return
+	// The body is read under a deadline from the start: first the
+	// header, within headerTimeout, before any upload slot is taken (see
+	// upload.go for why this keeps slots for clients that send).
+	ctrl := http.NewResponseController(rw)
+	// A refusal before the body's end closes the connection: net/http
+	// would otherwise read what is left of the body (up to 256 KiB)
+	// before answering, holding the answer until the client sends it.
+	closeWith := func(err error) {
+		rw.Header().Set("Connection", "close")
+		m.answer(rw, "add-entries", nil, err)
 	}
-	// A client that stops sending loses its slot after a while.
-	_ = http.NewResponseController(rw).SetReadDeadline(time.Now().Add(addEntriesReadTimeout))
-	var body io.Reader = r.Body
+	rr := &rateReader{r: r.Body, now: time.Now, slack: m.uploads.headerTimeout, maxSlack: m.uploads.headerTimeout,
+		setDeadline: func(t time.Time) error {
+			if err := ctrl.SetReadDeadline(t); errors.Is(err, http.ErrNotSupported) {
+				return errNoDeadline
+			} else {
+				return err
+			}
+		}}
+	var body io.Reader = rr
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 	case "gzip":
-		zr, err := gzip.NewReader(r.Body)
+		zr, err := gzip.NewReader(rr)
+		if errors.Is(err, errTooSlow) {
+			closeWith(refuse(http.StatusRequestTimeout, "The upload header did not arrive within %s.", m.uploads.headerTimeout))
+			return
+		}
 		if err != nil {
-			m.answer(rw, "add-entries", nil, refuse(http.StatusBadRequest, "The gzip body is malformed."))
+			closeWith(refuse(http.StatusBadRequest, "The gzip body is malformed."))
 			return
 		}
 		defer zr.Close()
 		body = zr
 	default:
-		m.answer(rw, "add-entries", nil, refuse(http.StatusUnsupportedMediaType, "The body's Content-Encoding is not gzip."))
+		closeWith(refuse(http.StatusUnsupportedMediaType, "The body's Content-Encoding is not gzip."))
 		return
 	}
-	lines, err := m.addEntries(r.Context(), bufio.NewReaderSize(body, 64<<10))
+	br := bufio.NewReaderSize(body, 64<<10)
+	h, err := readEntriesHeader(br)
+	if errors.Is(err, errTooSlow) {
+		closeWith(refuse(http.StatusRequestTimeout, "The upload header did not arrive within %s.", m.uploads.headerTimeout))
+		return
+	}
+	if err != nil {
+		closeWith(refuse(http.StatusBadRequest, "%s.", capitalize(err.Error())))
+		return
+	}
+	l, target, err := m.checkEntriesHeader(h)
+	if err != nil {
+		closeWith(err)
+		return
+	}
+	var client netip.Addr
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		client = ap.Addr()
+	}
+	release, busy := m.uploads.take(client, l)
+	if release == nil {
+		rw.Header().Set("Retry-After", "1")
+		closeWith(refuse(http.StatusServiceUnavailable, "%s", busy))
+		return
+	}
+	defer release()
+	rr.limitRate(m.uploads.minRate, m.uploads.grace)
+	lines, err := m.addEntries(r.Context(), br, h, l, target)
+	// The server's write timeout counts from the request's head, and an
+	// upload at the minimum rate may outlast it: the answer, a few lines,
+	// gets its own.
+	_ = ctrl.SetWriteDeadline(time.Now().Add(answerTimeout))
+	var ref *refusal
+	if err != nil && (!errors.As(err, &ref) || (ref.code != http.StatusAccepted && ref.code != http.StatusConflict)) {
+		// Refused in the middle of the body (or the storage failed).
+		closeWith(err)
+		return
+	}
 	m.answer(rw, "add-entries", lines, err)
 }
-
-// addEntriesReadTimeout bounds how long an add-entries body may take.
-const addEntriesReadTimeout = 5 * time.Minute
 
 // serveRead serves a log's checkpoint and tiles, read-only.
 func (m *Mirror) serveRead(rw http.ResponseWriter, r *http.Request, rest string) {

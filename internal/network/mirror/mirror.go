@@ -41,11 +41,6 @@ import (
 	"github.com/mosaic-ct/mosaic/staticct"
 )
 
-// maxUploads bounds the add-entries bodies read at once: each holds at
-// most one package (256 entries of up to 64 KiB: 16 MiB), so together at
-// most 128 MiB however many connections clients open.
-const maxUploads = 8
-
 // keepPending is how many recent pending checkpoints are accepted as an
 // add-entries upload_end (the spec's "last several").
 const keepPending = 8
@@ -93,19 +88,20 @@ type Config struct {
 
 // Mirror is a tlog mirror.
 type Mirror struct {
-	cfg      Config
-	logs     map[string]*mlog // by origin
-	byHash   map[string]*mlog // by origin hash
-	metrics  *metrics
-	log      *slog.Logger
-	inflight chan struct{} // bounds concurrent add-entries bodies
-	limit    *netlimit.ClientLimiter
+	cfg     Config
+	logs    map[string]*mlog // by origin
+	byHash  map[string]*mlog // by origin hash
+	metrics *metrics
+	log     *slog.Logger
+	uploads *uploadSlots // bounds add-entries bodies in flight (upload.go)
+	limit   *netlimit.ClientLimiter
 }
 
 type metrics struct {
 	requests *prometheus.CounterVec
 	entries  *prometheus.CounterVec
 	size     *prometheus.GaugeVec
+	uploads  prometheus.Gauge
 }
 
 // tree is a checkpoint the mirror holds: its tree, the note text and the
@@ -160,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Mirror, error) {
 		cfg.Logger = slog.Default()
 	}
 	m := &Mirror{cfg: cfg, logs: map[string]*mlog{}, byHash: map[string]*mlog{}, log: cfg.Logger,
-		inflight: make(chan struct{}, maxUploads), limit: netlimit.NewClientLimiter(cfg.RateLimit)}
+		limit: netlimit.NewClientLimiter(cfg.RateLimit)}
 	m.metrics = &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_mirror_requests_total",
@@ -174,10 +170,15 @@ func New(ctx context.Context, cfg Config) (*Mirror, error) {
 			Name: "mosaic_mirror_tree_size",
 			Help: "The size of the mirror checkpoint, by log origin.",
 		}, []string{"origin"}),
+		uploads: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_mirror_uploads",
+			Help: "add-entries uploads holding one of the mirror's upload slots (their header checked, their body being read).",
+		}),
 	}
+	m.uploads = newUploadSlots(cfg.RateLimit.Exempt, cfg.RateLimit.IPv6Bits, m.metrics.uploads)
 	if cfg.Registerer != nil {
 		if err := errors.Join(cfg.Registerer.Register(m.metrics.requests), cfg.Registerer.Register(m.metrics.entries),
-			cfg.Registerer.Register(m.metrics.size)); err != nil {
+			cfg.Registerer.Register(m.metrics.size), cfg.Registerer.Register(m.metrics.uploads)); err != nil {
 			return nil, fmt.Errorf("registering the mirror's metrics: %w", err)
 		}
 	}

@@ -89,21 +89,30 @@ type entriesHeader struct {
 // errTruncated is a body that ends inside a field.
 var errTruncated = errors.New("the body ends in the middle of a field")
 
+// truncated is errTruncated for a read that failed, or errTooSlow for
+// one that the client's pace ended (see rateReader).
+func truncated(err error) error {
+	if errors.Is(err, errTooSlow) {
+		return errTooSlow
+	}
+	return errTruncated
+}
+
 // readEntriesHeader reads the add-entries header (c2sp.org/tlog-mirror).
 func readEntriesHeader(r *bufio.Reader) (*entriesHeader, error) {
 	var b [8]byte
 	if _, err := io.ReadFull(r, b[:2]); err != nil {
-		return nil, errTruncated
+		return nil, truncated(err)
 	}
 	origin := make([]byte, binary.BigEndian.Uint16(b[:2]))
 	if _, err := io.ReadFull(r, origin); err != nil {
-		return nil, errTruncated
+		return nil, truncated(err)
 	}
 	h := &entriesHeader{origin: string(origin)}
 	var u [2]uint64
 	for i := range u {
 		if _, err := io.ReadFull(r, b[:8]); err != nil {
-			return nil, errTruncated
+			return nil, truncated(err)
 		}
 		u[i] = binary.BigEndian.Uint64(b[:8])
 		if u[i] > 1<<62 {
@@ -112,11 +121,11 @@ func readEntriesHeader(r *bufio.Reader) (*entriesHeader, error) {
 	}
 	h.start, h.end = int64(u[0]), int64(u[1])
 	if _, err := io.ReadFull(r, b[:2]); err != nil {
-		return nil, errTruncated
+		return nil, truncated(err)
 	}
 	h.ticket = make([]byte, binary.BigEndian.Uint16(b[:2]))
 	if _, err := io.ReadFull(r, h.ticket); err != nil {
-		return nil, errTruncated
+		return nil, truncated(err)
 	}
 	if h.start > h.end {
 		return nil, errors.New("upload_start is larger than upload_end")
@@ -157,13 +166,13 @@ func readPackage(r *bufio.Reader, n int, buf []byte) (*entryPackage, []byte, err
 			if i == 0 && err == io.EOF {
 				return nil, buf, io.EOF
 			}
-			return nil, buf, errTruncated
+			return nil, buf, truncated(err)
 		}
 		l := int(binary.BigEndian.Uint16(b[:]))
 		offs = append(offs, len(buf))
 		buf = append(buf, make([]byte, l)...)
 		if _, err := io.ReadFull(r, buf[len(buf)-l:]); err != nil {
-			return nil, buf, errTruncated
+			return nil, buf, truncated(err)
 		}
 	}
 	offs = append(offs, len(buf))
@@ -175,7 +184,7 @@ func readPackage(r *bufio.Reader, n int, buf []byte) (*entryPackage, []byte, err
 		if n == 0 && err == io.EOF {
 			return nil, buf, io.EOF
 		}
-		return nil, buf, errTruncated
+		return nil, buf, truncated(err)
 	}
 	if c > maxProof {
 		return nil, buf, fmt.Errorf("a package's proof has %d hashes, more than %d", c, maxProof)
@@ -183,7 +192,7 @@ func readPackage(r *bufio.Reader, n int, buf []byte) (*entryPackage, []byte, err
 	p.proof = make([]tlog.Hash, c)
 	for i := range p.proof {
 		if _, err := io.ReadFull(r, p.proof[i][:]); err != nil {
-			return nil, buf, errTruncated
+			return nil, buf, truncated(err)
 		}
 	}
 	return p, buf, nil

@@ -66,9 +66,10 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 		return 0, fmt.Errorf("the log's checkpoint: %w", err)
 	}
 	l.mu.Lock()
-	cur, _ := l.latest()
+	cur := l.current()
+	_, pending := l.latest()
 	l.mu.Unlock()
-	if t.Size > cur.Size || cur.Note == nil {
+	if t.Size > cur.Size || !pending {
 		body := fmt.Appendf(nil, "old %d\n", cur.Size)
 		if cur.Size > 0 && cur.Size < t.Size {
 			thr := tlog.TileHashReader(tlog.Tree{N: t.Size, Hash: t.Hash}, tileReader{ctx, src, nil})
@@ -81,7 +82,7 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 			}
 		}
 		body = append(append(body, '\n'), t.Note...)
-		if err := m.addCheckpoint(ctx, body); err != nil {
+		if _, err := m.addCheckpoint(ctx, body); err != nil {
 			return 0, fmt.Errorf("add-checkpoint: %w", err)
 		}
 	}
@@ -94,7 +95,7 @@ func (m *Mirror) CatchUp(ctx context.Context, origin string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		_, err = m.addEntries(ctx, bufio.NewReader(bytes.NewReader(body)))
+		_, err = m.addEntriesFrom(ctx, bufio.NewReader(bytes.NewReader(body)))
 		var ref *refusal
 		switch {
 		case err == nil:

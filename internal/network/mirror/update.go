@@ -38,59 +38,63 @@ func refuse(code int, format string, args ...any) *refusal {
 
 // addCheckpoint updates the pending checkpoint of a log, as a witness's
 // add-checkpoint does (c2sp.org/tlog-witness), without cosigning it.
-func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) error {
+// recorded is true when the checkpoint is a new pending one (not the tree
+// the mirror already had).
+func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) (recorded bool, err error) {
 	req, err := parseAddCheckpoint(body)
 	if err != nil {
-		return refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
+		return false, refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
 	}
 	origin, _, _ := bytes.Cut(req.note, []byte("\n"))
 	l := m.logs[string(origin)]
 	if l == nil {
-		return refuse(http.StatusNotFound, "This mirror does not mirror that log.")
+		return false, refuse(http.StatusNotFound, "This mirror does not mirror that log.")
 	}
 	t, err := l.open(req.note, nil)
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
 		var invalid *note.InvalidSignatureError
 		if errors.As(err, &unverified) || errors.As(err, &invalid) {
-			return refuse(http.StatusForbidden, "The checkpoint carries no valid signature by the log's keys.")
+			return false, refuse(http.StatusForbidden, "The checkpoint carries no valid signature by the log's keys.")
 		}
-		return refuse(http.StatusBadRequest, "The checkpoint is malformed.")
+		return false, refuse(http.StatusBadRequest, "The checkpoint is malformed.")
 	}
 	if t.Size == 0 && t.Hash != emptyRoot {
-		return refuse(http.StatusUnprocessableEntity, "A checkpoint of size 0 must have the empty tree's hash.")
+		return false, refuse(http.StatusUnprocessableEntity, "A checkpoint of size 0 must have the empty tree's hash.")
 	}
 	if req.old > t.Size {
-		return refuse(http.StatusBadRequest, "The old size is larger than the checkpoint's size.")
+		return false, refuse(http.StatusBadRequest, "The old size is larger than the checkpoint's size.")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cur, _ := l.latest()
+	cur := l.current()
 	if req.old != cur.Size {
-		return &refusal{code: http.StatusConflict, msg: "the pending size differs", ctype: "text/x.tlog.size",
+		return false, &refusal{code: http.StatusConflict, msg: "the pending size differs", ctype: "text/x.tlog.size",
 			body: fmt.Appendf(nil, "%d\n", cur.Size)}
 	}
 	// Safety: the new pending checkpoint is signed by the log (above) and
 	// consistent with the newest pending one, which was consistent with
 	// every earlier one and with the mirror checkpoint (never ahead of
-	// it); so all pending checkpoints and the mirror checkpoint lie on one
-	// tree, and entries proven against any of them are entries of it.
+	// it), or, with no pending one, with the mirror checkpoint itself
+	// (current); so all pending checkpoints and the mirror checkpoint lie
+	// on one tree, and entries proven against any of them are entries of
+	// it.
 	switch {
 	case req.old == 0:
 		if len(req.proof) != 0 {
-			return refuse(http.StatusUnprocessableEntity, "A consistency proof from size 0 must be empty.")
+			return false, refuse(http.StatusUnprocessableEntity, "A consistency proof from size 0 must be empty.")
 		}
 	case req.old == t.Size:
 		if t.Hash != cur.Hash {
-			return refuse(http.StatusUnprocessableEntity, "The checkpoint has the pending checkpoint's size but another root hash.")
+			return false, refuse(http.StatusUnprocessableEntity, "The checkpoint has the pending checkpoint's size but another root hash.")
 		}
 	default:
 		if err := tlog.CheckTree(req.proof, t.Size, t.Hash, cur.Size, cur.Hash); err != nil {
-			return refuse(http.StatusUnprocessableEntity, "The consistency proof from the pending checkpoint does not verify.")
+			return false, refuse(http.StatusUnprocessableEntity, "The consistency proof from the pending checkpoint does not verify.")
 		}
 	}
 	if req.old == t.Size && len(l.pending) > 0 {
-		return nil // the same tree: nothing to record
+		return false, nil // the same tree: nothing to record
 	}
 	pending := append(append([]tree(nil), l.pending...), t)
 	if len(pending) > keepPending {
@@ -98,10 +102,25 @@ func (m *Mirror) addCheckpoint(ctx context.Context, body []byte) error {
 	}
 	// Durable before the answer: a client may act on the new size.
 	if err := l.saveState(ctx, pending); err != nil {
-		return fmt.Errorf("storing the pending checkpoint: %w", err)
+		return false, fmt.Errorf("storing the pending checkpoint: %w", err)
 	}
 	l.pending = pending
-	return nil
+	return true, nil
+}
+
+// current returns the tree the next add-checkpoint must extend: the newest
+// pending checkpoint, or, with none (a new mirror, or one whose state
+// object was lost), the mirror checkpoint, so that a lost state never
+// lets a checkpoint in that is not consistent with what the mirror
+// cosigned. Called with l.mu held.
+func (l *mlog) current() tree {
+	if cur, ok := l.latest(); ok {
+		return cur
+	}
+	if l.mirror.Note != nil {
+		return l.mirror
+	}
+	return tree{Hash: emptyRoot}
 }
 
 // emptyRoot is the root hash of the empty tree, SHA-256 of nothing.
@@ -126,23 +145,21 @@ func (l *mlog) info(size int64) *refusal {
 	return &refusal{ctype: "text/x.tlog.mirror-info", body: mirrorInfo{size: size, next: l.next()}.marshal()}
 }
 
-// addEntries handles one add-entries body, reading packages from r as
-// they arrive. It returns the cosignature lines (200) or a refusal
-// (including 202 with the advanced next entry).
-func (m *Mirror) addEntries(ctx context.Context, r *bufio.Reader) ([]byte, error) {
-	h, err := readEntriesHeader(r)
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
-	}
+// checkEntriesHeader checks an add-entries header against the mirror's
+// state: a mirrored log, one of its pending checkpoints (the target of the
+// upload) and a range starting at or before the mirror's next entry. It
+// returns the log and the target, or the refusal (409 with the
+// mirror-info the spec prescribes).
+func (m *Mirror) checkEntriesHeader(h *entriesHeader) (*mlog, tree, error) {
 	l := m.logs[h.origin]
 	if l == nil {
-		return nil, refuse(http.StatusNotFound, "This mirror does not mirror that log.")
+		return nil, tree{}, refuse(http.StatusNotFound, "This mirror does not mirror that log.")
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	cur, ok := l.latest()
 	if !ok {
-		l.mu.Unlock()
-		return nil, refuse(http.StatusUnprocessableEntity, "The mirror has no pending checkpoint of that log yet: send add-checkpoint first.")
+		return nil, tree{}, refuse(http.StatusUnprocessableEntity, "The mirror has no pending checkpoint of that log yet: send add-checkpoint first.")
 	}
 	target, known := l.pendingAt(h.end)
 	var conflict *refusal
@@ -155,11 +172,33 @@ func (m *Mirror) addEntries(ctx context.Context, r *bufio.Reader) ([]byte, error
 		// A client resending more than a package the mirror has.
 		conflict = l.info(h.end)
 	}
-	l.mu.Unlock()
 	if conflict != nil {
 		conflict.code, conflict.msg = http.StatusConflict, "upload_start or upload_end does not match the mirror's state"
-		return nil, conflict
+		return nil, tree{}, conflict
 	}
+	return l, target, nil
+}
+
+// addEntriesFrom handles a whole add-entries body, header included, that
+// the mirror made itself (pull.go): no upload slot is taken.
+func (m *Mirror) addEntriesFrom(ctx context.Context, r *bufio.Reader) ([]byte, error) {
+	h, err := readEntriesHeader(r)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
+	}
+	l, target, err := m.checkEntriesHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	return m.addEntries(ctx, r, h, l, target)
+}
+
+// addEntries reads the packages of an add-entries body whose header h
+// checkEntriesHeader accepted (for log l and the pending checkpoint
+// target) from r as they arrive. It returns the cosignature lines (200)
+// or a refusal (including 202 with the advanced next entry).
+func (m *Mirror) addEntries(ctx context.Context, r *bufio.Reader, h *entriesHeader, l *mlog, target tree) ([]byte, error) {
+	var err error
 	saved := 0
 	var buf []byte
 	for i := int64(0); ; i++ {
@@ -170,7 +209,10 @@ func (m *Mirror) addEntries(ctx context.Context, r *bufio.Reader) ([]byte, error
 		var p *entryPackage
 		p, buf, err = readPackage(r, int(hi-lo), buf)
 		if err != nil {
-			if errors.Is(err, errTruncated) || errors.Is(err, io.EOF) {
+			if errors.Is(err, errTooSlow) && saved == 0 {
+				return nil, refuse(http.StatusRequestTimeout, "The upload was slower than the mirror's minimum of %d KiB/s.", int(m.uploads.minRate)>>10)
+			}
+			if errors.Is(err, errTruncated) || errors.Is(err, errTooSlow) || errors.Is(err, io.EOF) {
 				break // discard partial bytes after the last package
 			}
 			return nil, refuse(http.StatusBadRequest, "%s.", capitalize(err.Error()))
@@ -193,6 +235,36 @@ func (m *Mirror) addEntries(ctx context.Context, r *bufio.Reader) ([]byte, error
 	return m.commitCheckpoint(ctx, l, target)
 }
 
+// verifyPackage checks the proof of the package of entries [lo, hi)
+// (leaves, their hashes) of the subtree [subStart, hi) against the pending
+// checkpoint target, hashing the subtree from the entries the mirror
+// holds ([subStart, lo)) and the package's. stored is true, with no
+// check, for a package the mirror holds already.
+func (l *mlog) verifyPackage(target tree, subStart, lo, hi int64, leaves []tlog.Hash, proof []tlog.Hash) (stored bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := l.next()
+	if hi <= next {
+		return true, nil // a concurrent upload, or a resend
+	}
+	// The subtree's leaves: [subStart, lo) from the mirror's partial
+	// tile (next is in this tile, as lo <= next < hi <= subStart+256).
+	have := l.edge.PartialHashes(0)
+	if lo > next || int64(len(have)) != next-subStart {
+		// Not reachable through addEntries (next only grows, and the
+		// header check put upload_start at most at next), but answered
+		// as the spec answers a start past the next entry.
+		c := l.info(target.Size)
+		c.code, c.msg = http.StatusConflict, "the package starts after the mirror's next entry"
+		return false, c
+	}
+	all := append(append([]tlog.Hash(nil), have[:lo-subStart]...), leaves...)
+	if err := subtree.Verify(subStart, hi, target.Size, subtree.Hash(all), target.Hash, proof); err != nil {
+		return false, refuse(http.StatusUnprocessableEntity, "The entries of [%d, %d) do not match the pending checkpoint of size %d.", subStart, hi, target.Size)
+	}
+	return false, nil
+}
+
 // commitPackage verifies one package against the pending checkpoint
 // target and stores its new entries.
 //
@@ -212,29 +284,29 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 		}
 		leaves[i] = h
 	}
+	if stored, err := l.verifyPackage(target, subStart, lo, hi, leaves, p.proof); err != nil || stored {
+		return err
+	}
+	// Only now, with the package proven to be the log's, are the issuers
+	// its entries name fetched and stored: a client's made-up entries
+	// never make the mirror fetch anything.
 	if err := l.copyIssuers(ctx, p.entries); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// The state may have moved while the issuers were copied (a
+	// concurrent upload): the proof still holds, since it covers entries
+	// the mirror had then, which never change, but the part of the
+	// package that is new is taken again.
 	next := l.next()
 	if hi <= next {
 		return nil // already stored (a concurrent upload, or a resend)
 	}
-	// The subtree's leaves: [subStart, lo) from the mirror's partial
-	// tile (next is in this tile, as lo <= next < hi <= subStart+256).
-	have := l.edge.PartialHashes(0)
-	if lo > next || int64(len(have)) != next-subStart {
-		// Not reachable through addEntries (next only grows, and the
-		// header check put upload_start at most at next), but answered
-		// as the spec answers a start past the next entry.
+	if have := l.edge.PartialHashes(0); lo > next || int64(len(have)) != next-subStart {
 		c := l.info(target.Size)
 		c.code, c.msg = http.StatusConflict, "the package starts after the mirror's next entry"
 		return c
-	}
-	all := append(append([]tlog.Hash(nil), have[:lo-subStart]...), leaves...)
-	if err := subtree.Verify(subStart, hi, target.Size, subtree.Hash(all), target.Hash, p.proof); err != nil {
-		return refuse(http.StatusUnprocessableEntity, "The entries of [%d, %d) do not match the pending checkpoint of size %d.", subStart, hi, target.Size)
 	}
 	// The tile's entries: those stored, then the package's new ones
 	// (entries the mirror has are identical, being proven in one tree).
@@ -288,8 +360,11 @@ func (m *Mirror) commitPackage(ctx context.Context, l *mlog, target tree, subSta
 }
 
 // copyIssuers stores the issuer certificates the entries name that the
-// mirror does not have yet, before the entries are committed, so that
-// every stored entry's issuers are served too. Safety: an issuer is
+// mirror does not have yet, once the entries' package is proven and
+// before the entries are committed, so that every stored entry's issuers
+// are served too, and only issuers of the log's entries are ever fetched
+// (a made-up package cannot make the mirror fetch or store anything).
+// Safety: an issuer is
 // addressed by its SHA-256, and staticct checks the fetched bytes hash to
 // it, so a log or network serving other bytes gets nothing stored (and the
 // package is not committed: 503, retried).

@@ -184,13 +184,14 @@ func (w *Witness) loadLogList(ctx context.Context, src string) error {
 	if added > 0 {
 		w.log.Info("witness: log list added logs", "list", src, "added", added, "logs", w.Logs())
 	}
+	now := map[string]bool{}
 	for _, e := range append(skipped, refused...) {
-		if w.lists.warned[src+"\x00"+e.Error()] {
-			continue
+		now[e.Error()] = true
+		if !w.lists.warned[src][e.Error()] {
+			w.log.Warn("witness: a log list entry is left out", "list", src, "reason", e.Error())
 		}
-		w.lists.warned[src+"\x00"+e.Error()] = true
-		w.log.Warn("witness: a log list entry is left out", "list", src, "reason", e.Error())
 	}
+	w.lists.warned[src] = now
 	return nil
 }
 

@@ -3,6 +3,8 @@ package witnessd
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -118,5 +120,86 @@ func TestLogListsOnlyAdd(t *testing.T) {
 	w.LoadLogLists(context.Background())
 	if w.Logs() != 3 {
 		t.Errorf("after a second read the witness has %d logs, want 3", w.Logs())
+	}
+}
+
+// TestLogListRedirectToHTTP (issue 33 §4): a list server that redirects to
+// plain http (where anyone on the path could add logs) is not followed:
+// the read fails, naming the refusal, and no log is added. Before, the
+// client followed it.
+func TestLogListRedirectToHTTP(t *testing.T) {
+	sneaked := newTestLog(t, "example.com/sneaked")
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "logs/v0\nvkey %s\n", sneaked.vkey)
+	}))
+	defer plain.Close()
+	// The plain server's address, as a non-loopback host would be: a
+	// name that resolves to it only through the test's dialer.
+	target := "http://plain.example:" + strings.TrimPrefix(plain.URL, "http://127.0.0.1:") + "/list"
+	srv := httptest.NewTLSServer(http.RedirectHandler(target, http.StatusFound))
+	defer srv.Close()
+	client := srv.Client()
+	tr := client.Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "plain.example:") {
+			addr = "127.0.0.1:" + strings.TrimPrefix(addr, "plain.example:")
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	client = &http.Client{Transport: tr}
+	w, err := New(context.Background(), Config{Name: witnessName, Keys: witnessKeys(t), Store: boltStore(t),
+		LogLists: []string{srv.URL + "/list"}, HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := w.LoadLogLists(context.Background())
+	if len(failed) != 1 || !strings.Contains(failed[0].Err.Error(), "https only") {
+		t.Fatalf("a list redirected to http: %+v, want its read refused", failed)
+	}
+	if w.Logs() != 0 {
+		t.Fatalf("the witness took %d logs from a list served over http", w.Logs())
+	}
+}
+
+// TestLogListCap (issue 33 §4): the lists add at most max_list_logs logs
+// (each costs metric series and /health work); the entries beyond are
+// left out, each logged once however often the list is read, and the
+// record of what was logged holds only what the lists still say.
+func TestLogListCap(t *testing.T) {
+	var list strings.Builder
+	list.WriteString("logs/v0\n")
+	for i := range 10 {
+		fmt.Fprintf(&list, "vkey %s\n", newTestLog(t, fmt.Sprintf("example.com/l%d", i)).vkey)
+	}
+	file := filepath.Join(t.TempDir(), "list.txt")
+	if err := os.WriteFile(file, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	configured := newTestLog(t, testOrigin)
+	w, err := New(context.Background(), Config{Name: witnessName, Keys: witnessKeys(t), Store: boltStore(t),
+		Logs: []Log{{Origin: configured.origin, Keys: []string{configured.vkey}}}, LogLists: []string{file}, MaxListLogs: 4,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if failed := w.LoadLogLists(context.Background()); len(failed) != 0 {
+			t.Fatal(failed[0].Err)
+		}
+	}
+	if w.Logs() != 1+4 {
+		t.Fatalf("the witness has %d logs, want 5 (1 configured, 4 from the list)", w.Logs())
+	}
+	if n := strings.Count(logged.String(), "max_list_logs"); n != 6 {
+		t.Errorf("the 6 entries beyond the cap were logged %d times over 5 reads, want once each", n)
+	}
+	// The list shrinks: what it no longer says is forgotten.
+	if err := os.WriteFile(file, []byte("logs/v0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.LoadLogLists(context.Background())
+	if n := len(w.lists.warned[file]); n != 0 {
+		t.Errorf("%d warnings remembered for entries the list no longer has", n)
 	}
 }

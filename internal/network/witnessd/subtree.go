@@ -72,7 +72,7 @@ func readRequest[T any](w *Witness, r *http.Request, parse func([]byte) (*T, err
 // lookup returns the witnessed log of cp's origin, or a 404, and sets
 // label (the metrics' log label) to its origin.
 func (w *Witness) lookup(cp tlogwitness.Checkpoint, label *string) (*witnessedLog, error) {
-	l := (*w.logs.Load())[cp.Origin]
+	l := w.logs.Load().byOrigin[cp.Origin]
 	if l == nil {
 		return nil, refuse(http.StatusNotFound, resultUnknownLog, "This witness does not witness a log with that origin.")
 	}

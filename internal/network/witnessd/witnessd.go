@@ -15,6 +15,7 @@
 package witnessd
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -35,6 +36,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/base/httpsonly"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
@@ -42,18 +44,26 @@ import (
 )
 
 // Store keeps the witness's state: per log, keyed by the SHA-256 of its
-// origin, the latest checkpoint it cosigned, in this package's encoding.
-// The embedded database (bolt.DB) and PostgreSQL (postgres.DB) implement
-// it.
+// origin, the latest checkpoint it cosigned, in this package's encoding,
+// and a marker saying whose state it is (marker.go). The embedded
+// database (bolt.DB) and PostgreSQL (postgres.DB) implement it.
 type Store interface {
 	// WitnessState returns the state stored under key, nil if none.
 	WitnessState(ctx context.Context, key [32]byte) ([]byte, error)
+	// WitnessStates returns every state stored, by key, in one read.
+	WitnessStates(ctx context.Context) (map[[32]byte][]byte, error)
 	// UpdateWitnessState calls f with the state stored under key (nil if
 	// none) and stores f's result, atomically: no other update of key
 	// comes between f's read and the write, and the write is durable
 	// when it returns nil. If f fails nothing changes. f may be called
 	// more than once.
 	UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur []byte) ([]byte, error)) error
+	// WitnessMarker returns the marker stored, nil if none.
+	WitnessMarker(ctx context.Context) ([]byte, error)
+	// SetWitnessMarker stores the marker, replacing any.
+	SetWitnessMarker(ctx context.Context, marker []byte) error
+	// DeleteWitnessState removes the state stored under key (ResetLog).
+	DeleteWitnessState(ctx context.Context, key [32]byte) error
 }
 
 // Log is one log the witness cosigns.
@@ -77,12 +87,32 @@ type Config struct {
 	// LogLists are witness-network log lists (files or https:// URLs)
 	// that add logs to Logs (see LoadLogLists and RunLogLists).
 	LogLists []string
+	// MaxListLogs bounds the logs the lists may add, all lists together
+	// (default DefaultMaxListLogs): each log costs metric series and a
+	// share of /health's check.
+	MaxListLogs int
 	// HTTPClient fetches the log lists (http.DefaultClient if nil).
 	HTTPClient *http.Client
-	// Store keeps the latest cosigned checkpoint of each log.
-	Store Store
+	// Store keeps the latest cosigned checkpoint of each log, and
+	// StoreKind says which backend it is (StoreDatabase, the default, or
+	// StorePostgres).
+	Store     Store
+	StoreKind string
+	// Other is the backend the witness does not use, when the config
+	// names one (the embedded database while the state is in
+	// PostgreSQL), and OtherKind its kind: New refuses an empty Store
+	// while Other holds witness state, and marks Other as not holding
+	// the witness's state (see marker.go). Nil if the config names none.
+	Other     Store
+	OtherKind string
+	// AdoptStore starts the witness on a store the startup checks of
+	// marker.go refuse (config witness.adopt_state_store).
+	AdoptStore bool
 	// RateLimit bounds each client's requests (Rate 0: no limit).
 	RateLimit netlimit.ClientLimitConfig
+	// Lookups bounds the monitoring checkpoint requests that read the
+	// store at once (nil: unbounded); see netlimit.Gate.
+	Lookups *netlimit.Gate
 	// Registerer registers the metrics (none if nil).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -95,10 +125,10 @@ type Config struct {
 type Witness struct {
 	name string
 	cs   *checkpoint.Cosigner
-	// logs are the witnessed logs by origin. The map is never changed
-	// once stored: AddLogs stores a new one (under addMu), so a request
-	// reads it without a lock.
-	logs  atomic.Pointer[map[string]*witnessedLog]
+	// logs are the witnessed logs. The set is never changed once
+	// stored: AddLogs stores a new one (under addMu), so a request reads
+	// it without a lock.
+	logs  atomic.Pointer[logSet]
 	addMu sync.Mutex
 	// cosigners verify the witness's own cosignatures (sign-subtree's
 	// reference checkpoints).
@@ -106,6 +136,8 @@ type Witness struct {
 	store     Store
 	lists     logLists
 	limit     *netlimit.ClientLimiter
+	lookups   *netlimit.Gate
+	health    healthCache
 	now       func() time.Time
 	log       *slog.Logger
 	metrics   metrics
@@ -115,16 +147,36 @@ type Witness struct {
 type logLists struct {
 	sources []string
 	client  *http.Client
-	warned  map[string]bool // entries left out, logged once; only LoadLogLists uses it, at startup and then from RunLogLists
-	errors  *prometheus.CounterVec
-	logs    prometheus.Gauge
+	max     int // MaxListLogs
+	// added is how many logs the lists added (under Witness.addMu).
+	added int
+	// warned are, per list, the entries its latest read left out, so
+	// each is logged once while the list keeps it (it is logged again if
+	// it goes and comes back); bounded by the lists' sizes. Only
+	// LoadLogLists uses it, at startup and then from RunLogLists.
+	warned map[string]map[string]bool
+	errors *prometheus.CounterVec
+	logs   prometheus.Gauge
+}
+
+// DefaultMaxListLogs is the default Config.MaxListLogs.
+const DefaultMaxListLogs = 1000
+
+// logSet is the witnessed logs, by origin and by store key (the SHA-256
+// of the origin: the <origin hash> of the monitoring checkpoint's path).
+type logSet struct {
+	byOrigin map[string]*witnessedLog
+	byKey    map[[32]byte]*witnessedLog
 }
 
 type witnessedLog struct {
 	origin    string
 	key       [32]byte // the store key: SHA-256 of the origin
 	keys      []string // its vkeys, sorted
+	keyHashes [][32]byte
 	verifiers note.Verifiers
+	// warnedKeys is set once a refusal for other keys was logged.
+	warnedKeys atomic.Bool
 }
 
 type metrics struct {
@@ -142,6 +194,7 @@ const (
 	resultForbidden    = "forbidden"     // 403
 	resultInconsistent = "inconsistent"  // 422
 	resultRateLimited  = "rate_limited"  // 429
+	resultOtherKeys    = "other_keys"    // 403: the state was cosigned under other keys (checkKeys)
 	resultError        = "error"         // 5xx
 	unknownLogLabel    = "(unknown log)" // the log label of requests for no configured log
 )
@@ -162,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		return nil, fmt.Errorf("witness name %q: %w", cfg.Name, err)
 	}
 	w := &Witness{name: cfg.Name, cs: cs,
-		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), now: cfg.Now, log: cfg.Logger}
+		store: cfg.Store, limit: netlimit.NewClientLimiter(cfg.RateLimit), lookups: cfg.Lookups, now: cfg.Now, log: cfg.Logger}
 	// The witness's own cosignatures, which sign-subtree's reference
 	// checkpoint must carry.
 	var own []note.Verifier
@@ -177,7 +230,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 	w.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_witness_server_requests_total",
-			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), inconsistent (422), rate_limited, error.",
+			Help: "add-checkpoint and sign-subtree requests to this process's witness, by log origin and result: ok, conflict (409), bad_request, unknown_log, forbidden (bad log signature), other_keys (the state was cosigned under other keys), inconsistent (422), rate_limited, error.",
 		}, []string{"log", "result"}),
 		size: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mosaic_witness_server_cosigned_tree_size",
@@ -192,7 +245,13 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			return nil, err
 		}
 	}
-	w.lists = logLists{sources: cfg.LogLists, client: cfg.HTTPClient, warned: map[string]bool{},
+	if cfg.MaxListLogs <= 0 {
+		cfg.MaxListLogs = DefaultMaxListLogs
+	}
+	// Lists are fetched over https, and a redirect must not take the
+	// fetch to plain http, where anyone on the path could add logs.
+	w.lists = logLists{sources: cfg.LogLists, client: httpsonly.Client(cfg.HTTPClient, "log lists"), max: cfg.MaxListLogs,
+		warned: map[string]map[string]bool{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_witness_server_log_list_errors_total",
 			Help: "Reads of a witness-network log list (witness.log_lists) that failed, by list.",
@@ -202,9 +261,6 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			Help: "The logs this process's witness witnesses: configured and from log lists.",
 		}),
 	}
-	if w.lists.client == nil {
-		w.lists.client = http.DefaultClient
-	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{w.lists.errors, w.lists.logs} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -212,7 +268,10 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 			}
 		}
 	}
-	w.logs.Store(&map[string]*witnessedLog{})
+	w.logs.Store(&logSet{byOrigin: map[string]*witnessedLog{}, byKey: map[[32]byte]*witnessedLog{}})
+	if err := w.checkStores(ctx, cfg); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, l := range cfg.Logs {
 		if seen[l.Origin] {
@@ -220,7 +279,7 @@ func New(ctx context.Context, cfg Config) (*Witness, error) {
 		}
 		seen[l.Origin] = true
 	}
-	if _, skipped, err := w.AddLogs(ctx, cfg.Logs); err != nil {
+	if _, skipped, err := w.addLogs(ctx, cfg.Logs, false); err != nil {
 		return nil, err
 	} else if len(skipped) > 0 {
 		return nil, skipped[0]
@@ -246,7 +305,8 @@ func newLog(l Log) (*witnessedLog, error) {
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("witness log %q: no keys", l.Origin)
 	}
-	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: slices.Sorted(slices.Values(l.Keys)), verifiers: note.VerifierList(vs...)}, nil
+	keys := slices.Sorted(slices.Values(l.Keys))
+	return &witnessedLog{origin: l.Origin, key: StateKey(l.Origin), keys: keys, keyHashes: keyHashes(keys), verifiers: note.VerifierList(vs...)}, nil
 }
 
 // AddLogs starts witnessing the logs it is given that the witness does not
@@ -263,38 +323,55 @@ func newLog(l Log) (*witnessedLog, error) {
 // is kept whatever list names it, and a log dropped from a list is still
 // witnessed until the process restarts without it.
 func (w *Witness) AddLogs(ctx context.Context, logs []Log) (added int, skipped []error, err error) {
+	return w.addLogs(ctx, logs, true)
+}
+
+// addLogs is AddLogs; fromList logs count against the lists' cap.
+func (w *Witness) addLogs(ctx context.Context, logs []Log, fromList bool) (added int, skipped []error, err error) {
 	w.addMu.Lock()
 	defer w.addMu.Unlock()
-	cur := *w.logs.Load()
-	next := maps.Clone(cur)
+	cur := w.logs.Load()
+	next := &logSet{byOrigin: maps.Clone(cur.byOrigin), byKey: maps.Clone(cur.byKey)}
 	for _, l := range logs {
 		wl, err := newLog(l)
 		if err != nil {
 			skipped = append(skipped, err)
 			continue
 		}
-		if known, ok := next[l.Origin]; ok {
+		if known, ok := next.byOrigin[l.Origin]; ok {
 			if !slices.Equal(known.keys, wl.keys) {
 				skipped = append(skipped, fmt.Errorf("witness log %q: listed with other keys than the witness trusts for it; it keeps those", l.Origin))
 			}
+			continue
+		}
+		if fromList && w.lists.added+added >= w.lists.max {
+			skipped = append(skipped, fmt.Errorf("witness log %q: the log lists already added %d logs, the most witness.max_list_logs allows", l.Origin, w.lists.max))
 			continue
 		}
 		st, err := w.state(ctx, wl)
 		if err != nil {
 			return 0, skipped, err
 		}
+		if checkKeys(st, wl) != nil {
+			wl.warnedKeys.Store(true)
+			w.log.Error("witness: the stored state of a log was cosigned under other keys than the ones trusted for it now, so the witness refuses it (403); if these are the right keys, reset its state (mosaic witness reset)",
+				"log", l.Origin)
+		}
 		w.metrics.size.WithLabelValues(l.Origin).Set(float64(st.size))
-		next[l.Origin] = wl
+		next.byOrigin[l.Origin], next.byKey[wl.key] = wl, wl
 		added++
 	}
 	if added > 0 {
-		w.logs.Store(&next)
+		w.logs.Store(next)
+		if fromList {
+			w.lists.added += added
+		}
 	}
 	return added, skipped, nil
 }
 
 // Logs returns how many logs the witness witnesses.
-func (w *Witness) Logs() int { return len(*w.logs.Load()) }
+func (w *Witness) Logs() int { return len(w.logs.Load().byOrigin) }
 
 // VerifierKeys returns the witness's vkeys: Ed25519 cosignature/v1 (type
 // 0x04), then ML-DSA-44 (type 0x06).
@@ -305,11 +382,16 @@ func (w *Witness) VerifierKeys() []string { return w.cs.VerifierKeys() }
 func StateKey(origin string) [32]byte { return sha256.Sum256([]byte(origin)) }
 
 // state is a log's stored state: the latest cosigned checkpoint's size
-// and root hash, and the note served to monitors (the checkpoint with the
+// and root hash, the keys the witness trusted for the log when it
+// cosigned it, and the note served to monitors (the checkpoint with the
 // log's verified signatures and the witness's cosignatures).
 type state struct {
 	size int64
 	hash tlog.Hash
+	// keys are the SHA-256 of each vkey the witness trusted for the log
+	// (keyHashes); nil for a state stored before they were (version 1),
+	// or never cosigned.
+	keys [][32]byte
 	note []byte
 }
 
@@ -317,14 +399,23 @@ type state struct {
 // of a log never cosigned, from which any checkpoint is consistent.
 var emptyHash = tlog.Hash(sha256.Sum256(nil))
 
-// stateVersion is the first byte of an encoded state.
-const stateVersion = 1
+// The first byte of an encoded state: version 1 is size, root hash and
+// note; version 2 adds the key hashes (a count byte, then 32 bytes each)
+// after the root hash.
+const (
+	stateV1 = 1
+	stateV2 = 2
+)
 
 func (s state) encode() []byte {
-	b := make([]byte, 0, 1+8+32+len(s.note))
-	b = append(b, stateVersion)
+	b := make([]byte, 0, 1+8+32+1+32*len(s.keys)+len(s.note))
+	b = append(b, stateV2)
 	b = binary.BigEndian.AppendUint64(b, uint64(s.size))
 	b = append(b, s.hash[:]...)
+	b = append(b, byte(len(s.keys)))
+	for _, k := range s.keys {
+		b = append(b, k[:]...)
+	}
 	return append(b, s.note...)
 }
 
@@ -333,12 +424,64 @@ func decodeState(b []byte) (state, error) {
 	if b == nil {
 		return state{hash: emptyHash}, nil
 	}
-	if len(b) < 1+8+32 || b[0] != stateVersion || binary.BigEndian.Uint64(b[1:]) > 1<<63-1 {
-		return state{}, errors.New("the stored witness state is corrupt")
+	corrupt := errors.New("the stored witness state is corrupt")
+	if len(b) < 1+8+32 || (b[0] != stateV1 && b[0] != stateV2) || binary.BigEndian.Uint64(b[1:]) > 1<<63-1 {
+		return state{}, corrupt
 	}
-	s := state{size: int64(binary.BigEndian.Uint64(b[1:])), note: b[41:]}
+	s := state{size: int64(binary.BigEndian.Uint64(b[1:]))}
 	copy(s.hash[:], b[9:41])
+	rest := b[41:]
+	if b[0] == stateV2 {
+		if len(rest) < 1 || len(rest) < 1+32*int(rest[0]) {
+			return state{}, corrupt
+		}
+		n := int(rest[0])
+		s.keys = make([][32]byte, n)
+		for i := range n {
+			copy(s.keys[i][:], rest[1+32*i:])
+		}
+		rest = rest[1+32*n:]
+	}
+	s.note = rest
 	return s, nil
+}
+
+// keyHashes returns the SHA-256 of each of vkeys, sorted: what a state
+// records of the keys the witness trusted for the log.
+func keyHashes(vkeys []string) [][32]byte {
+	hs := make([][32]byte, len(vkeys))
+	for i, k := range vkeys {
+		hs[i] = sha256.Sum256([]byte(k))
+	}
+	slices.SortFunc(hs, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	return hs
+}
+
+// errOtherKeys refuses a checkpoint of a log whose stored state was
+// cosigned while the witness trusted none of the keys it trusts for the
+// log now (see checkKeys).
+var errOtherKeys = &httpError{code: http.StatusForbidden, result: resultOtherKeys,
+	msg: "This witness's state of the log was cosigned under other keys than the ones it trusts for the log now; it cosigns nothing of the log until its operator resets that state."}
+
+// checkKeys refuses a state cosigned under other keys than l's: one
+// recorded with key hashes none of which is a key the witness trusts for
+// l now. Such a state is not this log's history: a log list (or a config)
+// once gave the origin to other keys, and cosigning on from it would
+// hold the real log to another party's tree, or, after the party's keys
+// come back, to a state the witness never cosigned for them. The operator
+// resets the log's state (mosaic witness reset) once the keys are right;
+// a key added or dropped beside one kept is no other keys. A state from
+// before key hashes were recorded (version 1) is taken as this log's.
+func checkKeys(cur state, l *witnessedLog) error {
+	if cur.keys == nil {
+		return nil
+	}
+	for _, k := range cur.keys {
+		if slices.Contains(l.keyHashes, k) {
+			return nil
+		}
+	}
+	return errOtherKeys
 }
 
 func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
@@ -353,11 +496,45 @@ func (w *Witness) state(ctx context.Context, l *witnessedLog) (state, error) {
 	return s, nil
 }
 
-// Check reads the state store, for /health.
+// healthCacheFor is how long Check's answer is reused.
+const healthCacheFor = 5 * time.Second
+
+// healthCache is Check's last answer.
+type healthCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// Check reads the state store, for /health: every state in one read, each
+// witnessed log's decoded. The answer is kept for healthCacheFor, and
+// concurrent calls wait for the one read in progress, so however often
+// /health is polled the store is read at most once per healthCacheFor.
 func (w *Witness) Check(ctx context.Context) error {
-	for _, l := range *w.logs.Load() {
-		if _, err := w.state(ctx, l); err != nil {
-			return err
+	w.health.mu.Lock()
+	defer w.health.mu.Unlock()
+	if !w.health.at.IsZero() && time.Since(w.health.at) < healthCacheFor {
+		return w.health.err
+	}
+	// Not the caller's cancellation: the answer is shared.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), healthCheckTimeout)
+	defer cancel()
+	err := w.checkStore(ctx)
+	w.health.at, w.health.err = time.Now(), err
+	return err
+}
+
+// healthCheckTimeout bounds Check's read.
+const healthCheckTimeout = 2 * time.Second
+
+func (w *Witness) checkStore(ctx context.Context) error {
+	all, err := w.store.WitnessStates(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the witness states: %w", err)
+	}
+	for key, l := range w.logs.Load().byKey {
+		if _, err := decodeState(all[key]); err != nil {
+			return fmt.Errorf("log %s: %w", l.origin, err)
 		}
 	}
 	return nil
@@ -430,7 +607,22 @@ func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request, origi
 	} else {
 		copy(key[:], b)
 	}
+	// An origin hash of no witnessed log is answered from memory: a
+	// flood of random hashes costs the store nothing.
+	if w.logs.Load().byKey[key] == nil {
+		http.Error(rw, "This witness does not witness a log with that origin hash.", http.StatusNotFound)
+		return
+	}
+	// A lookup slot, so that a flood of these never holds the store's
+	// connections (see netlimit.Gate).
+	release, ok := w.lookups.Enter()
+	if !ok {
+		rw.Header().Set("Retry-After", strconv.Itoa(netlimit.GateRetryAfter))
+		http.Error(rw, "The witness is answering as many checkpoint requests as it can at once; retry later.", http.StatusServiceUnavailable)
+		return
+	}
 	b, err := w.store.WitnessState(r.Context(), key)
+	release()
 	var s state
 	if err == nil {
 		s, err = decodeState(b)
@@ -527,6 +719,13 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKeys(cur, l); err != nil {
+		if !l.warnedKeys.Swap(true) {
+			w.log.Error("witness: refusing a log whose stored state was cosigned under other keys than the ones trusted for it now; if those are the right keys, reset its state (mosaic witness reset)",
+				"log", l.origin)
+		}
+		return nil, err
+	}
 	if err := consistent(cur, req); err != nil {
 		return nil, err
 	}
@@ -534,12 +733,22 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cp.Size == cur.size && cp.Hash == cur.hash {
+		// A checkpoint of the tree the state holds (a client resending,
+		// or replaying a log's checkpoint): cosigned without a write.
+		// Safe: that tree was the witness's latest cosigned one when the
+		// state was read, so it is in the chain of cosigned trees
+		// (whatever came after extends it), and cosigning it again
+		// cosigns nothing new. A replay costs the signatures, never an
+		// fsynced write.
+		return sigs, nil
+	}
 	monitored := []byte(n.Text + "\n")
 	for _, s := range n.Sigs {
 		monitored = fmt.Appendf(monitored, "— %s %s\n", s.Name, s.Base64)
 	}
 	monitored = append(monitored, sigs...)
-	next := state{size: cp.Size, hash: cp.Hash, note: monitored}.encode()
+	next := state{size: cp.Size, hash: cp.Hash, keys: l.keyHashes, note: monitored}.encode()
 	// SAFETY: the one place the witness's view of a log moves, and the
 	// reason it never cosigns two inconsistent checkpoints. The
 	// cosignatures above exist only in this goroutine's memory; they are
@@ -562,6 +771,9 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
+		if err := checkKeys(cur, l); err != nil {
+			return nil, err
+		}
 		if err := consistent(cur, req); err != nil {
 			return nil, err
 		}
@@ -571,6 +783,10 @@ func (w *Witness) addCheckpoint(r *http.Request, label *string) ([]byte, error) 
 		return nil, err
 	}
 	w.metrics.size.WithLabelValues(l.origin).Set(float64(cp.Size))
+	// The client moved the log's state with a checkpoint signed by the
+	// log: it does the log's work, and keeps a rate-limit bucket of its
+	// own however many clients compete (netlimit.ClientLimiter.Pin).
+	w.limit.PinRemote(r.RemoteAddr)
 	return sigs, nil
 }
 

@@ -50,6 +50,9 @@ type Config struct {
 	// Debug, when set, serves profiling and hot backups of the embedded
 	// database on a loopback address (see lifecycle.go).
 	Debug *Debug `yaml:"debug,omitempty"`
+	// Metrics, when set, serves /metrics on a listener of its own instead
+	// of the public ones (see lifecycle.go).
+	Metrics *Metrics `yaml:"metrics,omitempty"`
 	// Operator describes who runs the logs, for /logs.v3.json.
 	Operator Operator `yaml:"operator,omitempty"`
 	// Witness, when set, runs a witness that cosigns other logs'

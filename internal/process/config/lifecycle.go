@@ -45,6 +45,14 @@ type Debug struct {
 	Listen string `yaml:"listen"`
 }
 
+// Metrics moves /metrics off the public listeners: it is served only on
+// Listen (plain HTTP), where a Prometheus server on the operator's
+// network scrapes it, so the public never sees the process's figures.
+type Metrics struct {
+	// Listen is host:port, usually an address on a private network.
+	Listen string `yaml:"listen"`
+}
+
 // Operator is who runs a process's logs, as /logs.v3.json says.
 type Operator struct {
 	// Name defaults to the host of the first log's submission prefix.
@@ -101,6 +109,16 @@ func (c *Config) validateDebug(bad func(field, format string, args ...any)) {
 	if c.Debug != nil {
 		if err := ValidateDebugListen(c.Debug.Listen); err != nil {
 			bad("debug.listen", "%v", err)
+		}
+	}
+	if c.Metrics != nil {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", "%q is not host:port (e.g. 10.0.0.5:9100)", c.Metrics.Listen)
+		}
+		for i, l := range c.Listen {
+			if l.Address == c.Metrics.Listen {
+				bad("metrics.listen", "%q is listen[%d].address: the metrics listener must be another address, or /metrics would stay public", c.Metrics.Listen, i)
+			}
 		}
 	}
 	for i, e := range c.Operator.Email {

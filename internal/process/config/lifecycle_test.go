@@ -104,6 +104,8 @@ func TestLifecycleErrors(t *testing.T) {
 		{"debug on a host name", func(t *testing.T) string { return "debug: {listen: \"ct.example.org:6060\"}\n" + base() }, "debug.listen", "not a loopback address"},
 		{"debug without port", func(t *testing.T) string { return "debug: {listen: \"127.0.0.1\"}\n" + base() }, "debug.listen", "not host:port"},
 		{"bad operator email", func(t *testing.T) string { return "operator: {email: [nobody]}\n" + base() }, "operator.email[0]", "not an email address"},
+		{"metrics without port", func(t *testing.T) string { return "metrics: {listen: \"10.0.0.5\"}\n" + base() }, "metrics.listen", "not host:port"},
+		{"metrics on the public listener", func(t *testing.T) string { return "metrics: {listen: \":8080\"}\n" + base() }, "metrics.listen", "would stay public"},
 		{"unknown debug field", func(t *testing.T) string { return "debug: {listen: \"127.0.0.1:1\", pprof: true}\n" + base() }, "pprof", ""},
 	}
 	for _, tt := range tests {

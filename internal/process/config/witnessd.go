@@ -36,6 +36,17 @@ type WitnessServer struct {
 	// and every LogListRefresh (default 1h). A list only adds logs.
 	LogLists       []string      `yaml:"log_lists,omitempty"`
 	LogListRefresh time.Duration `yaml:"log_list_refresh,omitempty"`
+	// MaxListLogs bounds the logs the lists may add, all lists together
+	// (default 1000): each costs metric series and a share of /health's
+	// check, and a list is someone else's file.
+	MaxListLogs int `yaml:"max_list_logs,omitempty"`
+	// AdoptStateStore starts the witness on a state store its startup
+	// checks refuse: one that is empty while the other backend holds
+	// witness state, one an earlier run left for the other backend, or
+	// one marked as another witness's. Set it once, on purpose, and
+	// remove it: the witness may then cosign a checkpoint that conflicts
+	// with one it cosigned before.
+	AdoptStateStore bool `yaml:"adopt_state_store,omitempty"`
 }
 
 // WitnessedLog is one log a witness cosigns.
@@ -47,6 +58,10 @@ type WitnessedLog struct {
 	// named by the origin. One valid signature by any of them suffices.
 	Keys []string `yaml:"keys"`
 }
+
+// defaultMaxListLogs is the default max_list_logs (witnessd's
+// DefaultMaxListLogs; config does not import the witness server).
+const defaultMaxListLogs = 1000
 
 // defaultWitnessRate is the default rate_per_client: a log asks once per
 // checkpoint (at most a few a second) plus a resend after a 409.
@@ -81,6 +96,9 @@ func (w *WitnessServer) setDefaults() {
 	defaultClientRate(&w.RatePerClient, &w.BurstPerClient, defaultWitnessRate)
 	if w.LogListRefresh == 0 {
 		w.LogListRefresh = time.Hour
+	}
+	if w.MaxListLogs == 0 {
+		w.MaxListLogs = defaultMaxListLogs
 	}
 	if w.Name == "" {
 		if u, err := ParsePrefix(w.SubmissionPrefix); err == nil {
@@ -118,6 +136,9 @@ func (w *WitnessServer) validate(c *Config, bad func(field, format string, args 
 	}
 	if w.LogListRefresh < time.Minute || w.LogListRefresh > 7*24*time.Hour {
 		bad("witness.log_list_refresh", "%v is out of range (1m to 168h)", w.LogListRefresh)
+	}
+	if w.MaxListLogs < 1 || w.MaxListLogs > 100_000 {
+		bad("witness.max_list_logs", "%d is out of range (1 to 100000)", w.MaxListLogs)
 	}
 	origins := map[string]bool{}
 	for i, l := range w.Logs {

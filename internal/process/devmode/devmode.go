@@ -199,3 +199,21 @@ func WriteInfo(dir string, l *ctlog.Log, withTLS bool, mirror *staticct.DevMirro
 	}
 	return info, os.Rename(tmp, filepath.Join(dir, InfoFile))
 }
+
+// ExposedWarning returns the warning serve -dev prints when the dev log
+// listens on addr, an address that is not loopback (an unspecified
+// address, 0.0.0.0 or ::, included), or "" on loopback. A dev log is for
+// one machine: anyone who reaches it can submit (its test CA's key lies
+// in its directory, and its roots are that CA's), its keys are dev keys
+// nothing protects, and its limits are the defaults of a test.
+func ExposedWarning(addr net.Addr) string {
+	host := addr.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if config.IsLoopbackHost(host) {
+		return ""
+	}
+	return fmt.Sprintf("this dev log listens on %s, which is not a loopback address: anyone who can reach it can submit to it and read it; "+
+		"a dev log is for testing on one machine (its keys and its test CA's key are files in its directory): listen on 127.0.0.1 unless that is what you want", addr)
+}

@@ -18,12 +18,15 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/base/fsync"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
+	"github.com/mosaic-ct/mosaic/internal/network/witnessd"
 	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/state/bolt"
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 	"github.com/mosaic-ct/mosaic/internal/state/lock"
+	"github.com/mosaic-ct/mosaic/internal/state/postgres"
 )
 
 // A backup of the embedded database is only ever restorable as the
@@ -38,6 +41,8 @@ type embeddedDB struct {
 	path string        // as the config names it (resolved by config.Load)
 	abs  string        // absolute
 	logs []*config.Log // the logs with their lock or dedup cache in it
+	// witness is set when the witness keeps its state in it.
+	witness bool
 }
 
 // usesEmbedded reports whether lc keeps its lock or its dedup cache in the
@@ -65,6 +70,16 @@ func pickDatabase(c *config.Config, want string) (*embeddedDB, error) {
 		}
 		byAbs[abs].logs = append(byAbs[abs].logs, lc)
 	}
+	if c.Witness != nil && c.Postgres == "" && c.Database != "" {
+		abs, err := filepath.Abs(c.Database)
+		if err != nil {
+			return nil, err
+		}
+		if byAbs[abs] == nil {
+			byAbs[abs] = &embeddedDB{path: c.Database, abs: abs}
+		}
+		byAbs[abs].witness = true
+	}
 	var all []string
 	for abs := range byAbs {
 		all = append(all, abs)
@@ -72,7 +87,7 @@ func pickDatabase(c *config.Config, want string) (*embeddedDB, error) {
 	sort.Strings(all)
 	switch {
 	case len(all) == 0:
-		return nil, errors.New("no log in the config uses an embedded database: back up PostgreSQL with pg_dump (see docs/CONFIG.md, \"Backups\")")
+		return nil, errors.New("no log or witness in the config uses an embedded database: back up PostgreSQL with pg_dump (see docs/CONFIG.md, \"Backups\")")
 	case want == "" && len(all) == 1:
 		return byAbs[all[0]], nil
 	case want == "":
@@ -85,7 +100,29 @@ func pickDatabase(c *config.Config, want string) (*embeddedDB, error) {
 	if db := byAbs[abs]; db != nil {
 		return db, nil
 	}
-	return nil, fmt.Errorf("-database: no log in the config uses %s; its embedded databases are %q", want, all)
+	return nil, fmt.Errorf("-database: no log or witness in the config uses %s; its embedded databases are %q", want, all)
+}
+
+// witnessIdentity returns the config's witness's name and vkeys.
+func witnessIdentity(c *config.Config) (string, []string, error) {
+	k, err := keys.LoadCosigner(c.Witness.Key, "witness")
+	if err != nil {
+		return "", nil, fmt.Errorf("witness.key: %w", err)
+	}
+	cs, err := checkpoint.NewCosigner(c.Witness.Name, k.Ed25519, k.MLDSA44)
+	if err != nil {
+		return "", nil, fmt.Errorf("witness.name: %w", err)
+	}
+	return c.Witness.Name, cs.VerifierKeys(), nil
+}
+
+// witnessNames returns the configured witness logs' origins by store key.
+func witnessNames(c *config.Config) map[[32]byte]string {
+	names := map[[32]byte]string{}
+	for _, l := range c.Witness.Logs {
+		names[witnessd.StateKey(l.Origin)] = l.Origin
+	}
+	return names
 }
 
 // Backup writes a consistent copy of an embedded database (database, or
@@ -214,6 +251,24 @@ func checkBackup(ctx context.Context, c *config.Config, db *embeddedDB, path str
 	}
 	defer cp.Close()
 	var report []string
+	if db.witness {
+		name, vkeys, err := witnessIdentity(c)
+		if err != nil {
+			return nil, err
+		}
+		m, err := cp.WitnessMarker(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the witness's state: %w", err)
+		}
+		if err := witnessd.CheckMarker(m, name, vkeys); err != nil {
+			return nil, fmt.Errorf("the witness's state: %w", err)
+		}
+		states, err := cp.WitnessStates(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the witness's state: %w", err)
+		}
+		report = append(report, fmt.Sprintf("witness %s: the state of %d logs", name, len(states)))
+	}
 	for _, lc := range db.logs {
 		k, err := keys.Load(lc.Key)
 		if err != nil {
@@ -287,6 +342,11 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 			return nil, fmt.Errorf("%w; stop mosaic serve before restoring", err)
 		}
 		defer guard.Close()
+		if db.witness {
+			if err := checkWitnessRestore(ctx, c, guard, from); err != nil {
+				return nil, fmt.Errorf("%s cannot be restored (%s is unchanged): %w", from, db.path, err)
+			}
+		}
 	}
 	tmp, f, err := createTemp(db.path)
 	if err != nil {
@@ -376,6 +436,61 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 		return nil, err
 	}
 	return append([]string{fmt.Sprintf("restored %s from %s", db.path, from)}, report...), nil
+}
+
+// checkWitnessRestore refuses a backup whose witness state is older than
+// the live database's (witnessd.CheckRestore): the witness would go back,
+// and could cosign a checkpoint that conflicts with one it cosigned since
+// the backup was taken. The logs' fences do the same for the logs.
+func checkWitnessRestore(ctx context.Context, c *config.Config, live *bolt.DB, from string) error {
+	bk, err := bolt.OpenReadOnly(from, time.Second)
+	if err != nil {
+		return err
+	}
+	defer bk.Close()
+	ls, err := live.WitnessStates(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the live witness state: %w", err)
+	}
+	bs, err := bk.WitnessStates(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the backup's witness state: %w", err)
+	}
+	return witnessd.CheckRestore(ls, bs, witnessNames(c))
+}
+
+// ResetWitnessLog deletes the witness's state of the log with origin
+// (mosaic witness reset; see witnessd.ResetLog), in PostgreSQL or in the
+// embedded database, as the config keeps it. The embedded database must
+// not be held by a running mosaic serve. It returns a report.
+func ResetWitnessLog(ctx context.Context, c *config.Config, origin string) (string, error) {
+	if c.Witness == nil {
+		return "", errors.New("the config has no witness section")
+	}
+	var store witnessd.Store
+	if c.Postgres != "" {
+		db, err := postgres.Open(ctx, c.Postgres)
+		if err != nil {
+			return "", fmt.Errorf("postgres: %w", err)
+		}
+		defer db.Close()
+		store = db
+	} else {
+		db, err := bolt.Open(c.Database)
+		if err != nil {
+			return "", fmt.Errorf("database: %w; stop mosaic serve first", err)
+		}
+		defer db.Close()
+		store = db
+	}
+	size, existed, err := witnessd.ResetLog(ctx, store, origin)
+	switch {
+	case err != nil:
+		return "", err
+	case !existed:
+		return fmt.Sprintf("the witness holds no state of log %q: nothing to reset", origin), nil
+	}
+	return fmt.Sprintf("deleted the witness's state of log %q (tree size %d): its next checkpoint is cosigned as a new log's, from size 0", origin, size), nil
 }
 
 // refuseJournals returns an error if dedup journals lie beside the database

@@ -140,3 +140,32 @@ func (s *Server) serveDebug() (*http.Server, error) {
 	s.logger.Info("debug listener (pprof, hot backups) on loopback", "address", ln.Addr().String())
 	return srv, nil
 }
+
+// serveMetrics starts the metrics listener, if configured (metrics.listen):
+// /metrics alone, which the public listeners then do not serve. The
+// returned server is shut down with the others.
+func (s *Server) serveMetrics() (*http.Server, error) {
+	if s.cfg.Metrics == nil {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen: %w", config.ListenError(s.cfg.Metrics.Listen, err, "stop it or choose another address in metrics.listen"))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.api.MetricsHandler())
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
+	go func() {
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			s.logger.Error("metrics listener stopped", "address", ln.Addr().String(), "err", err)
+		}
+	}()
+	s.logger.Info("metrics listener: /metrics is served here only", "address", ln.Addr().String())
+	return srv, nil
+}

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -51,6 +53,9 @@ type backends struct {
 	clock clock.Clock
 	refs  map[string]*clock.Reference
 	skew  prometheus.Gauge
+	// lookups bound the public lookups in each PostgreSQL database (see
+	// lookupGate).
+	lookups map[string]*netlimit.Gate
 	// backfillPause is the test hook sequencer.BackfillPauseEnv (zero
 	// unless a test sets it).
 	backfillPause time.Duration
@@ -58,7 +63,22 @@ type backends struct {
 
 func newBackends() *backends {
 	return &backends{bolt: map[string]*bolt.DB{}, postgres: map[string]*postgres.DB{},
-		clock: clock.System{}, refs: map[string]*clock.Reference{}}
+		clock: clock.System{}, refs: map[string]*clock.Reference{}, lookups: map[string]*netlimit.Gate{}}
+}
+
+// lookupGate returns the bound on public requests that look something up
+// in the database at dsn, opened with postgresDB (get-proof-by-hash, a
+// witness's monitoring checkpoint): half its pool, so that the other half
+// is always there for sequencing (the submissions' dedup lookups, the
+// rounds' writes and commits), whatever the public asks. The lease and
+// the clock check have a pool of their own (postgres.DB).
+func (b *backends) lookupGate(dsn string) *netlimit.Gate {
+	if g, ok := b.lookups[dsn]; ok {
+		return g
+	}
+	g := netlimit.NewGate(b.postgres[dsn].PoolSize() / 2)
+	b.lookups[dsn] = g
+	return g
 }
 
 // reference returns the check of b.clock against the database at dsn,
@@ -198,12 +218,14 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	var dd dedup.Store
 	var pg *postgres.DB
 	var ref *clock.Reference
+	var lookups *netlimit.Gate
 	if dsn := c.PostgresFor(lc); dsn != "" {
 		pg, err = b.postgresDB(ctx, dsn)
 		if err != nil {
 			return nil, field("postgres", err)
 		}
 		ref = b.reference(dsn)
+		lookups = b.lookupGate(dsn)
 		dd = pg
 		if lc.Lock == "postgres" {
 			lk = pg
@@ -254,6 +276,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+		Lookups:          lookups,
 	}
 	if lc.RFC6962ReadAPI {
 		hi, ok := dd.(dedup.HashIndex)
@@ -611,9 +634,19 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	s.api = httpapi.New(s.logs, logger, reg, reg)
 	if s.witness != nil {
-		s.api.HealthChecks = map[string]func(context.Context) error{"witness": s.witness.w.Check}
+		s.api.HealthChecks = map[string]func(context.Context) error{"witness": func(ctx context.Context) error {
+			if err := s.witness.w.Check(ctx); err != nil {
+				return &ctlog.HealthError{Summary: "the witness cannot read its state store", Err: err}
+			}
+			return nil
+		}}
 	}
 	s.api.ForwardTimeout = c.ForwardTimeout()
+	s.api.MetricsElsewhere = c.Metrics != nil
+	if exempt, err := c.PerClientExempt(); err == nil {
+		s.api.ClientExempt = exempt
+	}
+	s.api.IPv6ClientPrefix = c.Limits.IPv6ClientPrefix
 	// With a standby, several processes serve one log's read path (behind
 	// one load balancer, say): each reads the checkpoint from storage for
 	// every request, so that a client going from one to another never sees
@@ -626,6 +659,37 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
 	}
 	return s, nil
+}
+
+// warnUnexemptStandby warns when a log limits each client's submissions
+// and this process's advertised address is not exempt: a standby relays
+// its clients' submissions to the leader from its own address, so the
+// leader would hold all of them to one client's rate. The processes of a
+// log usually share one config, so this process's address stands for the
+// others'.
+func (s *Server) warnUnexemptStandby(advertise string, exempt []netip.Prefix) {
+	limited := false
+	for _, l := range s.logs {
+		limited = limited || l.ClientLimits != nil
+	}
+	u, err := url.Parse(advertise)
+	if !limited || err != nil {
+		return
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		s.logger.Info("a log limits each client's submissions (admission.per_client_rate): make sure limits.per_client_exempt covers every process of the log, or the leader holds all of a standby's clients to one client's rate",
+			"advertise", advertise)
+		return
+	}
+	for _, p := range exempt {
+		if p.Contains(addr.Unmap()) {
+			return
+		}
+	}
+	s.logger.Warn("a log limits each client's submissions (admission.per_client_rate), and this process's address is not in limits.per_client_exempt: "+
+		"as a standby it relays all its clients' submissions to the leader from that address, which the leader then holds to one client's rate; "+
+		"add every process of the log to limits.per_client_exempt", "advertise", advertise)
 }
 
 // anyPostgres reports whether any log has a PostgreSQL database.
@@ -720,6 +784,13 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if debugSrv != nil {
 		defer debugSrv.Close()
 	}
+	metricsSrv, err := s.serveMetrics()
+	if err != nil {
+		return err
+	}
+	if metricsSrv != nil {
+		defer metricsSrv.Close()
+	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
 	var wg sync.WaitGroup
@@ -738,6 +809,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		}
 		holder := newHolderID()
 		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+		s.warnUnexemptStandby(address, exempt)
 		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mosaic_leader",
 			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
@@ -787,6 +859,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	var servers []interface{ Shutdown(context.Context) error }
 	if debugSrv != nil {
 		servers = append(servers, debugSrv)
+	}
+	if metricsSrv != nil {
+		servers = append(servers, metricsSrv)
 	}
 	tlsMetrics, err := newTLSMetrics(s.reg)
 	if err != nil {

@@ -557,3 +557,40 @@ func TestCreateExisting(t *testing.T) {
 		t.Fatalf("creating log %s again: %v", name, err)
 	}
 }
+
+// TestMetricsListener (issue 33 §4): with metrics.listen, /metrics is
+// served there and no longer on the public listener (404), which still
+// serves everything else.
+func TestMetricsListener(t *testing.T) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maddr := fmt.Sprintf("127.0.0.2:%d", port)
+	s := start(t, fmt.Sprintf("metrics:\n  listen: %s\n", maddr))
+	s.submit(t, "127.0.0.1")
+	get := func(url string) (int, string) {
+		t.Helper()
+		var resp *http.Response
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if resp, err = http.Get(url); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://" + maddr + "/metrics"); code != 200 || !strings.Contains(body, "mosaic_sequenced_entries_total") {
+		t.Fatalf("the metrics listener's /metrics: %d %.200q", code, body)
+	}
+	if code, _ := get("http://" + s.addr + "/metrics"); code != http.StatusNotFound {
+		t.Errorf("the public listener's /metrics: %d, want 404", code)
+	}
+	if code, _ := get("http://" + s.addr + "/health"); code != 200 {
+		t.Errorf("the public listener's /health: %d", code)
+	}
+}

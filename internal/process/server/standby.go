@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -145,8 +146,15 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	}
 	var leader string
 	err := leaseErr
+	// What failed, in fixed words for /health (ctlog.HealthError); err
+	// has the details.
+	var failed []string
+	if isSkew(leaseErr) {
+		failed = append(failed, leaseErr.Error())
+	}
 	qctx, cancel := context.WithTimeout(ctx, e.ttl/4)
 	defer cancel()
+	leaseFailed := err != nil && !isSkew(err)
 	if err == nil || isSkew(err) {
 		// A process refusing to lead for its clock still forwards to
 		// the leader.
@@ -155,15 +163,26 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 			leader = l
 		}
 		err = errors.Join(err, lerr)
+		leaseFailed = leaseFailed || lerr != nil
 	}
 	if err != nil && !isSkew(err) {
 		err = fmt.Errorf("reading the leader lease: %w", err)
 	}
+	if leaseFailed {
+		failed = append(failed, "this process cannot read the leader lease from the database")
+	}
 	published := e.log.Published()
 	if _, cp, ferr := sequencer.Committed(qctx, e.seqCfg); ferr != nil {
 		err = errors.Join(err, ferr)
+		failed = append(failed, "this process cannot read the log's latest checkpoint")
 	} else {
 		published = cp
+	}
+	health := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return &ctlog.HealthError{Summary: strings.Join(failed, "; "), Err: err}
 	}
 	if ctx.Err() != nil {
 		return
@@ -172,10 +191,13 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 		// A new leader: forward to it at once, without waiting for the
 		// checks below (a storage path that hangs takes a quarter of a
 		// lease), which then refine /health.
-		e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: err})
+		e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: health(err)})
 	}
 	e.storageErr = e.checkStorage(ctx)
-	err = errors.Join(err, e.storageErr)
+	if e.storageErr != nil {
+		err = errors.Join(err, e.storageErr)
+		failed = append(failed, "this process cannot reach the log's storage")
+	}
 	var leaderErr error
 	switch {
 	case leader == "" && err == nil:
@@ -186,7 +208,7 @@ func (e *elector) standby(ctx context.Context, leaseErr error) {
 	if ctx.Err() != nil {
 		return
 	}
-	e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: err, LeaderErr: leaderErr})
+	e.log.SetStandbyState(ctlog.Standby{Leader: leader, Published: published, Err: health(err), LeaderErr: leaderErr})
 }
 
 // lead loads the log and sequences it until the lease is lost, the

@@ -16,11 +16,18 @@ import (
 )
 
 // errNoLeader is a standby's LeaderErr while no process holds the lease.
-var errNoLeader = errors.New("submissions through this process fail: the log has no leader right now (failover in progress)")
+var errNoLeader = &ctlog.HealthError{Summary: "submissions through this process fail: the log has no leader right now (failover in progress)"}
 
 // errLeaderNotYetKnown is a standby's LeaderErr from its start until it
 // has read the lease.
-var errLeaderNotYetKnown = errors.New("submissions through this process fail: it has not read which process leads the log yet")
+var errLeaderNotYetKnown = &ctlog.HealthError{Summary: "submissions through this process fail: it has not read which process leads the log yet"}
+
+// leaderHealth is a leader probe's failure: summary in fixed words for
+// /health (no address: the processes' addresses are no client's
+// business), err with the details.
+func leaderHealth(summary string, err error) error {
+	return &ctlog.HealthError{Summary: "submissions through this process fail: " + summary, Err: err}
+}
 
 // checkStorage reads the log's checkpoint object, to learn whether this
 // process can reach the log's storage (see elector.run). The read is
@@ -66,22 +73,25 @@ func leaderProbe(logName string, timeout time.Duration) func(ctx context.Context
 	return func(ctx context.Context, address string) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(address, "/")+"/health", nil)
 		if err != nil {
-			return fmt.Errorf("submissions through this process fail: the leader's address %q is not a URL", address)
+			return leaderHealth("the leader's address is not a URL", fmt.Errorf("the leader's address %q is not a URL", address))
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return fmt.Errorf("submissions through this process fail: %w: %s did not answer its health check within %v", ctlog.ErrLeaderUnreachable, address, timeout)
+			return leaderHealth(fmt.Sprintf("the leader is unreachable (it did not answer its health check within %v)", timeout),
+				fmt.Errorf("%w: %s did not answer its health check within %v: %v", ctlog.ErrLeaderUnreachable, address, timeout, err))
 		}
 		defer resp.Body.Close()
 		var status map[string]string
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxHealthBody)).Decode(&status); err != nil {
-			return fmt.Errorf("submissions through this process may fail: the leader at %s answered its health check with HTTP %d and no status", address, resp.StatusCode)
+			return &ctlog.HealthError{Summary: fmt.Sprintf("submissions through this process may fail: the leader answered its health check with HTTP %d and no status", resp.StatusCode),
+				Err: fmt.Errorf("the leader at %s answered its health check with HTTP %d and no status", address, resp.StatusCode)}
 		}
 		switch st, ok := status[logName]; {
 		case !ok:
-			return fmt.Errorf("submissions through this process fail: the leader at %s does not serve this log", address)
+			return leaderHealth("the leader does not serve this log", fmt.Errorf("the leader at %s does not serve this log", address))
 		case st != "ok":
-			return fmt.Errorf("submissions through this process fail: the leader at %s reports: %s", address, st)
+			// st is the leader's own /health summary: fixed words.
+			return leaderHealth("the leader reports: "+st, fmt.Errorf("the leader at %s reports: %s", address, st))
 		}
 		return nil
 	}

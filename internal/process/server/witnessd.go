@@ -37,10 +37,26 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 	if err != nil {
 		return nil, fmt.Errorf("witness.key: %w", err)
 	}
-	var store witnessd.Store
+	var store, other witnessd.Store
+	kind, otherKind := witnessd.StoreDatabase, ""
+	var lookups *netlimit.Gate
 	if c.Postgres != "" {
 		if store, err = b.postgresDB(ctx, c.Postgres); err != nil {
 			return nil, fmt.Errorf("postgres (the witness's state): %w", err)
+		}
+		kind = witnessd.StorePostgres
+		lookups = b.lookupGate(c.Postgres)
+		// The embedded database the config also names is the other
+		// backend: checked for witness state and marked as not holding
+		// it (witnessd's marker.go), so that dropping postgres later is
+		// refused rather than starting the witness from nothing.
+		if c.Database != "" {
+			if db, err := b.database(c.Database); err != nil {
+				logger.Warn("witness: the embedded database could not be opened to check it for witness state (another process holds it?); the witness's state is in PostgreSQL",
+					"database", c.Database, "err", err)
+			} else {
+				other, otherKind = db, witnessd.StoreDatabase
+			}
 		}
 	} else if store, err = b.database(c.Database); err != nil {
 		return nil, fmt.Errorf("database (the witness's state): %w", err)
@@ -54,8 +70,9 @@ func openWitness(ctx context.Context, c *config.Config, b *backends, reg prometh
 		logs[i] = witnessd.Log{Origin: l.Origin, Keys: l.Keys}
 	}
 	w, err := witnessd.New(ctx, witnessd.Config{
-		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, Store: store,
-		RateLimit:  limit,
+		Name: wc.Name, Keys: k, Logs: logs, LogLists: wc.LogLists, MaxListLogs: wc.MaxListLogs,
+		Store: store, StoreKind: kind, Other: other, OtherKind: otherKind, AdoptStore: wc.AdoptStateStore,
+		RateLimit: limit, Lookups: lookups,
 		Registerer: reg, Logger: logger,
 	})
 	if err != nil {

@@ -26,6 +26,24 @@ func (d *DB) WitnessState(ctx context.Context, key [32]byte) ([]byte, error) {
 	return out, err
 }
 
+// WitnessStates returns every witness state stored, by key.
+func (d *DB) WitnessStates(ctx context.Context) (map[[32]byte][]byte, error) {
+	out := map[[32]byte][]byte{}
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(witnessBucket)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) == 32 {
+				out[[32]byte(k)] = bytes.Clone(v)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
 // UpdateWitnessState calls f with the witness state stored under key (nil
 // if none) and stores what f returns, or changes nothing if f fails.
 //
@@ -46,5 +64,48 @@ func (d *DB) UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur []
 			return err
 		}
 		return b.Put(key[:], next)
+	})
+}
+
+// witnessMarkerBucket holds the witness's marker (package witnessd: whose
+// state this is, and which store holds it), under witnessMarkerKey.
+var (
+	witnessMarkerBucket = []byte("witness-marker")
+	witnessMarkerKey    = []byte("marker")
+)
+
+// WitnessMarker returns the witness marker stored, or nil if there is
+// none.
+func (d *DB) WitnessMarker(ctx context.Context) ([]byte, error) {
+	var out []byte
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(witnessMarkerBucket); b != nil {
+			out = bytes.Clone(b.Get(witnessMarkerKey))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetWitnessMarker stores the witness marker, replacing any (fsynced when
+// it returns).
+func (d *DB) SetWitnessMarker(ctx context.Context, marker []byte) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(witnessMarkerBucket)
+		if err != nil {
+			return err
+		}
+		return b.Put(witnessMarkerKey, marker)
+	})
+}
+
+// DeleteWitnessState removes the witness state stored under key, if any
+// (mosaic witness reset).
+func (d *DB) DeleteWitnessState(ctx context.Context, key [32]byte) error {
+	return d.db.Update(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(witnessBucket); b != nil {
+			return b.Delete(key[:])
+		}
+		return nil
 	})
 }

@@ -16,7 +16,8 @@ import (
 // from now, and reports whether holder has it. address is where holder
 // can be reached (for a standby to forward work to); Lease returns it. It is how hot standbys agree
 // on one active process: each calls AcquireLease every fraction of ttl, and
-// only the one that gets true acts.
+// only the one that gets true acts. The lease's statements have a pool of
+// their own (see DB.ctl), so other queries never delay a renewal.
 //
 // It is one statement, so it is atomic: it inserts the lease if absent, or
 // takes it over if it expired or holder already has it; if another holder's
@@ -29,7 +30,7 @@ func (db *DB) AcquireLease(ctx context.Context, name, holder, address string, tt
 	if ttl <= 0 {
 		return false, fmt.Errorf("postgres: lease %q: ttl must be positive, got %v", name, ttl)
 	}
-	tag, err := db.pool.Exec(ctx, `
+	tag, err := db.ctl.Exec(ctx, `
 		INSERT INTO mosaic_leases AS l (name, holder, address, expires_at)
 		VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE
@@ -46,7 +47,7 @@ func (db *DB) AcquireLease(ctx context.Context, name, holder, address string, tt
 // standby can take over at once instead of waiting for the expiry. It is a
 // no-op if another holder has the lease.
 func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := db.pool.Exec(ctx, "DELETE FROM mosaic_leases WHERE name = $1 AND holder = $2", name, holder)
+	_, err := db.ctl.Exec(ctx, "DELETE FROM mosaic_leases WHERE name = $1 AND holder = $2", name, holder)
 	if err != nil {
 		return fmt.Errorf("postgres: releasing lease %q for %q in %s: %w", name, holder, db.where, err)
 	}
@@ -56,7 +57,7 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 // Lease returns the live holder of the lease called name and its address,
 // with ok false when nobody holds it (never taken, released or expired).
 func (db *DB) Lease(ctx context.Context, name string) (holder, address string, ok bool, err error) {
-	err = db.pool.QueryRow(ctx,
+	err = db.ctl.QueryRow(ctx,
 		"SELECT holder, address FROM mosaic_leases WHERE name = $1 AND expires_at > now()", name).Scan(&holder, &address)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", false, nil

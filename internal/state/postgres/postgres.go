@@ -40,6 +40,12 @@ import (
 // It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	// ctl is a pool of its own for the leader lease and the clock check
+	// (ctlConns connections): whatever queues for pool (a flood of public
+	// lookups, a slow dedup batch), a lease renewal and a clock reading
+	// find a connection at once, so leadership does not flap and the
+	// clock never reads as uncertain for a queue it was not part of.
+	ctl *pgxpool.Pool
 	// where names the server for messages, without credentials.
 	where string
 
@@ -75,6 +81,8 @@ var (
 //   - mosaic_witness_state: a witness's latest cosigned checkpoint per
 //     log (package witnessd), keyed by the SHA-256 of the log's origin,
 //     in witnessd's own encoding (see witness.go).
+//   - mosaic_witness_marker: one row, the witness's marker (whose state
+//     this is, and which store holds it; package witnessd).
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS mosaic_checkpoints (
 		log_id bytea PRIMARY KEY CHECK (length(log_id) = 32),
@@ -109,6 +117,10 @@ var schema = []string{
 		key bytea PRIMARY KEY CHECK (length(key) = 32),
 		state bytea NOT NULL
 	)`,
+	`CREATE TABLE IF NOT EXISTS mosaic_witness_marker (
+		id integer PRIMARY KEY CHECK (id = 1),
+		marker bytea NOT NULL
+	)`,
 }
 
 // schemaLockID is the advisory lock key that serializes schema creation
@@ -130,6 +142,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mosaic"
 	}
 	db := &DB{where: describe(cfg.ConnConfig), logRef: map[[32]byte]int32{}}
+	ctlCfg := cfg.Copy()
+	ctlCfg.MaxConns, ctlCfg.MinConns = ctlConns, 1
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connecting to %s: %w", db.where, err)
@@ -138,12 +152,27 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db.pool.Close()
 		return nil, fmt.Errorf("postgres: connecting to %s: %w (is the server running and the DSN right?)", db.where, err)
 	}
-	if err := db.createSchema(ctx); err != nil {
+	if db.ctl, err = pgxpool.NewWithConfig(ctx, ctlCfg); err != nil {
 		db.pool.Close()
+		return nil, fmt.Errorf("postgres: connecting to %s: %w", db.where, err)
+	}
+	if err := db.createSchema(ctx); err != nil {
+		db.Close()
 		return nil, err
 	}
 	return db, nil
 }
+
+// ctlConns is the size of the lease and clock pool: one for a lease
+// renewal and one for a clock reading at the same moment (every log's
+// elector shares it; each query is one short statement).
+const ctlConns = 2
+
+// PoolSize is the number of connections of the pool that every query but
+// the lease's and the clock's shares (pool_max_conns in the DSN, or
+// pgx's default, max(4, number of CPUs)). Package server sizes the gate
+// of public lookups from it (netlimit.Gate).
+func (db *DB) PoolSize() int { return int(db.pool.Config().MaxConns) }
 
 // describe names the server and database for messages, never the password.
 func describe(c *pgx.ConnConfig) string {
@@ -175,8 +204,13 @@ func (db *DB) createSchema(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close closes the connection pools.
+func (db *DB) Close() {
+	db.pool.Close()
+	if db.ctl != nil {
+		db.ctl.Close()
+	}
+}
 
 // Fetch returns the log's current checkpoint, or an error wrapping
 // lock.ErrLogNotFound.

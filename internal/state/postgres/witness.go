@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,26 @@ func (db *DB) WitnessState(ctx context.Context, key [32]byte) ([]byte, error) {
 		return nil, fmt.Errorf("postgres: reading witness state from %s: %w", db.where, err)
 	}
 	return st, nil
+}
+
+// WitnessStates returns every witness state stored, by key, in one query.
+func (db *DB) WitnessStates(ctx context.Context) (map[[32]byte][]byte, error) {
+	rows, err := db.pool.Query(ctx, "SELECT key, state FROM mosaic_witness_state")
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading witness states from %s: %w", db.where, err)
+	}
+	out := map[[32]byte][]byte{}
+	var key, st []byte
+	_, err = pgx.ForEachRow(rows, []any{&key, &st}, func() error {
+		if len(key) == 32 {
+			out[[32]byte(key)] = bytes.Clone(st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading witness states from %s: %w", db.where, err)
+	}
+	return out, nil
 }
 
 // UpdateWitnessState calls f with the witness state stored under key (nil
@@ -81,4 +102,37 @@ func (db *DB) UpdateWitnessState(ctx context.Context, key [32]byte, f func(cur [
 		}
 		return err
 	}
+}
+
+// WitnessMarker returns the witness marker stored, or nil if there is
+// none.
+func (db *DB) WitnessMarker(ctx context.Context) ([]byte, error) {
+	var m []byte
+	err := db.pool.QueryRow(ctx, "SELECT marker FROM mosaic_witness_marker WHERE id = 1").Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reading the witness marker from %s: %w", db.where, err)
+	}
+	return m, nil
+}
+
+// SetWitnessMarker stores the witness marker, replacing any.
+func (db *DB) SetWitnessMarker(ctx context.Context, marker []byte) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO mosaic_witness_marker (id, marker) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET marker = excluded.marker`, marker)
+	if err != nil {
+		return fmt.Errorf("postgres: writing the witness marker to %s: %w", db.where, err)
+	}
+	return nil
+}
+
+// DeleteWitnessState removes the witness state stored under key, if any
+// (mosaic witness reset).
+func (db *DB) DeleteWitnessState(ctx context.Context, key [32]byte) error {
+	if _, err := db.pool.Exec(ctx, "DELETE FROM mosaic_witness_state WHERE key = $1", key[:]); err != nil {
+		return fmt.Errorf("postgres: deleting witness state in %s: %w", db.where, err)
+	}
+	return nil
 }

@@ -27,6 +27,9 @@ type Proxy struct {
 	wg    sync.WaitGroup
 
 	accepted atomic.Int64 // connections accepted, for Accepted
+
+	// delay is added to every chunk each way (StartDelayProxy).
+	delay time.Duration
 }
 
 // proxyConn is one client connection and its connection to the service.
@@ -73,6 +76,19 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
+	return p
+}
+
+// StartDelayProxy is StartProxy for a service across a network: every
+// chunk is delivered delay after it was read, each way, in order, without
+// holding up the chunks behind it (so the round trip grows by 2×delay and
+// the throughput stays).
+func StartDelayProxy(t testing.TB, target string, delay time.Duration) *Proxy {
+	t.Helper()
+	p := StartProxy(t, target)
+	p.mu.Lock()
+	p.delay = delay
+	p.mu.Unlock()
 	return p
 }
 
@@ -126,12 +142,60 @@ func (p *Proxy) serve(pc *proxyConn) {
 }
 
 // pipe copies from src to dst, holding every chunk while the proxy is
-// frozen, until either side fails or the connection is cut.
+// frozen, until either side fails or the connection is cut. With a delay,
+// a reader goroutine stamps the chunks and this one writes each when due.
 func (p *Proxy) pipe(pc *proxyConn, src, dst net.Conn) {
+	p.mu.Lock()
+	delay := p.delay
+	p.mu.Unlock()
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	var chunks chan chunk
+	if delay > 0 {
+		chunks = make(chan chunk, 1024)
+		go func() {
+			defer close(chunks)
+			for {
+				buf := make([]byte, 32<<10)
+				n, err := src.Read(buf)
+				if n > 0 {
+					select {
+					case chunks <- chunk{buf[:n], time.Now().Add(delay)}:
+					case <-pc.done:
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := src.Read(buf)
-		if n > 0 {
+		var b []byte
+		var err error
+		if chunks != nil {
+			c, ok := <-chunks
+			if !ok {
+				return
+			}
+			if d := time.Until(c.due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-pc.done:
+					return
+				}
+			}
+			b = c.b
+		} else {
+			var n int
+			n, err = src.Read(buf)
+			b = buf[:n]
+		}
+		if len(b) > 0 {
 			p.mu.Lock()
 			gate := p.gate
 			p.mu.Unlock()
@@ -140,7 +204,7 @@ func (p *Proxy) pipe(pc *proxyConn, src, dst net.Conn) {
 			case <-pc.done:
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(b); werr != nil {
 				return
 			}
 		}
