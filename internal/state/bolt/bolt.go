@@ -67,6 +67,10 @@ type DB struct {
 	filters filters
 }
 
+// startMerges: Open starts the background merges of the dedup cache's
+// runs (runs.go); a variable for tests, which then merge when they choose.
+var startMerges = true
+
 // markDamagedJournal, as the value of a log's mark in rebuildingBucket,
 // says that the mark was set because a dedup journal was damaged; the
 // mark of an unfinished rebuild is 1.
@@ -107,13 +111,23 @@ func Open(path string) (*DB, error) {
 	}
 	d := &DB{db: db, recent: recent{max: defaultRecentMax}}
 	if d.id, err = databaseID(db); err == nil {
-		err = d.recover(path)
+		d.filters = filters{prefix: db.Path() + filterSuffix, dbID: d.id, wake: d.wakeCompactor}
+		// Orphaned filter files first (a crash before their run's
+		// commit), then the journals a crash left.
+		if err = d.pruneFilters(); err == nil {
+			err = d.queueLegacyFilters()
+		}
+		if err == nil {
+			err = d.recover(path)
+		}
 	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	d.startCompactor()
+	if startMerges {
+		d.startCompactor()
+	}
 	return d, nil
 }
 
@@ -124,10 +138,33 @@ func (d *DB) Close() error {
 	if rerr := d.closeRecent(); err == nil {
 		err = rerr
 	}
+	d.filters.closeAll()
 	if cerr := d.db.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// queueLegacyFilters queues the runs without a filter file (written by a
+// Mosaic that kept filters in the database) for their filters to be
+// written (filter.go); until then, lookups read those runs themselves.
+func (d *DB) queueLegacyFilters() error {
+	return d.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(runsBucket).ForEachBucket(func(log []byte) error {
+			lb := tx.Bucket(runsBucket).Bucket(log)
+			return lb.ForEachBucket(func(name []byte) error {
+				if len(log) != 32 || len(name) != 16 {
+					return nil
+				}
+				if _, ok := decodeFilterDesc(lb.Bucket(name).Get(filterFileKey)); !ok {
+					d.filters.side.Lock()
+					d.filters.askRepair(runID{log: [32]byte(log), name: [16]byte(name)})
+					d.filters.side.Unlock()
+				}
+				return nil
+			})
+		})
+	})
 }
 
 // Fetch implements lock.Backend.
@@ -386,7 +423,7 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 	if err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
-	if err := d.db.View(d.filters.prune); err != nil {
+	if err := d.pruneFilters(); err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
 	if err := fill(func(rs []dedup.Record) error { return d.putRun(logID, rs) }); err != nil {
@@ -398,7 +435,7 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 	err = d.compactLog(ctx, logID)
 	d.compact.running.Unlock()
 	if err == nil {
-		err = d.db.View(d.filters.prune)
+		err = d.pruneFilters()
 	}
 	if err != nil {
 		return fmt.Errorf("merging the rebuilt runs: %w", err)

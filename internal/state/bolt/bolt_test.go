@@ -483,7 +483,18 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 		slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
 		name := runName(seq, seq+uint64(entries/unit)-1)
 		seq += uint64(entries / unit)
-		err := db.db.Update(func(tx *bbolt.Tx) error {
+		fw, err := db.filters.create(uint64(len(keys)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			fw.add(k.k[:])
+		}
+		desc, err := fw.finish()
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = db.db.Update(func(tx *bbolt.Tx) error {
 			lr, err := tx.Bucket(runsBucket).CreateBucketIfNotExists(id[:])
 			if err != nil {
 				return err
@@ -492,11 +503,7 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 			if err != nil {
 				return err
 			}
-			f := newFilter(len(keys))
-			for _, k := range keys {
-				f.add(k.k[:])
-			}
-			if err := rb.Put(filterKey, f.encode()); err != nil {
+			if err := rb.Put(filterFileKey, desc.encode()); err != nil {
 				return err
 			}
 			return rb.Put(levelKey, []byte{sizeClass(uint64(entries))})
@@ -504,6 +511,7 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 		if err != nil {
 			b.Fatal(err)
 		}
+		db.filters.done(desc.id)
 		var rec [keyRecordSize]byte
 		for _, k := range []recordKind{hashKind, keyKind} {
 			count := len(keys)
