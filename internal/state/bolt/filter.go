@@ -674,6 +674,24 @@ func (w *filterWriter) abort() {
 // syncDir fsyncs the directory of the filter files.
 func (fs *filters) syncDir() error { return fsync.Dir(filepath.Dir(fs.prefix)) }
 
+// RemoveFilterFiles deletes the dedup filter files of the database file
+// at path (mosaic.db.filter.*), for a database file that is discarded or
+// renamed: the files are named after the file, and a database at another
+// path writes its filters anew (see filters).
+func RemoveFilterFiles(path string) error {
+	fs := filters{prefix: path + filterSuffix}
+	files, err := fs.listFiles()
+	if err != nil {
+		return err
+	}
+	for _, p := range files {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // FilterBytes returns the size of the dedup cache's mapped filter files,
 // about 1.25 bytes per entry: not heap, but page cache the kernel keeps
 // in memory while lookups use it (and counts in the RSS), and reclaims

@@ -533,3 +533,33 @@ func TestBackupOpensWithoutFilters(t *testing.T) {
 	compactNow(t, c)
 	usable(t, c, id, 1200)
 }
+
+// TestRemoveFilterFiles: the filter files of a database file are deleted,
+// and another's beside it are not.
+func TestRemoveFilterFiles(t *testing.T) {
+	dir := t.TempDir()
+	id := sha256.Sum256([]byte("log"))
+	a := fourRuns(t, filepath.Join(dir, "a.db"), id, 10)
+	closeT(t, a)
+	b := fourRuns(t, filepath.Join(dir, "a.db.b"), id, 10)
+	closeT(t, b)
+	count := func(path string) int {
+		files, err := (&filters{prefix: path + filterSuffix}).listFiles()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(files)
+	}
+	if count(filepath.Join(dir, "a.db")) == 0 || count(filepath.Join(dir, "a.db.b")) == 0 {
+		t.Fatal("no filter files to delete")
+	}
+	if err := RemoveFilterFiles(filepath.Join(dir, "a.db")); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(filepath.Join(dir, "a.db")); n != 0 {
+		t.Fatalf("%d filter files left", n)
+	}
+	if count(filepath.Join(dir, "a.db.b")) == 0 {
+		t.Fatal("another database's filter files were deleted")
+	}
+}
