@@ -745,3 +745,63 @@ func BenchmarkRebuild(b *testing.B) {
 		})
 	}
 }
+
+// TestFreelistTypesShareTheFile: a database whose free pages were last
+// written by bbolt's array freelist (Mosaic before issue 36 §4) opens with
+// the hash map one, keeps every record, and stays consistent for both.
+func TestFreelistTypesShareTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := fourRuns(t, path, id, 200)
+	closeT(t, db)
+	check := func(typ bbolt.FreelistType, change bool) {
+		t.Helper()
+		raw, err := bbolt.Open(path, 0o600, &bbolt.Options{FreelistType: typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if change { // free pages, so that the freelist holds some
+			err := raw.Update(func(tx *bbolt.Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte("scratch"))
+				if err != nil {
+					return err
+				}
+				for i := range 2000 {
+					if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), make([]byte, 100)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err == nil {
+				err = raw.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("scratch")) })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := raw.Stats(); s.FreePageN+s.PendingPageN == 0 {
+				t.Fatal("no free pages")
+			}
+		}
+		err = raw.View(func(tx *bbolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("freelist %s: %v", typ, err)
+		}
+	}
+	check(bbolt.FreelistArrayType, true)
+	db = open(t, path)
+	checkRange(t, db, id, 0, 800, true)
+	putRange(t, db, id, 800, 900)
+	closeT(t, db)
+	check(bbolt.FreelistArrayType, false)
+	check(bbolt.FreelistMapType, true)
+	db = open(t, path)
+	defer closeT(t, db)
+	checkRange(t, db, id, 0, 900, true)
+}

@@ -73,7 +73,10 @@ import (
 // after the check, while the kernel has it out of memory, could hide a
 // key; a lookup then misses a record and the entry may be logged again,
 // which CT allows (docs/ARCHITECTURE.md, "Duplicates keep their index"),
-// never given a wrong index.
+// never given a wrong index. The directory is the database's, as trusted
+// as its file: whoever can write it can alter the database itself, and a
+// filter file cut short while mapped faults the process (SIGBUS), as
+// bbolt's own mapped file would.
 
 const (
 	filterBitsPerKey = 10

@@ -35,22 +35,26 @@ import (
 // log, sequentially and a block at a time, up to maxLevel, whose runs are
 // not merged further (a log of a billion entries has four to fifteen of
 // them). A lookup reads each run's filter and the one block of each run
-// the filter lets through; the filters live in memory (filter.go).
+// the filter lets through; the filters are files of their own, mapped
+// into memory (filter.go).
 //
 // Layout, per log (runsBucket/logID/name):
 //   - name is 16 bytes, the first and the last journal sequence number
 //     whose records the run holds, big-endian, so that a log's runs are
 //     listed oldest first, and a run's name says which journals it covers;
 //   - in the run's bucket, levelKey holds its level (one byte) and
-//     filterKey the filter of its dedup keys (filter.go); 'k' and the last
+//     filterFileKey the descriptor of its dedup keys' filter file
+//     (filter.go; a Mosaic before filter files kept the filter itself
+//     under legacyFilterKey); 'k' and the last
 //     key of a block hold a block of dedup records (key, then
 //     dedup.EncodeValue), and 'h' and the last leaf hash key of a block a
 //     block of leaf hash index records (dedup.HashIndexKeySize bytes, then
 //     the index, 8 bytes big-endian). A block's name is its last key, so
 //     that Seek finds the one block that may hold a key. Each block ends
-//     with the CRC-32C of its name and records, as the filter ends with
-//     its own: bbolt checks neither, and a damaged value must be an error,
-//     never a wrong index (which the log would sign) or a missed record.
+//     with the CRC-32C of its name and records (as a filter file ends with
+//     its own): bbolt does not check it, and a damaged value must be an
+//     error, never a wrong index (which the log would sign) or a missed
+//     record.
 //
 // Lookups take the first value recorded, as before: the B-trees (written
 // by Mosaic before runs) first, then the runs oldest first.
@@ -349,10 +353,9 @@ var runBase uint64 = 1 << 10
 
 // maxLevel is the level of the largest runs, which are not merged
 // further: from 1,024·4⁸ ≈ 67 million keys. Merging four runs of the level
-// below makes at most 268 million keys, whose filter (335 MB) is one bbolt
-// value, far below its limit of 2 GB, and which the merge holds in memory
-// with its encoding. A log of a billion entries ends with four to fifteen
-// of them.
+// below makes at most 268 million keys, whose filter file (335 MB) the
+// merge writes as it goes, holding one block of it. A log of a billion
+// entries ends with four to fifteen of them.
 const maxLevel = 8
 
 // sizeClass returns the level of a run of n keys.
