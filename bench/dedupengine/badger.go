@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 
 	"github.com/dgraph-io/badger/v4"
@@ -34,20 +35,26 @@ func openBadger(dir string) (engine, error) {
 func (e badgerEngine) Put(ctx context.Context, records []dedup.Record) error {
 	return e.db.Update(func(txn *badger.Txn) error {
 		for _, r := range records {
-			k := dbKey(r.Key)
-			_, err := txn.Get(k)
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, badger.ErrKeyNotFound) {
+			if err := setNew(txn, dbKey(r.Key), dedup.EncodeValue(r.Value)); err != nil {
 				return err
 			}
-			if err := txn.Set(k, dedup.EncodeValue(r.Value)); err != nil {
-				return err
+			if r.LeafHash != ([32]byte{}) {
+				if err := setNew(txn, hashKey(r.LeafHash), binary.BigEndian.AppendUint64(nil, r.Value.Index)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
+}
+
+// setNew sets k to v unless k is there already.
+func setNew(txn *badger.Txn, k, v []byte) error {
+	_, err := txn.Get(k)
+	if err == nil || !errors.Is(err, badger.ErrKeyNotFound) {
+		return err
+	}
+	return txn.Set(k, v)
 }
 
 func (e badgerEngine) Get(ctx context.Context, k dedup.Key) (dedup.Value, bool, error) {
@@ -69,6 +76,28 @@ func (e badgerEngine) Get(ctx context.Context, k dedup.Key) (dedup.Value, bool, 
 		})
 	})
 	return v, ok, err
+}
+
+func (e badgerEngine) LeafIndex(ctx context.Context, h [32]byte) (uint64, bool, error) {
+	var idx uint64
+	var ok bool
+	err := e.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(hashKey(h))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(raw []byte) error {
+			if len(raw) != 8 {
+				return errors.New("an index of the wrong size")
+			}
+			idx, ok = binary.BigEndian.Uint64(raw), true
+			return nil
+		})
+	})
+	return idx, ok, err
 }
 
 func (e badgerEngine) Close() error { return e.db.Close() }

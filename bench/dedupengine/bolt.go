@@ -27,4 +27,8 @@ func (e boltEngine) Get(ctx context.Context, k dedup.Key) (dedup.Value, bool, er
 	return e.db.Get(ctx, logID, k)
 }
 
+func (e boltEngine) LeafIndex(ctx context.Context, h [32]byte) (uint64, bool, error) {
+	return e.db.LeafIndex(ctx, logID, h)
+}
+
 func (e boltEngine) Close() error { return e.db.Close() }

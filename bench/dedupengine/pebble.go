@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 
@@ -46,12 +47,26 @@ func dbKey(k dedup.Key) []byte {
 	return append(b, k[:]...)
 }
 
+// hashKey is where a leaf hash's index is kept: "h", the log ID and the
+// hash's first dedup.HashIndexKeySize bytes, as Mosaic's index keeps it.
+func hashKey(h [32]byte) []byte {
+	b := make([]byte, 0, 1+32+dedup.HashIndexKeySize)
+	b = append(b, 'h')
+	b = append(b, logID[:]...)
+	return append(b, h[:dedup.HashIndexKeySize]...)
+}
+
 func (e pebbleEngine) Put(ctx context.Context, records []dedup.Record) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	for _, r := range records {
 		if err := b.Merge(dbKey(r.Key), dedup.EncodeValue(r.Value), nil); err != nil {
 			return err
+		}
+		if r.LeafHash != ([32]byte{}) {
+			if err := b.Merge(hashKey(r.LeafHash), binary.BigEndian.AppendUint64(nil, r.Value.Index), nil); err != nil {
+				return err
+			}
 		}
 	}
 	return b.Commit(pebble.Sync)
@@ -71,6 +86,21 @@ func (e pebbleEngine) Get(ctx context.Context, k dedup.Key) (dedup.Value, bool, 
 		return v, false, errors.New("a record of the wrong size")
 	}
 	return v, true, nil
+}
+
+func (e pebbleEngine) LeafIndex(ctx context.Context, h [32]byte) (uint64, bool, error) {
+	raw, closer, err := e.db.Get(hashKey(h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	if len(raw) != 8 {
+		return 0, false, errors.New("an index of the wrong size")
+	}
+	return binary.BigEndian.Uint64(raw), true, nil
 }
 
 func (e pebbleEngine) Close() error { return e.db.Close() }

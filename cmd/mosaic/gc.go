@@ -55,10 +55,6 @@ func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 // where the process's live data needs it, checking every interval until
 // ctx is done:
 //
-//   - Raised by the embedded databases' dedup filters (filters returns
-//     their bytes): live heap that grows with the logs, about 1.25 bytes
-//     per entry (internal/state/bolt, filter.go), 125 MB at 10⁸ entries. The
-//     base stays room for everything else.
 //   - Never below liveFloor of the live heap and goroutine stacks (live
 //     returns them, liveBytes in production): connections are live data
 //     too, and a TLS connection holds about 35 KB of it (its record
@@ -79,29 +75,27 @@ func limitMemory(c *config.Config, logger *slog.Logger) int64 {
 //     harder) rather than have it killed for lack of memory. The
 //     connection caps (limits.max_connections) bound the live data itself.
 //
-// An explicit limits.memory_mb is the operator's to size and is not
-// raised (nor is GOMEMLIMIT).
-func followMemory(ctx context.Context, base, ceiling int64, filters, live func() int64, interval time.Duration, logger *slog.Logger) {
+// The embedded database's dedup filters are not heap (they are files
+// mapped into memory, internal/state/bolt, filter.go), so they do not
+// raise it. An explicit limits.memory_mb is the operator's to size and is
+// not raised (nor is GOMEMLIMIT).
+func followMemory(ctx context.Context, base, ceiling int64, live func() int64, interval time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	set, loggedFilters, raised, capped := base, int64(0), false, false
+	set, raised, capped := base, false, false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		f, l := filters(), live()
-		want := memoryLimit(base, ceiling, f, l)
+		l := live()
+		want := memoryLimit(base, ceiling, l)
 		if want != set {
 			debug.SetMemoryLimit(want)
 			set = want
 		}
-		if mb := roundMiB(f) >> 20; mb != loggedFilters {
-			loggedFilters = mb
-			logger.Info("memory limit", "soft_limit_mb", want>>20, "dedup_filters_mb", mb)
-		}
-		if r := want > base+roundMiB(f); r != raised {
+		if r := want > base; r != raised {
 			raised = r
 			logger.Info("memory limit", "soft_limit_mb", want>>20, "raised_for_live_data", r, "live_heap_and_stacks_mb", l>>20)
 		}
@@ -117,16 +111,15 @@ func followMemory(ctx context.Context, base, ceiling int64, filters, live func()
 }
 
 // memoryLimit returns the soft memory limit for the base limit, the
-// ceiling on the floor (0: none), the dedup filters' bytes and the live
-// heap and stacks' bytes: base plus the filters, or liveFloor(live) capped
-// at the ceiling if that is more, in whole MiB so that the limit does not
-// change with every byte.
-func memoryLimit(base, ceiling, filters, live int64) int64 {
+// ceiling on the floor (0: none) and the live heap and stacks' bytes:
+// base, or liveFloor(live) capped at the ceiling if that is more, in
+// whole MiB so that the limit does not change with every byte.
+func memoryLimit(base, ceiling, live int64) int64 {
 	floor := roundMiB(liveFloor(live))
 	if ceiling > 0 {
 		floor = min(floor, ceiling>>20<<20)
 	}
-	return max(base+roundMiB(filters), floor)
+	return max(base, floor)
 }
 
 // liveFloor returns the least soft memory limit for live bytes of live

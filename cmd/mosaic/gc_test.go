@@ -13,20 +13,20 @@ import (
 	"time"
 )
 
-// TestFollowMemory: the soft memory limit follows the dedup filters up
-// and down, in whole MiB above the base, and rises above base + filters
-// only while the live heap and stacks need it, falling back after.
+// TestFollowMemory: the soft memory limit rises above the base only
+// while the live heap and stacks need it, in whole MiB, up to the
+// ceiling, and falls back after.
 func TestFollowMemory(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prev)
 	const base = 100 << 20
 	debug.SetMemoryLimit(base)
-	var filters, live atomic.Int64
+	var live atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		followMemory(ctx, base, 400<<20, filters.Load, live.Load, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		followMemory(ctx, base, 400<<20, live.Load, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	waitLimit := func(want int64) {
 		t.Helper()
@@ -38,12 +38,7 @@ func TestFollowMemory(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	filters.Store(3<<20 + 1)
-	waitLimit(base + 4<<20)
-	filters.Store(1 << 20)
-	waitLimit(base + 1<<20)
-	live.Store(40 << 20) // floor 90 MiB: below base + filters
-	filters.Store(0)
+	live.Store(40 << 20) // floor 90 MiB: below the base
 	waitLimit(base)
 	live.Store(150 << 20) // 5,000 TLS connections' worth, about
 	waitLimit(338 << 20)
@@ -55,25 +50,23 @@ func TestFollowMemory(t *testing.T) {
 	<-done
 }
 
-// TestMemoryLimit: the limit is base + filters rounded up to whole MiB,
-// or 2.25 times the live heap and stacks when that is more, but that
-// floor no higher than the ceiling (which never lowers base + filters).
+// TestMemoryLimit: the limit is the base, or 2.25 times the live heap and
+// stacks rounded up to whole MiB when that is more, but that floor no
+// higher than the ceiling (which never lowers the base).
 func TestMemoryLimit(t *testing.T) {
 	const mib = 1 << 20
-	for _, c := range []struct{ base, ceiling, filters, live, want int64 }{
-		{192 * mib, 0, 0, 0, 192 * mib},
-		{192 * mib, 0, 1, 0, 193 * mib},
-		{192 * mib, 0, 120 * mib, 100 * mib, 312 * mib},
-		{192 * mib, 0, 0, 85 * mib, 192 * mib},                   // 191.25 MiB: below the base
-		{192 * mib, 0, 0, 86 * mib, 194 * mib},                   // 193.5 MiB, rounded up
-		{192 * mib, 0, 10 * mib, 180 * mib, 405 * mib},           // the live data decides
-		{192 * mib, 300*mib + 5, 10 * mib, 180 * mib, 300 * mib}, // up to the ceiling (in whole MiB)
-		{192 * mib, 1000 * mib, 10 * mib, 180 * mib, 405 * mib},  // a ceiling above the floor
-		{192 * mib, 100 * mib, 10 * mib, 180 * mib, 202 * mib},   // the ceiling never lowers base + filters
-		{192 * mib, 18 << 30, 0, 40 << 30, 18 << 30},             // 40 GiB of connections on a 24 GiB machine
+	for _, c := range []struct{ base, ceiling, live, want int64 }{
+		{192 * mib, 0, 0, 192 * mib},
+		{192 * mib, 0, 85 * mib, 192 * mib},            // 191.25 MiB: below the base
+		{192 * mib, 0, 86 * mib, 194 * mib},            // 193.5 MiB, rounded up
+		{192 * mib, 0, 180 * mib, 405 * mib},           // the live data decides
+		{192 * mib, 300*mib + 5, 180 * mib, 300 * mib}, // up to the ceiling (in whole MiB)
+		{192 * mib, 1000 * mib, 180 * mib, 405 * mib},  // a ceiling above the floor
+		{192 * mib, 100 * mib, 180 * mib, 192 * mib},   // the ceiling never lowers the base
+		{192 * mib, 18 << 30, 40 << 30, 18 << 30},      // 40 GiB of connections on a 24 GiB machine
 	} {
-		if got := memoryLimit(c.base, c.ceiling, c.filters, c.live); got != c.want {
-			t.Errorf("memoryLimit(%d, %d, %d, %d MiB) = %d MiB, want %d", c.base/mib, c.ceiling/mib, c.filters, c.live/mib, got/mib, c.want/mib)
+		if got := memoryLimit(c.base, c.ceiling, c.live); got != c.want {
+			t.Errorf("memoryLimit(%d, %d, %d MiB) = %d MiB, want %d", c.base/mib, c.ceiling/mib, c.live/mib, got/mib, c.want/mib)
 		}
 	}
 }

@@ -131,7 +131,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	if memLimit != 0 && c.Limits.MemoryMB == 0 {
-		go followMemory(ctx, memLimit, memoryCeiling(), srv.DedupFilterBytes, liveBytes, time.Second, logger)
+		go followMemory(ctx, memLimit, memoryCeiling(), liveBytes, time.Second, logger)
 	}
 	if lns == nil {
 		if lns, err = server.Listen(c); err != nil {

@@ -378,6 +378,9 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	if err != nil {
 		return nil, err
 	}
+	// Filter files the candidate writes are named after its temporary
+	// name: the restored database writes its own (bolt, filter.go).
+	defer bolt.RemoveFilterFiles(tmp)
 	b := newBackends()
 	b.bolt[db.path] = cand
 	err = func() error {

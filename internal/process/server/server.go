@@ -447,7 +447,7 @@ func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_dedup_filter_bytes",
-			Help: "Memory the embedded database's dedup filters take (about 1.25 bytes per entry; the default soft memory limit grows by it).",
+			Help: "Size of the embedded database's dedup filter files mapped into memory (about 1.25 bytes per entry): page cache the kernel keeps while lookups use it and reclaims under pressure, not heap.",
 		}, func() float64 { return float64(s.DedupFilterBytes()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mosaic_dedup_merge_failures_total",
@@ -467,8 +467,8 @@ func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// DedupFilterBytes returns the memory the embedded databases' dedup
-// filters take (bolt.DB.FilterBytes).
+// DedupFilterBytes returns the size of the embedded databases' mapped
+// dedup filter files (bolt.DB.FilterBytes).
 func (s *Server) DedupFilterBytes() int64 {
 	var n int64
 	for _, db := range s.b.bolt {

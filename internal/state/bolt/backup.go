@@ -29,7 +29,14 @@ func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 		}
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db}
+	id, err := readDatabaseID(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening database %s: %w", path, err)
+	}
+	d.filters = filters{prefix: db.Path() + filterSuffix, dbID: id, readOnly: true}
+	return d, nil
 }
 
 // WriteBackup writes a consistent copy of the whole database to w: its

@@ -483,7 +483,18 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 		slices.SortFunc(hashes, func(a, b hv) int { return bytes.Compare(a.h[:], b.h[:]) })
 		name := runName(seq, seq+uint64(entries/unit)-1)
 		seq += uint64(entries / unit)
-		err := db.db.Update(func(tx *bbolt.Tx) error {
+		fw, err := db.filters.create(uint64(len(keys)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			fw.add(k.k[:])
+		}
+		desc, err := fw.finish()
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = db.db.Update(func(tx *bbolt.Tx) error {
 			lr, err := tx.Bucket(runsBucket).CreateBucketIfNotExists(id[:])
 			if err != nil {
 				return err
@@ -492,11 +503,7 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 			if err != nil {
 				return err
 			}
-			f := newFilter(len(keys))
-			for _, k := range keys {
-				f.add(k.k[:])
-			}
-			if err := rb.Put(filterKey, f.encode()); err != nil {
+			if err := rb.Put(filterFileKey, desc.encode()); err != nil {
 				return err
 			}
 			return rb.Put(levelKey, []byte{sizeClass(uint64(entries))})
@@ -504,6 +511,7 @@ func seedRuns(b *testing.B, db *DB, id [32]byte, size int, hashIndex bool, recor
 		if err != nil {
 			b.Fatal(err)
 		}
+		db.filters.done(desc.id)
 		var rec [keyRecordSize]byte
 		for _, k := range []recordKind{hashKind, keyKind} {
 			count := len(keys)
@@ -736,4 +744,64 @@ func BenchmarkRebuild(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*size)/1000, "cpu-µs/entry")
 		})
 	}
+}
+
+// TestFreelistTypesShareTheFile: a database whose free pages were last
+// written by bbolt's array freelist (Mosaic before issue 36 §4) opens with
+// the hash map one, keeps every record, and stays consistent for both.
+func TestFreelistTypesShareTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	id := sha256.Sum256([]byte("log"))
+	db := fourRuns(t, path, id, 200)
+	closeT(t, db)
+	check := func(typ bbolt.FreelistType, change bool) {
+		t.Helper()
+		raw, err := bbolt.Open(path, 0o600, &bbolt.Options{FreelistType: typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if change { // free pages, so that the freelist holds some
+			err := raw.Update(func(tx *bbolt.Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte("scratch"))
+				if err != nil {
+					return err
+				}
+				for i := range 2000 {
+					if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), make([]byte, 100)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err == nil {
+				err = raw.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("scratch")) })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := raw.Stats(); s.FreePageN+s.PendingPageN == 0 {
+				t.Fatal("no free pages")
+			}
+		}
+		err = raw.View(func(tx *bbolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("freelist %s: %v", typ, err)
+		}
+	}
+	check(bbolt.FreelistArrayType, true)
+	db = open(t, path)
+	checkRange(t, db, id, 0, 800, true)
+	putRange(t, db, id, 800, 900)
+	closeT(t, db)
+	check(bbolt.FreelistArrayType, false)
+	check(bbolt.FreelistMapType, true)
+	db = open(t, path)
+	defer closeT(t, db)
+	checkRange(t, db, id, 0, 900, true)
 }

@@ -258,6 +258,19 @@ func databaseID(db *bbolt.DB) ([16]byte, error) {
 	return id, err
 }
 
+// readDatabaseID returns the database's random ID, or zeros if it has
+// none (a database of an older Mosaic, opened read-only).
+func readDatabaseID(db *bbolt.DB) ([16]byte, error) {
+	var id [16]byte
+	err := db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(metaBucket); b != nil {
+			copy(id[:], b.Get(idKey))
+		}
+		return nil
+	})
+	return id, err
+}
+
 // recover writes the journal files a previous process left (after a
 // crash) as runs and deletes them, and then starts a new journal.
 func (d *DB) recover(path string) error {
@@ -720,17 +733,27 @@ type hv struct {
 }
 
 // merge writes t's records as a run per log (runs.go), in one
-// transaction, and wakes the merging of runs.
+// transaction, each with its filter file, fsynced with its directory
+// before the commit, and wakes the merging of runs.
 func (d *DB) merge(t *tier) error {
-	written := map[[32]byte]*filter{}
+	type written struct {
+		fw   *filterWriter
+		desc filterDesc
+	}
+	files := make(map[[32]byte]written)
 	err := d.db.Update(func(tx *bbolt.Tx) error {
 		for logID, lt := range t.logs {
-			f, err := writeRun(tx, logID, t.seq, lt)
+			fw, desc, err := d.writeRun(tx, logID, t.seq, lt)
 			if err != nil {
 				return err
 			}
-			if f != nil {
-				written[logID] = f
+			if fw != nil {
+				files[logID] = written{fw, desc}
+			}
+		}
+		if len(files) > 0 {
+			if err := d.filters.syncDir(); err != nil {
+				return err
 			}
 		}
 		meta := tx.Bucket(metaBucket)
@@ -739,10 +762,15 @@ func (d *DB) merge(t *tier) error {
 		}
 		return meta.Put(lastSeqKey, binary.BigEndian.AppendUint64(nil, t.seq))
 	})
-	if err == nil {
-		for logID, f := range written {
-			d.filters.put(logID, runName(t.seq, t.seq), f)
+	for logID, w := range files {
+		if err != nil {
+			w.fw.abort()
+			continue
 		}
+		d.filters.install(logID, runName(t.seq, t.seq), w.desc)
+		d.filters.done(w.desc.id)
+	}
+	if err == nil {
 		d.wakeCompactor()
 	}
 	return err

@@ -56,6 +56,7 @@ func crash(t *testing.T, db *DB) {
 	r.journal.Close()
 	r.journal = nil
 	r.put.Unlock()
+	db.filters.closeAll() // the mappings go with the process
 	if err := db.db.Close(); err != nil {
 		t.Fatal(err)
 	}

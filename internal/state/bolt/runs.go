@@ -35,22 +35,26 @@ import (
 // log, sequentially and a block at a time, up to maxLevel, whose runs are
 // not merged further (a log of a billion entries has four to fifteen of
 // them). A lookup reads each run's filter and the one block of each run
-// the filter lets through; the filters live in memory (filter.go).
+// the filter lets through; the filters are files of their own, mapped
+// into memory (filter.go).
 //
 // Layout, per log (runsBucket/logID/name):
 //   - name is 16 bytes, the first and the last journal sequence number
 //     whose records the run holds, big-endian, so that a log's runs are
 //     listed oldest first, and a run's name says which journals it covers;
 //   - in the run's bucket, levelKey holds its level (one byte) and
-//     filterKey the filter of its dedup keys (filter.go); 'k' and the last
+//     filterFileKey the descriptor of its dedup keys' filter file
+//     (filter.go; a Mosaic before filter files kept the filter itself
+//     under legacyFilterKey); 'k' and the last
 //     key of a block hold a block of dedup records (key, then
 //     dedup.EncodeValue), and 'h' and the last leaf hash key of a block a
 //     block of leaf hash index records (dedup.HashIndexKeySize bytes, then
 //     the index, 8 bytes big-endian). A block's name is its last key, so
 //     that Seek finds the one block that may hold a key. Each block ends
-//     with the CRC-32C of its name and records, as the filter ends with
-//     its own: bbolt checks neither, and a damaged value must be an error,
-//     never a wrong index (which the log would sign) or a missed record.
+//     with the CRC-32C of its name and records (as a filter file ends with
+//     its own): bbolt does not check it, and a damaged value must be an
+//     error, never a wrong index (which the log would sign) or a missed
+//     record.
 //
 // Lookups take the first value recorded, as before: the B-trees (written
 // by Mosaic before runs) first, then the runs oldest first.
@@ -178,7 +182,7 @@ func blockCRC(name, records []byte) uint32 {
 
 // findInRuns returns the record of kind k whose key is key in the oldest
 // of the log's runs that holds one, or nil. Dedup keys are looked up only
-// in the runs whose filter they pass.
+// in the runs whose filter they pass, or whose filter is not mapped (yet).
 func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) ([]byte, error) {
 	runs := tx.Bucket(runsBucket)
 	if runs == nil { // a database of an older Mosaic, opened read-only
@@ -187,6 +191,11 @@ func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) 
 	lr := runs.Bucket(logID[:])
 	if lr == nil {
 		return nil, nil
+	}
+	if k.prefix == keyPrefix {
+		// The filters are used under this lock: none is unmapped meanwhile.
+		d.filters.mu.RLock()
+		defer d.filters.mu.RUnlock()
 	}
 	c := lr.Cursor()
 	for name, v := c.First(); name != nil; name, v = c.Next() {
@@ -198,11 +207,7 @@ func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) 
 		}
 		rb := lr.Bucket(name)
 		if k.prefix == keyPrefix {
-			f, err := d.filters.get(logID, name, rb)
-			if err != nil {
-				return nil, fmt.Errorf("the filter of dedup run %x of log %x is %w; mosaic cache rebuild rebuilds the log's cache from its data tiles", name, logID, err)
-			}
-			if !f.mayContain(key) {
+			if f := d.filters.lookup(logID, name, rb); f != nil && !f.mayContain(key) {
 				continue
 			}
 		}
@@ -246,38 +251,53 @@ func (w *blockWriter) flush(rb *bbolt.Bucket) error {
 }
 
 // writeRun writes the log's records of t (a frozen tier, from journal
-// seq) as a run in tx, and returns its filter, unless the log's
-// runs already cover seq (the journal was replayed after a crash that
+// seq) as a run in tx, with its filter file, and returns the filter's
+// writer (finished: the caller fsyncs the directory before the commit,
+// and then installs the filter, or aborts it), unless the log's runs
+// already cover seq (the journal was replayed after a crash that
 // followed the run's commit): then it writes nothing and returns nil.
-func writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filter, error) {
+func (d *DB) writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filterWriter, filterDesc, error) {
 	lr, err := tx.Bucket(runsBucket).CreateBucketIfNotExists(logID[:])
 	if err != nil {
-		return nil, err
+		return nil, filterDesc{}, err
 	}
 	c := lr.Cursor()
 	for name, v := c.First(); name != nil; name, v = c.Next() {
 		if first, last, ok := runRange(name); ok && v == nil && first <= seq && seq <= last {
-			return nil, nil
+			return nil, filterDesc{}, nil
 		}
 	}
 	rb, err := lr.CreateBucket(runName(seq, seq))
 	if err != nil {
-		return nil, err
+		return nil, filterDesc{}, err
 	}
 	rb.FillPercent = 1
 	if err := rb.Put(levelKey, []byte{sizeClass(uint64(len(lt.keys)))}); err != nil {
-		return nil, err
+		return nil, filterDesc{}, err
 	}
-	f := newFilter(len(lt.keys))
 	keys := make([]kv, 0, len(lt.keys))
 	for k, v := range lt.keys {
 		keys = append(keys, kv{k, v})
-		f.add(k[:])
-	}
-	if err := rb.Put(filterKey, f.encode()); err != nil {
-		return nil, err
 	}
 	slices.SortFunc(keys, func(a, b kv) int { return bytes.Compare(a.k[:], b.k[:]) })
+	fw, err := d.filters.create(uint64(len(keys)))
+	if err != nil {
+		return nil, filterDesc{}, err
+	}
+	desc, err := func() (filterDesc, error) {
+		for _, r := range keys {
+			fw.add(r.k[:])
+		}
+		desc, err := fw.finish()
+		if err != nil {
+			return desc, err
+		}
+		return desc, rb.Put(filterFileKey, desc.encode())
+	}()
+	if err != nil {
+		fw.abort()
+		return nil, filterDesc{}, err
+	}
 	hashes := make([]hv, 0, len(lt.hashes))
 	for h, idx := range lt.hashes {
 		hashes = append(hashes, hv{h, idx})
@@ -287,26 +307,33 @@ func writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*filter, e
 	// appended in the order of their names.
 	hw := blockWriter{k: hashKind}
 	var rec [keyRecordSize]byte
-	for _, h := range hashes {
-		copy(rec[:], h.h[:])
-		binary.BigEndian.PutUint64(rec[dedup.HashIndexKeySize:], h.idx)
-		if err := hw.add(rb, rec[:hashRecordSize]); err != nil {
-			return nil, err
+	err = func() error {
+		for _, h := range hashes {
+			copy(rec[:], h.h[:])
+			binary.BigEndian.PutUint64(rec[dedup.HashIndexKeySize:], h.idx)
+			if err := hw.add(rb, rec[:hashRecordSize]); err != nil {
+				return err
+			}
 		}
-	}
-	if err := hw.flush(rb); err != nil {
-		return nil, err
-	}
-	kw := blockWriter{k: keyKind}
-	for _, r := range keys {
-		copy(rec[:], r.k[:])
-		binary.BigEndian.PutUint64(rec[32:], r.v.Index)
-		binary.BigEndian.PutUint64(rec[40:], r.v.Timestamp)
-		if err := kw.add(rb, rec[:]); err != nil {
-			return nil, err
+		if err := hw.flush(rb); err != nil {
+			return err
 		}
+		kw := blockWriter{k: keyKind}
+		for _, r := range keys {
+			copy(rec[:], r.k[:])
+			binary.BigEndian.PutUint64(rec[32:], r.v.Index)
+			binary.BigEndian.PutUint64(rec[40:], r.v.Timestamp)
+			if err := kw.add(rb, rec[:]); err != nil {
+				return err
+			}
+		}
+		return kw.flush(rb)
+	}()
+	if err != nil {
+		fw.abort()
+		return nil, filterDesc{}, err
 	}
-	return f, kw.flush(rb)
+	return fw, desc, nil
 }
 
 // A run as the merge planner sees it.
@@ -326,10 +353,9 @@ var runBase uint64 = 1 << 10
 
 // maxLevel is the level of the largest runs, which are not merged
 // further: from 1,024·4⁸ ≈ 67 million keys. Merging four runs of the level
-// below makes at most 268 million keys, whose filter (335 MB) is one bbolt
-// value, far below its limit of 2 GB, and which the merge holds in memory
-// with its encoding. A log of a billion entries ends with four to fifteen
-// of them.
+// below makes at most 268 million keys, whose filter file (335 MB) the
+// merge writes as it goes, holding one block of it. A log of a billion
+// entries ends with four to fifteen of them.
 const maxLevel = 8
 
 // sizeClass returns the level of a run of n keys.
@@ -505,14 +531,20 @@ func (d *DB) compactAll(ctx context.Context) error {
 	}
 	var first error
 	for _, logID := range logs {
-		if err := d.compactLog(ctx, logID); err != nil {
+		// Repairs first: until its filter is back, every lookup reads
+		// the run itself.
+		err := d.repairFilters(ctx, logID)
+		if err == nil {
+			err = d.compactLog(ctx, logID)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
 			first = cmp.Or(first, err)
 		}
 	}
-	if err := d.db.View(d.filters.prune); err != nil {
+	if err := d.pruneFilters(); err != nil {
 		return cmp.Or(first, err)
 	}
 	return first
@@ -556,18 +588,16 @@ func (d *DB) update(fn func(*bbolt.Tx) error) error {
 
 // mergeRuns merges a log's consecutive runs in into one run of the next
 // level, which takes their place.
-func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error {
+func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err error) {
 	first, _, _ := runRange(in[0].name)
 	_, last, _ := runRange(in[len(in)-1].name)
 	out := runName(first, last)
 	// The output's filter, sized for the inputs' keys (of which
-	// duplicates are dropped), is built as its keys are written, and
-	// counts them for its level.
-	var f *filter
-	var keys uint64
-	err := d.update(func(tx *bbolt.Tx) error {
+	// duplicates are dropped), is written to its file as its keys are
+	// written, in order, and counts them for its level.
+	var n uint64
+	err = d.update(func(tx *bbolt.Tx) error {
 		lr := tx.Bucket(runsBucket).Bucket(logID[:])
-		n := uint64(0)
 		for _, r := range in {
 			var rb *bbolt.Bucket
 			if lr != nil {
@@ -576,13 +606,12 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 			if rb == nil {
 				return errInputsGone
 			}
-			c, err := filterCount(rb.Get(filterKey))
+			c, err := runKeys(rb)
 			if err != nil {
-				return fmt.Errorf("the filter of dedup run %x is %w", r.name, err)
+				return fmt.Errorf("dedup run %x %w", r.name, err)
 			}
 			n += c
 		}
-		f = newFilter(int(n))
 		sl, err := tx.Bucket(stagingBucket).CreateBucketIfNotExists(logID[:])
 		if err != nil {
 			return err
@@ -601,6 +630,15 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 	if err != nil {
 		return err
 	}
+	fw, err := d.filters.create(n)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			fw.abort()
+		}
+	}()
 	for _, k := range []recordKind{hashKind, keyKind} {
 		var after []byte // the last key written; nil before the first
 		for done := false; !done; {
@@ -614,7 +652,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 				}
 				var add func([]byte)
 				if k.prefix == keyPrefix {
-					add = func(key []byte) { f.add(key); keys++ }
+					add = fw.add
 				}
 				after, done, err = mergeChunk(inputs, rb, k, after, add)
 				return err
@@ -624,15 +662,22 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 			}
 		}
 	}
+	desc, err := fw.finish()
+	if err == nil {
+		err = d.filters.syncDir()
+	}
+	if err != nil {
+		return err
+	}
 	err = d.update(func(tx *bbolt.Tx) error {
 		_, rb, err := mergeBuckets(tx, logID, in, out)
 		if err != nil {
 			return err
 		}
-		if err := rb.Put(levelKey, []byte{sizeClass(keys)}); err != nil {
+		if err := rb.Put(levelKey, []byte{sizeClass(desc.keys)}); err != nil {
 			return err
 		}
-		return rb.Put(filterKey, f.encode())
+		return rb.Put(filterFileKey, desc.encode())
 	})
 	if err != nil {
 		return err
@@ -640,9 +685,17 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 	// Nothing in the staged output is written in the transaction that
 	// moves it: bbolt's MoveBucket moves a bucket's committed root, and
 	// would lose what the same transaction wrote into it.
+	var gone []filterDesc // the inputs' filters
 	err = d.update(func(tx *bbolt.Tx) error {
-		if _, _, err := mergeBuckets(tx, logID, in, out); err != nil {
+		gone = gone[:0]
+		inputs, _, err := mergeBuckets(tx, logID, in, out)
+		if err != nil {
 			return err
+		}
+		for _, rb := range inputs {
+			if desc, ok := decodeFilterDesc(rb.Get(filterFileKey)); ok {
+				gone = append(gone, desc)
+			}
 		}
 		lr := tx.Bucket(runsBucket).Bucket(logID[:])
 		for _, r := range in {
@@ -652,10 +705,141 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) error 
 		}
 		return tx.MoveBucket(out, tx.Bucket(stagingBucket).Bucket(logID[:]), lr)
 	})
-	if err == nil {
-		d.filters.put(logID, out, f)
+	if err != nil {
+		return err
 	}
-	return err
+	d.filters.install(logID, out, desc)
+	d.filters.done(desc.id)
+	// The inputs' filters go now, not at the end of the round of merges,
+	// which under steady writes can go on for long.
+	names := make([][]byte, len(in))
+	for i, r := range in {
+		names[i] = r.name
+	}
+	return d.filters.drop(logID, names, gone)
+}
+
+// repairFilters writes anew the filters of the log's runs queued for it
+// (filters.repair): missing, damaged, or kept in the run's bucket by a
+// Mosaic before filter files.
+func (d *DB) repairFilters(ctx context.Context, logID [32]byte) error {
+	for _, name := range d.filters.repairs(logID) {
+		if err := d.repairFilter(ctx, logID, name[:]); err != nil {
+			return fmt.Errorf("writing the filter of dedup run %x of log %x anew: %w", name, logID, err)
+		}
+	}
+	return nil
+}
+
+// repairFilter writes the filter of the log's run name from its keys, in
+// a new file, and names it in the run in one transaction, if the run is
+// still there. Its keys are read in transactions of up to mergeBlocks
+// blocks, as a merge reads them, so that no read transaction is long.
+func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err error) {
+	run := func(tx *bbolt.Tx) *bbolt.Bucket {
+		if lr := tx.Bucket(runsBucket).Bucket(logID[:]); lr != nil {
+			return lr.Bucket(name)
+		}
+		return nil
+	}
+	var n uint64
+	gone := false
+	err = d.db.View(func(tx *bbolt.Tx) error {
+		rb := run(tx)
+		if rb == nil {
+			gone = true
+			return nil
+		}
+		if c, err := runKeys(rb); err == nil {
+			n = c
+			return nil
+		}
+		// No count anywhere: count the keys.
+		c := rb.Cursor()
+		for k, v := c.Seek([]byte{keyPrefix}); k != nil && k[0] == keyPrefix; k, v = c.Next() {
+			b, err := checkBlock(keyKind, k, v)
+			if err != nil {
+				return err
+			}
+			n += uint64(len(b) / keyKind.size)
+		}
+		return nil
+	})
+	if err != nil || gone {
+		if gone {
+			d.filters.forgetRepair(logID, name)
+		}
+		return err
+	}
+	fw, err := d.filters.create(n)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil || gone {
+			fw.abort()
+		}
+	}()
+	var after []byte
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := d.db.View(func(tx *bbolt.Tx) error {
+			rb := run(tx)
+			if rb == nil {
+				gone = true
+				return nil
+			}
+			it := runIter{c: rb.Cursor(), k: keyKind}
+			it.seekAfter(after)
+			for range mergeBlocks * keyKind.perBlock {
+				r := it.peek()
+				if r == nil {
+					done = true
+					break
+				}
+				fw.add(r[:keyKind.keySize])
+				after = append(after[:0], r[:keyKind.keySize]...)
+				it.next()
+			}
+			return it.err
+		})
+		if err != nil {
+			return err
+		}
+		if gone {
+			d.filters.forgetRepair(logID, name)
+			return nil
+		}
+	}
+	desc, err := fw.finish()
+	if err == nil {
+		err = d.filters.syncDir()
+	}
+	if err != nil {
+		return err
+	}
+	err = d.update(func(tx *bbolt.Tx) error {
+		rb := run(tx)
+		if rb == nil {
+			gone = true
+			return nil
+		}
+		if err := rb.Put(filterFileKey, desc.encode()); err != nil {
+			return err
+		}
+		return rb.Delete(legacyFilterKey)
+	})
+	if err != nil || gone {
+		if gone {
+			d.filters.forgetRepair(logID, name)
+		}
+		return err
+	}
+	d.filters.install(logID, name, desc)
+	d.filters.done(desc.id)
+	return nil
 }
 
 // mergeBuckets returns the buckets of a merge's inputs, oldest first, and
