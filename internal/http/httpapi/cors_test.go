@@ -47,6 +47,7 @@ func TestCORSEverywhere(t *testing.T) {
 	f, _ := newReadPath(t, "http://127.0.0.1:8080/2026h1/", "http://127.0.0.1:8080/2026h1/")
 	l := f.log
 	l.Validator = testValidator(t)
+	l.SetUsableSince(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	withCheckpoint(l, 300)
 	frozen := testLog(t, "http://127.0.0.1:8080/frozen/", "http://127.0.0.1:8080/frozen/", l.Storage)
 	frozen.Name = "frozen"
@@ -78,6 +79,7 @@ func TestCORSEverywhere(t *testing.T) {
 		{"POST", p + "checkpoint", "", 405},
 		{"GET", "/nowhere", "", 404},
 		{"GET", "/logs.v3.json", "", 200},
+		{"GET", "/logs.json", "", 200},
 		{"GET", "/metrics", "", 200},
 		{"GET", "/health", "", 200},
 	}
@@ -103,6 +105,7 @@ func TestCORSEverywhere(t *testing.T) {
 		{p + "checkpoint", "GET, HEAD, OPTIONS", 204},
 		{p + "tile/data/000", "GET, HEAD, OPTIONS", 204},
 		{"/logs.v3.json", "GET, HEAD, OPTIONS", 204},
+		{"/logs.json", "GET, HEAD, OPTIONS", 204},
 		{"/nowhere", "", 404},
 	}
 	for _, tt := range preflights {

@@ -42,10 +42,12 @@ type Log struct {
 	NotAfterLimit    time.Time
 	MMD              time.Duration
 	Description      string
-	// IntendedUse ("production", "test" or "") and TLSOnly are published
-	// in the log's metadata (ListEntry).
-	IntendedUse string
-	TLSOnly     bool
+	// FriendlyName, IntendedUse ("production", "test" or
+	// "decommissioned") and TLSOnly are published in the log's metadata
+	// (ListEntry). An empty FriendlyName publishes Name.
+	FriendlyName string
+	IntendedUse  string
+	TLSOnly      bool
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
 	// Admission shares the log's capacity under load (nil: every valid

@@ -227,8 +227,13 @@ type Log struct {
 	ReadOnlyGrace  time.Duration `yaml:"readonly_grace,omitempty"`
 	// Description is the human-readable description for log lists.
 	Description string `yaml:"description,omitempty"`
-	// IntendedUse is "production" or "test" (or empty), published as the
-	// log's intended_use in its operator metadata.
+	// FriendlyName is the log's short name in its operator metadata
+	// (friendly_name; default Name).
+	FriendlyName string `yaml:"friendly_name,omitempty"`
+	// IntendedUse is "production", "test" or "decommissioned", published
+	// as the log's intended_use in its operator metadata (default
+	// production when the roots come from the CCADB's trusted report,
+	// else test: see setLifecycleDefaults).
 	IntendedUse string `yaml:"intended_use,omitempty"`
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.

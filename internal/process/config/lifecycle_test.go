@@ -34,8 +34,9 @@ func TestLifecycleParse(t *testing.T) {
 	if l.State != StateReadOnly || !l.StateTimestamp.Equal(time.Date(2026, 7, 9, 12, 0, 0, 0, time.UTC)) || l.ReadOnlyGrace != 48*time.Hour || l.MMD != time.Hour {
 		t.Errorf("log: state %q, state_timestamp %v, readonly_grace %v, mmd %v", l.State, l.StateTimestamp, l.ReadOnlyGrace, l.MMD)
 	}
-	if l.IntendedUse != "" || l.Policy.TLSOnly() {
-		t.Errorf("intended_use %q, TLS-only %v: want unset", l.IntendedUse, l.Policy.TLSOnly())
+	if l.IntendedUse != "test" || l.FriendlyName != "a" || l.Policy.TLSOnly() {
+		t.Errorf("intended_use %q, friendly_name %q, TLS-only %v: want the defaults test, the log's name, false",
+			l.IntendedUse, l.FriendlyName, l.Policy.TLSOnly())
 	}
 	if c.Debug == nil || c.Debug.Listen != "127.0.0.1:6060" {
 		t.Errorf("debug = %+v", c.Debug)
@@ -50,15 +51,31 @@ func TestLifecycleParse(t *testing.T) {
 	}
 }
 
-// TestMetadataFields: intended_use is parsed, and the policy is TLS-only
-// exactly when require_eku is serverAuth alone.
+// TestMetadataFields: intended_use and friendly_name are parsed;
+// intended_use defaults to production for a log of the CCADB's trusted
+// roots and to test otherwise; the policy is TLS-only exactly when
+// require_eku is serverAuth alone.
 func TestMetadataFields(t *testing.T) {
-	c, err := Parse([]byte(replace(t, base(), "    storage:", "    intended_use: test\n    storage:")))
+	c, err := Parse([]byte(replace(t, base(), "    storage:", "    intended_use: decommissioned\n    friendly_name: Rome 2026h1\n    storage:")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Logs[0].IntendedUse; got != "test" {
-		t.Errorf("intended_use = %q", got)
+	if got := c.Logs[0]; got.IntendedUse != "decommissioned" || got.FriendlyName != "Rome 2026h1" {
+		t.Errorf("intended_use = %q, friendly_name = %q", got.IntendedUse, got.FriendlyName)
+	}
+	for _, tt := range []struct{ roots, want string }{
+		{"{ccadb: true}", "production"},
+		{"{ccadb: [true, testing]}", "production"},
+		{"{ccadb: testing}", "test"},
+		{"{file: roots.pem, ccadb: https://mirror.example/roots.csv}", "test"},
+	} {
+		c, err := Parse([]byte(replace(t, base(), "    roots: roots.pem\n", "    roots: "+tt.roots+"\n")))
+		if err != nil {
+			t.Fatalf("roots %s: %v", tt.roots, err)
+		}
+		if got := c.Logs[0].IntendedUse; got != tt.want {
+			t.Errorf("roots %s: intended_use defaults to %q, want %q", tt.roots, got, tt.want)
+		}
 	}
 	for _, tt := range []struct {
 		eku  []string
@@ -88,7 +105,8 @@ func TestLifecycleErrors(t *testing.T) {
 		text  string
 	}{
 		{"unknown state", func(t *testing.T) string { return log(t, "    state: frozen\n") }, "logs[0] (a).state", "not one of usable, readonly, retired"},
-		{"unknown intended_use", func(t *testing.T) string { return log(t, "    intended_use: staging\n") }, "logs[0] (a).intended_use", "not production or test"},
+		{"unknown intended_use", func(t *testing.T) string { return log(t, "    intended_use: staging\n") }, "logs[0] (a).intended_use", "not one of production, test, decommissioned"},
+		{"friendly_name with a newline", func(t *testing.T) string { return log(t, "    friendly_name: \"a\\nb\"\n") }, "logs[0] (a).friendly_name", "not a short name"},
 		{"readonly without timestamp", func(t *testing.T) string { return log(t, "    state: readonly\n") }, "logs[0] (a).state_timestamp", "required with state: readonly"},
 		{"retired without timestamp", func(t *testing.T) string { return log(t, "    state: retired\n") }, "logs[0] (a).state_timestamp", "required with state: retired"},
 		{"timestamp in the future", func(t *testing.T) string {
