@@ -187,6 +187,10 @@ type Log struct {
 	Roots Roots `yaml:"roots"`
 	// Policy holds optional acceptance checks (see Policy).
 	Policy Policy `yaml:"policy,omitempty"`
+	// CertificateProfile is "" (the default: certificates as the policy
+	// says) or "mark": a log of mark certificates (VMC, BIMI), which
+	// requires the mark Extended Key Usage (see admission.go).
+	CertificateProfile string `yaml:"certificate_profile,omitempty"`
 	// Admission shares the log's capacity under load (see Admission).
 	Admission Admission `yaml:"admission,omitempty"`
 	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf

@@ -94,6 +94,34 @@ func TestMetadataFields(t *testing.T) {
 	}
 }
 
+// TestCertificateProfile: certificate_profile: mark is parsed, refused
+// with require_eku or the CCADB's TLS root reports, and any other profile
+// is refused with a sentence saying what Sunlight's "tls" is here.
+func TestCertificateProfile(t *testing.T) {
+	c, err := Parse([]byte(replace(t, base(), "    storage:", "    certificate_profile: mark\n    storage:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Logs[0]; !l.MarkCertificates() || l.IntendedUse != "test" {
+		t.Errorf("certificate_profile %q (mark: %v), intended_use %q", l.CertificateProfile, l.MarkCertificates(), l.IntendedUse)
+	}
+	if c, err := Parse([]byte(base())); err != nil || c.Logs[0].MarkCertificates() {
+		t.Errorf("default profile: mark %v (%v)", c.Logs[0].MarkCertificates(), err)
+	}
+	for _, tt := range []struct{ name, yaml, field, text string }{
+		{"tls", replace(t, base(), "    storage:", "    certificate_profile: tls\n    storage:"), "logs[0] (a).certificate_profile", "require_eku: [serverAuth]"},
+		{"mark with require_eku", replace(t, base(), "    storage:", "    certificate_profile: mark\n    policy: {require_eku: [serverAuth]}\n    storage:"),
+			"logs[0] (a).policy.require_eku", "must be empty with certificate_profile: mark"},
+		{"mark with CCADB roots", replace(t, base(), "    roots: roots.pem\n", "    roots: {ccadb: true}\n    certificate_profile: mark\n"),
+			"logs[0] (a).roots.ccadb[0]", "TLS roots"},
+	} {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), tt.text) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", tt.name, err, tt.field, tt.text)
+		}
+	}
+}
+
 func TestLifecycleErrors(t *testing.T) {
 	log := func(t *testing.T, extra string) string {
 		return replace(t, base(), "    storage:", extra+"    storage:")
