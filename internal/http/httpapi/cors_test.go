@@ -47,7 +47,6 @@ func TestCORSEverywhere(t *testing.T) {
 	f, _ := newReadPath(t, "http://127.0.0.1:8080/2026h1/", "http://127.0.0.1:8080/2026h1/")
 	l := f.log
 	l.Validator = testValidator(t)
-	l.SetUsableSince(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	withCheckpoint(l, 300)
 	frozen := testLog(t, "http://127.0.0.1:8080/frozen/", "http://127.0.0.1:8080/frozen/", l.Storage)
 	frozen.Name = "frozen"

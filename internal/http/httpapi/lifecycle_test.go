@@ -120,7 +120,7 @@ func TestLogListDocument(t *testing.T) {
 	// A log whose start is not known yet has no log.v3.json (the schema
 	// requires status_timestamp): 503 with Retry-After, and so has the
 	// list, rather than a document that does not validate.
-	c := testLog(t, "https://ct.example.org/c/", "https://ct.example.org/c/", nil)
+	c := testLogUnstarted(t, "https://ct.example.org/c/", "https://ct.example.org/c/", nil)
 	c.Name = "c"
 	withCheckpoint(c, 1)
 	reg = prometheus.NewRegistry()

@@ -144,6 +144,10 @@ type Entry struct {
 	// an embedded SCT list (RFC 6962 §3.3): its precertificate was logged
 	// already.
 	HasSCTList bool
+	// Leaf is the leaf (certificate or precertificate) as crypto/x509
+	// parsed it, nil if crypto/x509 refused it (the CT fork's parse was
+	// used): what a names tile line is made of (tile.NamesTail).
+	Leaf *stdx509.Certificate
 }
 
 // RejectError is the error Validate returns for a chain the log does not
@@ -401,7 +405,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 				return nil, reject("The certificate at chain[0] is one of the log's roots, not a precertificate.")
 			}
 			return &Entry{Certificate: chain[0], Chain: [][]byte{},
-				IssuerID: sha256.Sum256(leaf.spki), NotBefore: leaf.notBefore}, nil
+				IssuerID: sha256.Sum256(leaf.spki), NotBefore: leaf.notBefore, Leaf: leaf.std}, nil
 		}
 		// Finding the root verifies the leaf's signature.
 		c, err := leaf.ctCert()
@@ -443,6 +447,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 			IssuerID:    sha256.Sum256(issuers.certs[0].RawSubjectPublicKeyInfo),
 			NotBefore:   leaf.notBefore,
 			HasSCTList:  leaf.hasExtension(x509.OIDExtensionCTSCT),
+			Leaf:        leaf.std,
 		}, nil
 	}
 	var preIssuer *x509.Certificate
@@ -471,6 +476,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		Chain:          issuers.entryChain(),
 		IssuerID:       ikh,
 		NotBefore:      leaf.notBefore,
+		Leaf:           leaf.std,
 	}, nil
 }
 

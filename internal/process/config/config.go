@@ -242,6 +242,11 @@ type Log struct {
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
+	// NamesTiles writes names tiles (tile/names/..., Sunlight's
+	// extension: each entry's subject and DNS and IP names as a line of
+	// JSON) with the data tiles, and backfills those of the entries
+	// logged before (default true).
+	NamesTiles *bool `yaml:"names_tiles,omitempty"`
 	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
 	// get-sth-consistency, get-proof-by-hash, get-entries,
 	// get-entry-and-proof) under the submission prefix, computed from the
@@ -457,6 +462,10 @@ func (c *Config) setDefaults() {
 		if l.ReadPath == nil {
 			t := true
 			l.ReadPath = &t
+		}
+		if l.NamesTiles == nil {
+			t := true
+			l.NamesTiles = &t
 		}
 		l.setAdmissionDefaults()
 		l.Witnesses.setDefaults()

@@ -255,6 +255,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
+		NamesTiles:       *lc.NamesTiles,
 	}
 	if lc.RFC6962ReadAPI {
 		hi, ok := dd.(dedup.HashIndex)
@@ -311,6 +312,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
 		HashIndex:     lc.RFC6962ReadAPI,
+		NamesTiles:    *lc.NamesTiles,
 		BackfillPause: b.backfillPause,
 		// With witnesses, checkpoints are published once cosigned (or
 		// after witnesses.timeout), by a goroutine rounds never wait for.
