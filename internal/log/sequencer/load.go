@@ -136,6 +136,7 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		idx:      indexState{from: -1, mark: -1},
 		names:    namesState{mark: -1},
 	}
+	cfg.Metrics.PoolCapacity.Set(float64(cfg.PoolSize))
 	if cfg.PartialTileGrace > 0 {
 		s.gc = newCollector(cfg.PartialTileGrace)
 	}

@@ -10,7 +10,10 @@ import (
 
 // Metrics are a log's sequencing metrics.
 type Metrics struct {
-	PoolSize       prometheus.Gauge
+	PoolSize prometheus.Gauge
+	// PoolCapacity is Config.PoolSize, for the pool's fill
+	// (mosaic_pool_size / mosaic_pool_capacity).
+	PoolCapacity   prometheus.Gauge
 	PoolFull       prometheus.Counter
 	TreeSize       prometheus.Gauge
 	CheckpointTime prometheus.Gauge
@@ -52,6 +55,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		PoolSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mosaic_pool_size", Help: "Entries waiting for the next sequencing round."}),
+		PoolCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_pool_capacity", Help: "Entries the pool holds at most (pool_size): beyond it submitters get 503."}),
 		PoolFull: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mosaic_pool_full_total", Help: "Submissions refused because the pool was full."}),
 		TreeSize: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -98,7 +103,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mosaic_sequencing_round_duration_max_seconds",
 			Help: "The longest sequencing round since the process started (a stall every submission of the round waited out).",
 		}, func() float64 { return math.Float64frombits(m.roundMax.Load()) })
-		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
+		reg.MustRegister(m.PoolSize, m.PoolCapacity, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
 			m.Rounds, m.RoundDuration, roundMax, m.LockDuration, m.DedupDuration, m.WaitTime, m.Deferred, m.PartialsDeleted,
 			m.HashIndexed, m.HashIndexBackfilled, m.HashIndexBackfillErrors,
 			m.NamesTilesComplete, m.NamesBackfilled, m.NamesBackfillErrors)
