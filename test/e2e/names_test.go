@@ -127,7 +127,7 @@ func TestNamesTiles(t *testing.T) {
 	if err := os.WriteFile(p, gzipBytes(t, raw), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s = startDev(t, dir)
+	startDev(t, dir) // fsck -dev reads the log it serves
 	out, code = runMosaic(t, "fsck", "-dev", dir)
 	if code == 0 || !strings.Contains(out, "tile/names/001") || !strings.Contains(out, "is not the names of the entry's certificate") {
 		t.Errorf("fsck of an altered names tile: exit %d\n%s", code, out)
