@@ -115,6 +115,24 @@ func TestNamesTail(t *testing.T) {
 		t.Errorf("re-encoded: %s", b)
 	}
 
+	// Names are the CA's bytes, not Mosaic's: a newline or a quote in
+	// one is escaped, so it can never end a line early or forge another
+	// entry's line.
+	evil := &x509.Certificate{SerialNumber: big.NewInt(3), NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1e9, 0),
+		Subject:  pkix.Name{CommonName: "x\"}\n{\"Timestamp\":1}"},
+		DNSNames: []string{"a\nb.example", "c\x01d.example"}}
+	der, err = x509.CreateCertificate(rand.Reader, evil, evil, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := AppendNamesLine(nil, 5, EntryNamesTail(&Entry{Certificate: der}))
+	if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
+		t.Errorf("a name with a newline makes %q", line)
+	}
+	if e, err := ParseNamesTile(line); err != nil || len(e) != 1 || e[0].Timestamp != 5 || e[0].DNS[0] != "a\nb.example" || e[0].Subject.CommonName != "x\"}\n{\"Timestamp\":1}" {
+		t.Errorf("the escaped line reads back as %+v, %v", e, err)
+	}
+
 	// No names at all: the timestamp alone.
 	bare := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1e9, 0)}
 	der, err = x509.CreateCertificate(rand.Reader, bare, bare, &key.PublicKey, key)
