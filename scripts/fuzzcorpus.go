@@ -158,8 +158,25 @@ func (m *minter) leaf(ca *testca.CA, precert bool) []byte {
 // writeMinted is write for inputs holding freshly minted certificates
 // (random keys and serial numbers): it leaves an existing file alone, so
 // rerunning the generator does not churn the committed corpus.
+// pkgDirs are the packages' directories under internal/, by the short
+// names the generators use.
+var pkgDirs = map[string]string{
+	"chain": "log/chain", "checkpoint": "format/checkpoint", "config": "process/config",
+	"httpapi": "http/httpapi", "keys": "base/keys", "sct": "format/sct",
+	"sequencer": "log/sequencer", "storage/s3": "state/storage/s3", "tile": "format/tile",
+}
+
+// pkgDir is the directory of package pkg (a short name of pkgDirs).
+func pkgDir(pkg string) string {
+	d, ok := pkgDirs[pkg]
+	if !ok {
+		log.Fatalf("fuzzcorpus: no directory known for package %q", pkg)
+	}
+	return filepath.Join("internal", d)
+}
+
 func writeMinted(pkg, target, name string, values ...any) {
-	p := filepath.Join("internal", pkg, "testdata", "fuzz", target, name)
+	p := filepath.Join(pkgDir(pkg), "testdata", "fuzz", target, name)
 	if !strings.HasPrefix(name, "regress-") {
 		p = filepath.Join(filepath.Dir(p), "seed-"+name)
 	}
@@ -191,7 +208,7 @@ func write(pkg, target, name string, values ...any) {
 			log.Fatalf("unsupported corpus value %T", v)
 		}
 	}
-	dir := filepath.Join("internal", pkg, "testdata", "fuzz", target)
+	dir := filepath.Join(pkgDir(pkg), "testdata", "fuzz", target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
@@ -213,7 +230,8 @@ func genTile(d *navigliData, _ *minter) {
 	for i, e := range d.entries {
 		write("tile", "FuzzParseExtensions", fmt.Sprintf("navigli-%d", i), tile.Extensions(e.LeafIndex))
 	}
-	for _, p := range []string{"tile/data/003.p/10", "tile/0/003.p/10", "tile/1/000.p/4", "tile/data/x001/x234/067"} {
+	write("tile", "FuzzParseNamesTile", "navigli-names-003.p-10", read("tile/names/003.p/10"))
+	for _, p := range []string{"tile/data/003.p/10", "tile/0/003.p/10", "tile/1/000.p/4", "tile/data/x001/x234/067", "tile/names/003.p/10"} {
 		write("tile", "FuzzParsePath", strings.NewReplacer("/", "-").Replace(p), p)
 	}
 

@@ -14,7 +14,8 @@
 #                   database Sunlight needs before its first start;
 #   sunlight_read   scripts/sunlight_read.go: reads a Static CT log with
 #                   Sunlight's client package and verifies its checkpoint
-#                   and SCTs with Sunlight's and torchwood's verifiers;
+#                   and SCTs with Sunlight's and torchwood's verifiers,
+#                   and with -names reads its names tiles;
 # and, in a second scratch module (so that Tessera's requirements do not
 # move the versions Sunlight is built with), one more:
 #   tessera_witness scripts/tessera_witness.go: a Tessera v1.0.4 log whose

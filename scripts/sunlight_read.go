@@ -10,7 +10,7 @@
 //
 // Usage:
 //
-//	sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]... [-sct BASE64]...
+//	sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]... [-sct BASE64]... [-names]
 //
 // The checkpoint is fetched and verified by sunlight.Client.Checkpoint
 // (the RFC6962NoteSignature by -pubkey, a base64 DER SubjectPublicKeyInfo);
@@ -23,17 +23,25 @@
 // against its fingerprint). Each -sct (base64 of a TLS-encoded SCT) is
 // checked by sunlight.Client.CheckInclusion: its log ID and signature over
 // the entry its leaf_index extension names, and that entry's inclusion in
-// the tree. It prints one JSON object on stdout:
+// the tree. With -names, every entry is read again with
+// sunlight.Client.UnauthenticatedTrimmedEntries, which reads the log's
+// names tiles (Sunlight's extension) and falls back to the data tiles when
+// it cannot (which it logs, and this tool reports), and each is compared
+// with the TrimmedEntry Sunlight makes of the entry read from the data
+// tiles. It prints one JSON object on stdout:
 //
 //	{"origin": ..., "size": N, "root_hash": base64, "verified": [vkey names],
 //	 "entries": [{"index", "leaf_hash" (base64 Merkle leaf hash), "timestamp",
 //	              "precert", "issuers": [hex SHA-256]}],
-//	 "scts": [the index of each -sct's entry]}
+//	 "scts": [the index of each -sct's entry],
+//	 "names": {"read": N, "from_data_tiles": bool, "differ": [indexes],
+//	           "dns": [each entry's DNS names, as the names tiles say]}}
 //
 // and on any failure a one-line error on stderr and exit status 1.
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
@@ -42,7 +50,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"filippo.io/sunlight"
@@ -71,7 +82,30 @@ type result struct {
 	Verified []string `json:"verified"`
 	Entries  []entry  `json:"entries"`
 	SCTs     []int64  `json:"scts"`
+	Names    *names   `json:"names,omitempty"`
 }
+
+// names is what -names found.
+type names struct {
+	Read          int64      `json:"read"`
+	FromDataTiles bool       `json:"from_data_tiles"`
+	Differ        []int64    `json:"differ"`
+	DNS           [][]string `json:"dns"`
+}
+
+// fallbackHandler notes whether the client logged that it fell back from
+// the names tiles to the data tiles.
+type fallbackHandler struct{ fell *atomic.Bool }
+
+func (h fallbackHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h fallbackHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "falling back to data tiles") {
+		h.fell.Store(true)
+	}
+	return nil
+}
+func (h fallbackHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h fallbackHandler) WithGroup(string) slog.Handler      { return h }
 
 func main() {
 	monitoring := flag.String("monitoring", "", "the log's monitoring prefix (http://, https:// or file://)")
@@ -79,6 +113,7 @@ func main() {
 	var vks, scts list
 	flag.Var(&vks, "vkey", "a verifier key whose signature the checkpoint must carry (repeatable)")
 	flag.Var(&scts, "sct", "an SCT (base64 of its TLS encoding) to check against the log (repeatable)")
+	withNames := flag.Bool("names", false, "also read every entry's names with UnauthenticatedTrimmedEntries (names tiles)")
 	flag.Parse()
 	if *monitoring == "" || *pubkey == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: sunlight_read -monitoring URL -pubkey BASE64 [-vkey VKEY]... [-sct BASE64]...")
@@ -86,7 +121,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := read(ctx, *monitoring, *pubkey, vks, scts)
+	r, err := read(ctx, *monitoring, *pubkey, vks, scts, *withNames)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sunlight_read: %v\n", err)
 		os.Exit(1)
@@ -97,7 +132,7 @@ func main() {
 	}
 }
 
-func read(ctx context.Context, monitoring, pubkey string, vks, scts []string) (*result, error) {
+func read(ctx context.Context, monitoring, pubkey string, vks, scts []string, withNames bool) (*result, error) {
 	der, err := base64.StdEncoding.DecodeString(pubkey)
 	if err != nil {
 		return nil, fmt.Errorf("-pubkey is not base64: %w", err)
@@ -106,11 +141,13 @@ func read(ctx context.Context, monitoring, pubkey string, vks, scts []string) (*
 	if err != nil {
 		return nil, fmt.Errorf("-pubkey: %w", err)
 	}
+	var fellBack atomic.Bool
 	c, err := sunlight.NewClient(&sunlight.ClientConfig{
 		MonitoringPrefix: monitoring,
 		PublicKey:        pub,
 		UserAgent:        "Mosaic interop test (+https://github.com/mosaic-ct/mosaic)",
 		Timeout:          time.Minute,
+		Logger:           slog.New(fallbackHandler{&fellBack}),
 	})
 	if err != nil {
 		return nil, err
@@ -144,7 +181,16 @@ func read(ctx context.Context, monitoring, pubkey string, vks, scts []string) (*
 
 	issuers := make(map[[32]byte]bool)
 	r.Entries = []entry{}
+	var trimmed [][]byte // each entry's TrimmedEntry, made from the data tile, as JSON
 	for i, e := range c.AllEntries(ctx, cp.Tree, 0) {
+		if withNames {
+			te, err := e.TrimmedEntry()
+			if err != nil {
+				return nil, fmt.Errorf("entry %d: %w", i, err)
+			}
+			b, _ := json.Marshal(te)
+			trimmed = append(trimmed, b)
+		}
 		if e.LeafIndex != i {
 			return nil, fmt.Errorf("entry %d carries leaf index %d", i, e.LeafIndex)
 		}
@@ -166,6 +212,25 @@ func read(ctx context.Context, monitoring, pubkey string, vks, scts []string) (*
 	}
 	if int64(len(r.Entries)) != cp.N {
 		return nil, fmt.Errorf("read %d entries of a tree of %d", len(r.Entries), cp.N)
+	}
+
+	if withNames {
+		r.Names = &names{Differ: []int64{}, DNS: [][]string{}}
+		for i, te := range c.UnauthenticatedTrimmedEntries(ctx, 0, cp.N) {
+			if i != r.Names.Read {
+				return nil, fmt.Errorf("names: entry %d after %d", i, r.Names.Read)
+			}
+			b, _ := json.Marshal(te)
+			if !bytes.Equal(b, trimmed[i]) {
+				r.Names.Differ = append(r.Names.Differ, i)
+			}
+			r.Names.DNS = append(r.Names.DNS, te.DNS)
+			r.Names.Read++
+		}
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("names: %w", err)
+		}
+		r.Names.FromDataTiles = fellBack.Load()
 	}
 
 	r.SCTs = []int64{}

@@ -534,7 +534,7 @@ func (c *Client) HashTile(ctx context.Context, t Tile) ([]tlog.Hash, error) {
 }
 
 func (c *Client) hashTileBytes(ctx context.Context, t tile.Tile) ([]byte, error) {
-	if t.Data || t.W < 1 || t.W > tile.Width {
+	if !t.Hashes() || t.W < 1 || t.W > tile.Width {
 		return nil, fmt.Errorf("HashTile: %+v is not a hash tile", t)
 	}
 	b, served, err := c.fetchTile(ctx, t, maxHashTileSize, c.retries)
@@ -636,7 +636,7 @@ func (c *Client) currentWidth(ctx context.Context, t tile.Tile) (int, error) {
 		size = cp.Size
 	}
 	level := t.Level
-	if t.Data {
+	if t.Data || t.Names {
 		level = 0
 	}
 	n := (size >> (tile.Height * level)) - t.N*tile.Width // hashes at this level in the tile's span
@@ -650,7 +650,27 @@ func (c *Client) currentWidth(ctx context.Context, t tile.Tile) (int, error) {
 // returned instead (see fetchTile), and width says how many entries the
 // returned tile holds: t.W, or more.
 func (c *Client) DataTileBytes(ctx context.Context, t Tile) (b []byte, width int, err error) {
-	t.Data = true
+	t.Data, t.Names = true, false
+	b, served, err := c.fetchTile(ctx, t, maxDataTileSize, c.retries)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err = Gunzip(b)
+	if err != nil {
+		return nil, 0, verifyErr(VerifyTile, "%s: %v", served.Path(), err)
+	}
+	return b, served.W, nil
+}
+
+// NamesTileBytes fetches the names tile of t's index and width (Sunlight's
+// names tiles extension, tile/names/...: the entries' names as lines of
+// JSON, see ParseNamesTile) and decompresses it if it is gzipped, with
+// the same fallback as DataTileBytes when a partial tile is gone: width
+// says how many entries the returned tile holds. A log that does not
+// write names tiles answers ErrNotFound. Names tiles are not
+// authenticated: a client that needs the entries proven uses DataTile.
+func (c *Client) NamesTileBytes(ctx context.Context, t Tile) (b []byte, width int, err error) {
+	t.Data, t.Names = false, true
 	b, served, err := c.fetchTile(ctx, t, maxDataTileSize, c.retries)
 	if err != nil {
 		return nil, 0, err
@@ -679,7 +699,7 @@ func Gunzip(b []byte) ([]byte, error) {
 // tile is gone, the full tile (or a wider partial one) is used. The result has exactly t.W entries;
 // anything else is a *VerifyError.
 func (c *Client) DataTile(ctx context.Context, t Tile) ([]*Entry, error) {
-	t.Data = true
+	t.Data, t.Names = true, false
 	b, w, err := c.DataTileBytes(ctx, t)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,9 @@
 //     can be trusted.
 //   - [Client.DataTile] returns the [Entry] values of a data tile;
 //     [Client.Issuer] returns an issuer certificate by fingerprint,
-//     checked against it.
+//     checked against it. [Client.NamesTileBytes] fetches a names tile
+//     (Sunlight's extension: the entries' names only, unauthenticated),
+//     which [ParseNamesTile] reads.
 //   - [Client.CheckInclusion] and [Client.LeafHashes] prove, from hash
 //     tiles that are authenticated against a checkpoint's root hash, that
 //     an entry is in the tree; [Client.CheckConsistency] proves that one

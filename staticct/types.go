@@ -17,11 +17,16 @@ type Checkpoint = checkpoint.Checkpoint
 // Timestamp, Size and Hash makes an RFC 6962 signed tree head.
 type SignedCheckpoint = checkpoint.Verified
 
-// Tile identifies a hash tile (Level 0–5) or a data tile (Data), by its
-// index N in its level and its width W (TileWidth for a full tile, fewer
-// for a partial one). Its Path method gives its path under the monitoring
-// prefix.
+// Tile identifies a hash tile (Level 0–5), a data tile (Data) or a names
+// tile (Names), by its index N in its level and its width W (TileWidth for
+// a full tile, fewer for a partial one). Its Path method gives its path
+// under the monitoring prefix.
 type Tile = tile.Tile
+
+// NamesEntry is one line of a names tile (Sunlight's extension): an
+// entry's timestamp and its certificate's subject and DNS and IP names.
+// Names tiles are not authenticated by the tree.
+type NamesEntry = tile.NamesEntry
 
 // Entry is one log entry as a data tile holds it: the RFC 6962
 // TimestampedEntry (Timestamp, IsPrecert, Certificate, which is the
@@ -42,8 +47,13 @@ const (
 	TileHeight = tile.Height
 )
 
-// ParseTilePath parses a tile path ("tile/0/x001/234.p/5", "tile/data/067").
+// ParseTilePath parses a tile path ("tile/0/x001/234.p/5", "tile/data/067",
+// "tile/names/067").
 func ParseTilePath(p string) (Tile, error) { return tile.ParsePath(p) }
+
+// ParseNamesTile parses an uncompressed names tile: one JSON object per
+// line, each a NamesEntry.
+func ParseNamesTile(b []byte) ([]NamesEntry, error) { return tile.ParseNamesTile(b) }
 
 // PartialTiles returns the partial tiles (lowest level first) of a tree of
 // the given size: the tiles a monitor fetches to follow the tree's edge.

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/log/sequencer"
 	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/process/server"
@@ -214,7 +215,10 @@ func mintBatch(m *hammer.Minter, n int, precert float64) ([]*sequencer.Pending, 
 					errs[w] = err
 					return
 				}
-				out[i] = &sequencer.Pending{Entry: c.Entry, Issuers: c.Chain[1:]}
+				// The names tile line too, here on every CPU as serve
+				// encodes it on its validation workers (the round would
+				// otherwise parse each certificate again).
+				out[i] = &sequencer.Pending{Entry: c.Entry, Issuers: c.Chain[1:], Names: tile.EntryNamesTail(&c.Entry)}
 			}
 		})
 	}

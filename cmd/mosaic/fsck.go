@@ -33,6 +33,7 @@ func runFsck(ctx context.Context, args []string) error {
 	maxLevel := fs.Int("max-level", -1, "highest hash-tile level to fetch and compare (-1: all; 0: only level-0 tiles, for tile copies without upper levels)")
 	issuers := fs.Bool("issuers", true, "fetch and check every issuer the entries refer to")
 	certs := fs.Bool("certificates", false, "also parse every logged certificate and precertificate with crypto/x509 and report those that do not parse (about four times slower)")
+	names := fs.Bool("names", true, "check the names tiles (tile/names/...) the log serves against the data tiles (a crypto/x509 parse of every certificate); a log without them is fine")
 	parallel := fs.Int("parallel", 16, "concurrent fetches")
 	maxProblems := fs.Int("max-problems", 20, "how many problems to list")
 	retries := fs.Int("retries", 3, "retries of a failed fetch (5xx, pushback, timeouts, connection errors)")
@@ -56,7 +57,8 @@ func runFsck(ctx context.Context, args []string) error {
 			"       mosaic fsck -monitoring URL|file:///DIR -size N [-max-level L] [-issuers=false]\n\n"+
 			"Verifies a whole Static CT log: the checkpoint signature, every data tile\n"+
 			"and entry, every hash tile (recomputed from the tiles below), the root hash,\n"+
-			"and every issuer. Exits non-zero if anything is wrong, naming the first problems.\n\n"+
+			"and every issuer, and the names tiles a log serves (Sunlight's extension) against\n"+
+			"the data tiles. Exits non-zero if anything is wrong, naming the first problems.\n\n"+
 			"With -checkpoint or -compare it also checks that the log's checkpoint and the\n"+
 			"given ones are one history: each signed with the log's key, equal roots for\n"+
 			"equal sizes, and for different sizes the smaller root recomputed from the\n"+
@@ -104,7 +106,7 @@ func runFsck(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := fsck.Options{
-		Client: c, TreeSize: *size, SkipIssuers: !*issuers, ParseCertificates: *certs, Parallel: *parallel, MaxProblems: *maxProblems,
+		Client: c, TreeSize: *size, SkipIssuers: !*issuers, SkipNames: !*names, ParseCertificates: *certs, Parallel: *parallel, MaxProblems: *maxProblems,
 		ConsistencyOnly: *consistencyOnly,
 	}
 	for _, f := range checkpoints {
@@ -260,6 +262,9 @@ func printFsck(w io.Writer, c *staticct.Client, res *fsck.Result, consistencyOnl
 	case res.Walked:
 		fmt.Fprintf(w, "checked:      %s (%s), %s, %s, %s\n", count(res.Entries, "entry", "entries"), count(res.Precerts, "precertificate", "precertificates"),
 			count(res.DataTiles, "data tile", "data tiles"), count(res.HashTiles, "hash tile", "hash tiles"), count(res.Issuers, "issuer", "issuers"))
+		if res.NamesTiles > 0 || res.NamesMissing > 0 {
+			fmt.Fprintf(w, "names tiles:  %d checked, %d not served\n", res.NamesTiles, res.NamesMissing)
+		}
 	case consistencyOnly:
 		fmt.Fprintln(w, "checked:      checkpoints only (-consistency-only), not every tile")
 	default:

@@ -126,7 +126,9 @@ func waitStoredState(t *testing.T, dir string, state loglist3.LogStatus) *loglis
 }
 
 // TestLogListMetadata: log.v3.json, served and stored, and /logs.v3.json
-// validate against the v3 log list and operator metadata schemas and
+// validate against the v3 log list and operator metadata schemas (ctmeta's
+// log-metadata-v1 among them), /logs.json against ctmeta's
+// operator-list-v1, naming the log.v3.json served, and
 // decode into certificate-transparency-go's loglist3 types, say mmd 60,
 // usable (active) since the log's creation, the freeze planned at
 // not_after_limit + readonly_grace, and the binary's version; every response, errors and
@@ -172,6 +174,25 @@ func TestLogListMetadata(t *testing.T) {
 	ll, _ := loglisttest.CheckList(t, body)
 	if len(ll.Operators) != 1 || len(ll.Operators[0].TiledLogs) != 1 || ll.Operators[0].TiledLogs[0].SubmissionURL != s.info.SubmissionPrefix {
 		t.Errorf("/logs.v3.json: %s", body)
+	}
+	// The operator document, against ctmeta's operator-list-v1 schema:
+	// its one URL is the log.v3.json above, which validates against
+	// ctmeta's log-metadata-v1 (CheckEntry) with the fields that schema
+	// requires: friendly_name (the log's name) and intended_use (test, for
+	// a dev log of its own roots).
+	resp, body = getRaw(t, "GET", strings.TrimSuffix(s.info.SubmissionPrefix, "/")+"/logs.json", nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /logs.json: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	ol := loglisttest.CheckOperator(t, body)
+	if ol.OperatorName == "" || len(ol.Logs) != 1 || ol.Logs[0] != s.info.MonitoringPrefix+"log.v3.json" {
+		t.Fatalf("/logs.json: %s, want the dev log's log.v3.json", body)
+	}
+	if _, listed := getRaw(t, "GET", ol.Logs[0], nil); !bytes.Equal(listed, served) {
+		t.Errorf("the log.v3.json /logs.json names differs from the served one:\n%s", listed)
+	}
+	if e.FriendlyName != "dev" || e.IntendedUse != "test" {
+		t.Errorf("friendly_name %q, intended_use %q: want the dev log's name (dev) and test", e.FriendlyName, e.IntendedUse)
 	}
 
 	// CORS, on successes and errors alike.

@@ -2,10 +2,12 @@
 // (https://www.gstatic.com/ct/log_list/v3/log_list_schema.json) for what
 // Mosaic publishes about its logs: each log's log.v3.json (a tiled log
 // entry) and a process's /logs.v3.json (a list with one operator), with
-// the fields of the "Operator-published CT Log Metadata" proposal next to
-// the v3 fields of each log (as Sunlight v0.9.0 publishes them), so one
-// document serves log lists and the metadata Chrome asks operators to
-// host.
+// the fields of the "Operator-published CT Log Metadata" proposal
+// (github.com/mcpherrinm/ctmeta's log-metadata-v1 schema) next to the v3
+// fields of each log, as Sunlight v0.9.0 publishes them, so one document
+// serves log lists and the metadata Chrome asks operators to host; and
+// the operator document, /logs.json (ctmeta's operator-list-v1: the
+// operator's name and the URL of each log's metadata).
 //
 // The v3 types mirror certificate-transparency-go's loglist3, field for
 // field and with the same JSON names; they are declared here rather than
@@ -51,8 +53,13 @@ type TiledLog struct {
 }
 
 // Metadata is a log's fields from the "Operator-published CT Log
-// Metadata" proposal. Log lists that know only v3 ignore them.
+// Metadata" proposal. Log lists that know only v3 ignore them. (The
+// proposal's log_id, key and temporal_interval are the v3 fields of the
+// same names.)
 type Metadata struct {
+	// FriendlyName is a short human-readable name for the log (its
+	// name in Mosaic's config unless configured).
+	FriendlyName string `json:"friendly_name"`
 	// LogSpec is the API the log implements: always "static-ct-api".
 	LogSpec string `json:"log_spec"`
 	// MMDSeconds is the maximum merge delay in seconds (as MMD).
@@ -60,14 +67,13 @@ type Metadata struct {
 	// TLSOnly says the log accepts only certificates usable for TLS
 	// servers; absent otherwise.
 	TLSOnly bool `json:"tls_only,omitempty"`
-	// IntendedUse is "production" or "test", if the operator said.
-	IntendedUse string `json:"intended_use,omitempty"`
+	// IntendedUse is "production", "test" or "decommissioned".
+	IntendedUse string `json:"intended_use"`
 	// Status is "active", "readonly" or "inactive" (Mosaic's usable,
 	// readonly and retired).
 	Status string `json:"status"`
-	// StatusTimestamp is when the status began (RFC 3339); absent only
-	// while a usable log's start is not known yet, as the v3 state is.
-	StatusTimestamp string `json:"status_timestamp,omitempty"`
+	// StatusTimestamp is when the status began (RFC 3339).
+	StatusTimestamp string `json:"status_timestamp"`
 	// PlannedChanges are the status changes already scheduled.
 	PlannedChanges []PlannedChange `json:"planned_changes,omitempty"`
 	// FinalTreeHead is a log's last tree, once it is not active.
@@ -140,6 +146,13 @@ type ReadOnlyLogState struct {
 type TreeHead struct {
 	SHA256RootHash []byte `json:"sha256_root_hash"`
 	TreeSize       int64  `json:"tree_size"`
+}
+
+// OperatorList is the operator document (/logs.json): who runs the logs
+// and where each log's metadata (its log.v3.json) is.
+type OperatorList struct {
+	OperatorName string   `json:"operator_name"`
+	Logs         []string `json:"logs"`
 }
 
 // Marshal encodes a document as Mosaic serves and stores it: indented

@@ -3,6 +3,8 @@ package tile
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,6 +25,7 @@ func FuzzParsePath(f *testing.F) {
 		"tile/data/003.p/10", "tile/5/x999/999.p/1", "tile/0/x000/001", "tile/0/../../etc/passwd",
 		"tile/0/000.p/256", "tile/0/000.p/01", "tile/data/000.p/", "tile/6/000", "tile/0/000/",
 		"tile/0/x999/x999/x999/x999/x999/x999/999", "tile/0/x004/x611/x686/x018/x427/x387/904",
+		"tile/names/003.p/10", "tile/names/x001/000", "tile/names/000.p/0", "tile/name/000",
 	} {
 		f.Add(p)
 	}
@@ -40,8 +43,11 @@ func FuzzParsePath(f *testing.F) {
 		if tl.Level < 0 || tl.Level > MaxLevel || tl.N < 0 || tl.W < 1 || tl.W > Width {
 			t.Fatalf("ParsePath(%q) = %+v, out of range", p, tl)
 		}
-		if tl.Data && tl.Level != 0 {
-			t.Fatalf("ParsePath(%q) = %+v: a data tile with a level", p, tl)
+		if (tl.Data || tl.Names) && tl.Level != 0 {
+			t.Fatalf("ParsePath(%q) = %+v: a data or names tile with a level", p, tl)
+		}
+		if tl.Data && tl.Names {
+			t.Fatalf("ParsePath(%q) = %+v: both a data and a names tile", p, tl)
 		}
 		for _, e := range strings.Split(p, "/") {
 			if e == "" || e == "." || e == ".." {
@@ -272,4 +278,57 @@ func cryptobyteTileLeaf(tile []byte, e *Entry) []byte {
 		}
 	})
 	return b.BytesOrPanic()
+}
+
+// FuzzParseNamesTile checks the names tile parser on what a log serves:
+// it never panics; whatever it accepts has at most Width lines, each an
+// entry that encodes (as Mosaic writes it) to a line it accepts again with
+// the same values; and a tile made by AppendNamesLine from an accepted
+// tile's entries parses back to them. Seeded with Sunlight's names tiles
+// of testdata/navigli2025h2.
+func FuzzParseNamesTile(f *testing.F) {
+	f.Add([]byte(`{"Timestamp":1}` + "\n"))
+	f.Add([]byte(`{"Timestamp":1746292399101,"Subject":{"CommonName":"a.example"},"DNS":["a.example"],"IP":["192.0.2.1"]}` + "\n"))
+	f.Add([]byte(`{"Timestamp":1, "DNS":[]}` + "\n" + `{"Timestamp":2,"Subject":{}}` + "\n"))
+	f.Add([]byte(`{"Timestamp":-1}` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := ParseNamesTile(b)
+		if err != nil {
+			return
+		}
+		if len(entries) > Width {
+			t.Fatalf("%d entries accepted", len(entries))
+		}
+		var again []byte
+		for _, e := range entries {
+			line, err := json.Marshal(e)
+			if err != nil {
+				t.Fatalf("an accepted entry does not encode: %v", err)
+			}
+			again = append(again, line...)
+			again = append(again, '\n')
+		}
+		back, err := ParseNamesTile(again)
+		if err != nil {
+			t.Fatalf("the re-encoded tile is refused: %v\n%s", err, again)
+		}
+		if len(back) != len(entries) {
+			t.Fatalf("%d entries re-read, want %d", len(back), len(entries))
+		}
+		for i := range back {
+			x, _ := json.Marshal(back[i])
+			y, _ := json.Marshal(entries[i])
+			if !bytes.Equal(x, y) {
+				t.Fatalf("entry %d re-read as %s, was %s", i, x, y)
+			}
+			if back[i].Timestamp >= 0 {
+				// The round's encoding of the same entry: timestamp
+				// then tail.
+				tail := y[len(namesPrefix)+len(strconv.FormatInt(back[i].Timestamp, 10)):]
+				if line := AppendNamesLine(nil, uint64(back[i].Timestamp), tail); !bytes.Equal(line[:len(line)-1], y) {
+					t.Fatalf("AppendNamesLine gives %s, encoding/json %s", line, y)
+				}
+			}
+		}
+	})
 }

@@ -35,19 +35,29 @@ type Tile struct {
 	W int
 	// Data is true for a data tile (tile/data/...).
 	Data bool
+	// Names is true for a names tile (tile/names/..., see names.go): the
+	// names of the entries of the data tile of the same N and W. Data
+	// and Names are never both true.
+	Names bool
 }
+
+// Hashes reports whether t is a hash tile (neither data nor names).
+func (t Tile) Hashes() bool { return !t.Data && !t.Names }
 
 // Full reports whether t is a full (immutable) tile.
 func (t Tile) Full() bool { return t.W == Width }
 
 // Path returns the tile's path relative to the monitoring prefix, e.g.
-// "tile/0/x001/234.p/5" or "tile/data/067".
+// "tile/0/x001/234.p/5", "tile/data/067" or "tile/names/067".
 func (t Tile) Path() string {
 	var b strings.Builder
 	b.WriteString("tile/")
-	if t.Data {
+	switch {
+	case t.Names:
+		b.WriteString("names/")
+	case t.Data:
 		b.WriteString("data/")
-	} else {
+	default:
 		b.WriteString(strconv.Itoa(t.Level))
 		b.WriteByte('/')
 	}
@@ -91,9 +101,12 @@ func ParsePath(p string) (Tile, error) {
 	if !ok {
 		return bad("missing tile index")
 	}
-	if first == "data" {
+	switch first {
+	case "data":
 		t.Data = true
-	} else {
+	case "names":
+		t.Names = true
+	default:
 		if len(first) != 1 || first[0] < '0' || first[0] > '0'+MaxLevel {
 			return bad("level must be 0 to 5")
 		}

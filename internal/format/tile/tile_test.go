@@ -22,6 +22,8 @@ func TestPathRoundTrip(t *testing.T) {
 		{Tile{Level: 2, N: 5, W: 17}, "tile/2/005.p/17"},
 		{Tile{Data: true, N: 1000, W: 256}, "tile/data/x001/000"},
 		{Tile{Data: true, N: 3, W: 10}, "tile/data/003.p/10"},
+		{Tile{Names: true, N: 1000, W: 256}, "tile/names/x001/000"},
+		{Tile{Names: true, N: 3, W: 10}, "tile/names/003.p/10"},
 		{Tile{Level: 5, N: 999999, W: 1}, "tile/5/x999/999.p/1"},
 	}
 	for _, tt := range tests {
@@ -44,7 +46,7 @@ func TestParsePathRejects(t *testing.T) {
 		"", "tile", "tile/", "tile/0", "tile/6/000", "tile/00/000", "tile/0/00", "tile/0/0000",
 		"tile/0/001/002", "tile/0/x000/001", "tile/0/000.p/0", "tile/0/000.p/256", "tile/0/000.p/01",
 		"tile/0/../../etc/passwd", "tile/data/abc", "tile/0/x01/002", "tile/0/000/", "tile/-1/000",
-		"tile/data/000.p/", "checkpoint", "tile/0/x001/x002/x003/x004/x005/x006/x007/008",
+		"tile/data/000.p/", "checkpoint", "tile/names/", "tile/names/000.p/256", "tile/Names/000", "tile/names/../000", "tile/0/x001/x002/x003/x004/x005/x006/x007/008",
 	} {
 		if tl, err := ParsePath(p); err == nil {
 			t.Errorf("ParsePath(%q) = %+v, want error", p, tl)

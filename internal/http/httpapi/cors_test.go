@@ -78,6 +78,7 @@ func TestCORSEverywhere(t *testing.T) {
 		{"POST", p + "checkpoint", "", 405},
 		{"GET", "/nowhere", "", 404},
 		{"GET", "/logs.v3.json", "", 200},
+		{"GET", "/logs.json", "", 200},
 		{"GET", "/metrics", "", 200},
 		{"GET", "/health", "", 200},
 	}
@@ -103,6 +104,7 @@ func TestCORSEverywhere(t *testing.T) {
 		{p + "checkpoint", "GET, HEAD, OPTIONS", 204},
 		{p + "tile/data/000", "GET, HEAD, OPTIONS", 204},
 		{"/logs.v3.json", "GET, HEAD, OPTIONS", 204},
+		{"/logs.json", "GET, HEAD, OPTIONS", 204},
 		{"/nowhere", "", 404},
 	}
 	for _, tt := range preflights {

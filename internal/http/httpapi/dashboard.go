@@ -285,8 +285,7 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 		now := time.Now()
 		ld := s.dash.byLg[l]
 		cur, _, rd, poolCap, ok := ld.live(now)
-		e, err := l.ListEntry(now)
-		if !ok || err != nil {
+		if !ok {
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, "The log's state is not known yet; retry later.", http.StatusServiceUnavailable)
 			return
@@ -305,14 +304,14 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 		p := logPage{
 			pageCommon:    s.common(l.Name + " — Mosaic CT log"),
 			Name:          l.Name,
-			Description:   e.Description,
+			Description:   l.DescriptionText(),
 			State:         string(st),
 			StateText:     stateText[st],
 			Witnesses:     witnessesView(l),
 			Since:         sinceText,
 			Sequencing:    rd.sequencing,
-			SubmissionURL: e.SubmissionURL,
-			MonitoringURL: e.MonitoringURL,
+			SubmissionURL: l.SubmissionPrefix.String(),
+			MonitoringURL: l.MonitoringPrefix.String(),
 			Origin:        l.Origin,
 			LogID:         l.LogIDBase64(),
 			KeyDER:        der,
@@ -322,7 +321,7 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 			MLDSAVerifierKey: checkpoint.MLDSA44VerifierKey(l.Origin, l.Keys.MLDSA44.PublicKey()),
 			Start:            l.NotAfterStart.UTC().Format(time.RFC3339),
 			End:              l.NotAfterLimit.UTC().Format(time.RFC3339),
-			MMD:              fmt.Sprintf("%d seconds (%s)", e.MMD, time.Duration(e.MMD)*time.Second),
+			MMD:              fmt.Sprintf("%d seconds (%s)", int64(l.MMD/time.Second), l.MMD.Truncate(time.Second)),
 			PoolCapacity:     poolCap,
 			AcceptedRoots:    rd.roots,
 			Live:             cur,
@@ -342,7 +341,7 @@ func (s *Server) dashboardPage(l *ctlog.Log) http.HandlerFunc {
 		if l.ReadPath {
 			p.Checkpoint = l.MonitoringPrefix.Path + "checkpoint"
 		} else {
-			p.Checkpoint = e.MonitoringURL + "checkpoint"
+			p.Checkpoint = l.MonitoringPrefix.String() + "checkpoint"
 		}
 		render(w, "log.html", p)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -157,6 +158,7 @@ func FuzzReadPath(f *testing.F) {
 		"tile/1/000.p/1":     bytes.Repeat([]byte{3}, 32),
 		"tile/data/000":      gz([]byte("full data tile")),
 		"tile/data/001.p/44": gz([]byte("partial data tile")),
+		"tile/names/000":     gz([]byte(`{"Timestamp":1}` + "\n")),
 		"issuer/" + hex.EncodeToString(issuer[:]): []byte("issuer DER"),
 	}
 	for k, v := range objects {
@@ -172,6 +174,7 @@ func FuzzReadPath(f *testing.F) {
 	}
 	l := &ctlog.Log{Name: "read", SubmissionPrefix: prefix, MonitoringPrefix: prefix, Keys: k, LogID: k.LogID(), Storage: st, ReadPath: true}
 	l.SetStandby("", &checkpoint.Verified{Checkpoint: checkpoint.Checkpoint{Origin: "ct.example/log", Size: 300}}, nil)
+	l.SetUsableSince(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
 	handler := New([]*ctlog.Log{l}, slog.New(slog.DiscardHandler), reg, reg).Handler()
 
@@ -181,7 +184,8 @@ func FuzzReadPath(f *testing.F) {
 	f.Add("", false)
 	f.Add("log.v3.json", false)
 	for _, p := range []string{"tile/0/002", "tile/6/000", "tile/0/../../../etc/passwd", "tile/data/000.p/0", "issuer/" + hex.EncodeToString(issuer[:4]),
-		"tile/0/x000/000", "tile/0/000/", "tile//0/000", "checkpoint/", "staging/1-00", "tile/0/001.p/044", "../../etc/passwd"} {
+		"tile/0/x000/000", "tile/0/000/", "tile//0/000", "checkpoint/", "staging/1-00", "tile/0/001.p/044", "../../etc/passwd",
+		"tile/names/001.p/44", "tile/names/000/", "names-backfill"} {
 		f.Add(p, true)
 	}
 	f.Fuzz(func(t *testing.T, p string, gzipOK bool) {
@@ -207,7 +211,7 @@ func FuzzReadPath(f *testing.F) {
 		if !stored {
 			return
 		}
-		if w.Header().Get("Content-Encoding") != "gzip" && strings.HasPrefix(p, "tile/data/") {
+		if w.Header().Get("Content-Encoding") != "gzip" && (strings.HasPrefix(p, "tile/data/") || strings.HasPrefix(p, "tile/names/")) {
 			if want, err = tile.Gunzip(want); err != nil {
 				t.Fatal(err)
 			}

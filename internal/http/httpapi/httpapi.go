@@ -57,7 +57,8 @@ type Server struct {
 	// HealthMaxAge is how old a log's latest checkpoint may be before /health
 	// reports it unhealthy.
 	HealthMaxAge time.Duration
-	// Operator is who runs the logs, as /logs.v3.json says (see loglist.go).
+	// Operator is who runs the logs, as /logs.json and /logs.v3.json say
+	// (see loglist.go).
 	Operator Operator
 	// HealthChecks are the process's other parts /health reports on
 	// beside the logs (the witness's state store), by name.
@@ -150,6 +151,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /logs.v3.json", s.logList)
+	mux.HandleFunc("GET /logs.json", s.operatorList)
 	return cors(mux)
 }
 

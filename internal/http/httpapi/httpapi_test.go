@@ -120,6 +120,15 @@ func mustURL(t *testing.T, s string) *url.URL {
 
 func testLog(t *testing.T, sub, mon string, st storage.Backend) *ctlog.Log {
 	t.Helper()
+	l := testLogUnstarted(t, sub, mon, st)
+	l.SetUsableSince(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return l
+}
+
+// testLogUnstarted is testLog without the time it became usable, as a new
+// log is before its leader first writes log.v3.json.
+func testLogUnstarted(t *testing.T, sub, mon string, st storage.Backend) *ctlog.Log {
+	t.Helper()
 	seed := sha256.Sum256([]byte("httpapi test log"))
 	k, err := keys.FromSeed(seed[:])
 	if err != nil {
@@ -205,12 +214,14 @@ func newReadPath(t *testing.T, sub, mon string) (readPathFixture, map[string][]b
 	l := testLog(t, sub, mon, st)
 	issuer := sha256.Sum256([]byte("issuer"))
 	objects := map[string][]byte{
-		"checkpoint":         []byte("ct.example.org/2026h1\n300\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— sig\n"),
-		"tile/0/000":         bytes.Repeat([]byte{1}, 256*32),
-		"tile/0/001.p/44":    bytes.Repeat([]byte{2}, 44*32),
-		"tile/data/000":      gz(t, []byte("full data tile")),
-		"tile/data/001.p/44": gz(t, []byte("partial data tile")),
-		"tile/data/002":      []byte("not gzip"),
+		"checkpoint":          []byte("ct.example.org/2026h1\n300\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— sig\n"),
+		"tile/0/000":          bytes.Repeat([]byte{1}, 256*32),
+		"tile/0/001.p/44":     bytes.Repeat([]byte{2}, 44*32),
+		"tile/data/000":       gz(t, []byte("full data tile")),
+		"tile/data/001.p/44":  gz(t, []byte("partial data tile")),
+		"tile/data/002":       []byte("not gzip"),
+		"tile/names/000":      gz(t, []byte(`{"Timestamp":1,"DNS":["a.example"]}`+"\n")),
+		"tile/names/001.p/44": gz(t, []byte(`{"Timestamp":2}`+"\n")),
 		"issuer/" + hex.EncodeToString(issuer[:]): []byte("issuer DER"),
 	}
 	for k, v := range objects {
@@ -258,6 +269,11 @@ func TestReadPath(t *testing.T) {
 		{"full data tile, identity", p + "tile/data/000", "", 200, []byte("full data tile"), "application/octet-stream", "public, max-age=31536000, immutable", ""},
 		{"partial data tile, gzip", p + "tile/data/001.p/44", "br, gzip", 200, objects["tile/data/001.p/44"], "application/octet-stream", "public, max-age=60", "gzip"},
 		{"partial data tile, gzip refused", p + "tile/data/001.p/44", "gzip;q=0", 200, []byte("partial data tile"), "application/octet-stream", "public, max-age=60", ""},
+		{"full names tile, gzip", p + "tile/names/000", "gzip", 200, objects["tile/names/000"], "application/jsonl; charset=utf-8", "public, max-age=31536000, immutable", "gzip"},
+		{"full names tile, identity", p + "tile/names/000", "", 200, []byte(`{"Timestamp":1,"DNS":["a.example"]}` + "\n"), "application/jsonl; charset=utf-8", "public, max-age=31536000, immutable", ""},
+		{"partial names tile, gzip", p + "tile/names/001.p/44", "gzip", 200, objects["tile/names/001.p/44"], "application/jsonl; charset=utf-8", "public, max-age=60", "gzip"},
+		{"partial names tile, identity", p + "tile/names/001.p/44", "", 200, []byte(`{"Timestamp":2}` + "\n"), "application/jsonl; charset=utf-8", "public, max-age=60", ""},
+		{"missing names tile", p + "tile/names/002", "", 404, nil, "", "", ""},
 		{"issuer", p + issuerKey, "", 200, objects[issuerKey], "application/pkix-cert", "public, max-age=31536000, immutable", ""},
 		{"missing tile", p + "tile/0/002", "", 404, nil, "", "", ""},
 		{"missing issuer", p + "issuer/" + strings.Repeat("00", 32), "", 404, nil, "", "", ""},
@@ -297,8 +313,8 @@ func TestReadPath(t *testing.T) {
 			if got := h.Get("Content-Length"); got != itoa(len(tt.body)) {
 				t.Errorf("Content-Length %q, want %d", got, len(tt.body))
 			}
-			if strings.Contains(tt.path, "/tile/data/") && !strings.Contains(h.Get("Vary"), "Accept-Encoding") {
-				t.Errorf("data tile response has no Vary: Accept-Encoding")
+			if (strings.Contains(tt.path, "/tile/data/") || strings.Contains(tt.path, "/tile/names/")) && !strings.Contains(h.Get("Vary"), "Accept-Encoding") {
+				t.Errorf("data or names tile response has no Vary: Accept-Encoding")
 			}
 
 			// HEAD gives the same headers and no body.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,6 +115,61 @@ func TestLogListDocument(t *testing.T) {
 	ll, _ = loglisttest.CheckList(t, serve(t, h, "GET", "/logs.v3.json", "").Body.Bytes())
 	if op := ll.Operators[0]; op.Name != "Example CT" || len(op.Email) != 1 || op.Email[0] != "ct@example.org" {
 		t.Errorf("configured operator: %+v", op)
+	}
+
+	// A log whose start is not known yet has no log.v3.json (the schema
+	// requires status_timestamp): 503 with Retry-After, and so has the
+	// list, rather than a document that does not validate.
+	c := testLogUnstarted(t, "https://ct.example.org/c/", "https://ct.example.org/c/", nil)
+	c.Name = "c"
+	withCheckpoint(c, 1)
+	reg = prometheus.NewRegistry()
+	h = New([]*ctlog.Log{a, c}, slog.New(slog.DiscardHandler), reg, reg).Handler()
+	for _, p := range []string{"/c/log.v3.json", "/logs.v3.json"} {
+		if w := serve(t, h, "GET", p, ""); w.Code != 503 || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "start date is not known yet") {
+			t.Errorf("GET %s of a log whose start is not known: %d %q", p, w.Code, w.Body)
+		}
+	}
+}
+
+// TestOperatorDocument: /logs.json is ctmeta's operator list: the
+// operator's name (configured, or the first log's host) and the URL of
+// each log's log.v3.json under its monitoring prefix, which the same
+// server serves.
+func TestOperatorDocument(t *testing.T) {
+	a := testLog(t, "https://ct.example.org/a/", "https://ct.example.org/a/", nil)
+	a.Name = "a"
+	a.SetUsableSince(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	withCheckpoint(a, 10)
+	b := testLog(t, "https://ct.example.org/b/", "https://static.example.org/b/", nil)
+	b.Name = "b"
+	b.SetUsableSince(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	withCheckpoint(b, 3)
+	reg := prometheus.NewRegistry()
+	s := New([]*ctlog.Log{a, b}, slog.New(slog.DiscardHandler), reg, reg)
+	h := s.Handler()
+	w := serve(t, h, "GET", "/logs.json", "")
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /logs.json: %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	ol := loglisttest.CheckOperator(t, w.Body.Bytes())
+	want := []string{"https://ct.example.org/a/log.v3.json", "https://static.example.org/b/log.v3.json"}
+	if ol.OperatorName != "ct.example.org" || !slices.Equal(ol.Logs, want) {
+		t.Errorf("/logs.json: %s, want operator ct.example.org and logs %q", w.Body, want)
+	}
+	// Each URL is a log.v3.json this server serves (by path: the host is
+	// the operator's), and that validates.
+	for _, u := range ol.Logs {
+		path := strings.TrimPrefix(strings.TrimPrefix(u, "https://ct.example.org"), "https://static.example.org")
+		if w := serve(t, h, "GET", path, ""); w.Code != 200 {
+			t.Errorf("GET %s: %d", path, w.Code)
+		} else {
+			loglisttest.CheckEntry(t, w.Body.Bytes())
+		}
+	}
+	s.Operator = Operator{Name: "Example CT"}
+	if ol := loglisttest.CheckOperator(t, serve(t, h, "GET", "/logs.json", "").Body.Bytes()); ol.OperatorName != "Example CT" {
+		t.Errorf("configured operator: %+v", ol)
 	}
 }
 

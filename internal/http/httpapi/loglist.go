@@ -9,7 +9,8 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
 )
 
-// Operator is who runs a process's logs, for /logs.v3.json.
+// Operator is who runs a process's logs, for /logs.json and
+// /logs.v3.json.
 type Operator struct {
 	// Name defaults to the host of the first log's submission prefix.
 	Name  string
@@ -57,15 +58,40 @@ func (s *Server) logJSON(l *ctlog.Log) http.HandlerFunc {
 	}
 }
 
+// operatorName is the operator's configured name, or else the host of the
+// first log's submission prefix.
+func (s *Server) operatorName() string {
+	if s.Operator.Name == "" && len(s.logs) > 0 {
+		return s.logs[0].SubmissionPrefix.Hostname()
+	}
+	return s.Operator.Name
+}
+
+// OperatorList returns the operator document (/logs.json, ctmeta's
+// operator-list-v1): the operator's name and the URL of each log's
+// metadata, its log.v3.json under its monitoring prefix (which the log's
+// storage holds too, so it is there wherever the read path is served
+// from), in the order of the config.
+func (s *Server) OperatorList() *loglist.OperatorList {
+	ol := &loglist.OperatorList{OperatorName: s.operatorName(), Logs: make([]string, 0, len(s.logs))}
+	for _, l := range s.logs {
+		ol.Logs = append(ol.Logs, l.MonitoringPrefix.JoinPath("log.v3.json").String())
+	}
+	return ol
+}
+
+// operatorList serves /logs.json. It does not change while the process
+// runs.
+func (s *Server) operatorList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, s.OperatorList())
+}
+
 // LogList returns the list of every log the process serves, as one
 // operator's logs.
 func (s *Server) LogList(now time.Time) (*loglist.LogList, error) {
-	op := &loglist.Operator{Name: s.Operator.Name, Email: s.Operator.Email, Logs: []any{}, TiledLogs: []*loglist.TiledLog{}}
+	op := &loglist.Operator{Name: s.operatorName(), Email: s.Operator.Email, Logs: []any{}, TiledLogs: []*loglist.TiledLog{}}
 	if op.Email == nil {
 		op.Email = []string{}
-	}
-	if op.Name == "" && len(s.logs) > 0 {
-		op.Name = s.logs[0].SubmissionPrefix.Hostname()
 	}
 	for _, l := range s.logs {
 		e, err := l.ListEntry(now)

@@ -51,7 +51,7 @@ const (
 )
 
 // readPath serves the monitoring prefix of l from storage: kind is
-// "checkpoint", "tile" or "issuer".
+// "checkpoint", "tile" (hash, data and names tiles) or "issuer".
 //
 // What a request costs: full tiles and issuers never change once written,
 // so their stored bytes (data tiles gzip-compressed, as stored) are kept
@@ -87,6 +87,8 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	octet := storage.Options("tile/0/000").ContentType
 	immutable := newReadHeaders(octet, cacheImmutable)
 	partial := newReadHeaders(octet, cachePartial)
+	namesImmutable := newReadHeaders(storage.NamesTileContentType, cacheImmutable)
+	namesPartial := newReadHeaders(storage.NamesTileContentType, cachePartial)
 	issuer := newReadHeaders(storage.Options("issuer/"+strings.Repeat("00", 32)).ContentType, cacheImmutable)
 	checkpoint := newReadHeaders(storage.Options("checkpoint").ContentType, cacheNever)
 	load := func(ctx context.Context, key string) ([]byte, error) { return l.Storage.Get(ctx, key) }
@@ -102,10 +104,17 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 				http.Error(w, "Not found: no such tile path.", http.StatusNotFound)
 				return
 			}
-			isData, full = t.Data, t.Full()
-			hv = &partial
-			if full {
+			// Data and names tiles are stored gzipped.
+			isData, full = t.Data || t.Names, t.Full()
+			switch {
+			case t.Names && full:
+				hv = &namesImmutable
+			case t.Names:
+				hv = &namesPartial
+			case full:
 				hv = &immutable
+			default:
+				hv = &partial
 			}
 		case "issuer":
 			fp := strings.TrimPrefix(key, "issuer/")

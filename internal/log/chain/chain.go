@@ -79,6 +79,14 @@ type Policy struct {
 	// Extended Key Usage extension is unrestricted (RFC 5280 §4.2.1.12) and
 	// is accepted.
 	RequireEKU []asn1.ObjectIdentifier
+	// MarkCertificates makes the log one of mark certificates (Verified
+	// Mark Certificates and the like, for BIMI): the leaf must carry the
+	// id-kp-BrandIndicatorforMessageIdentification Extended Key Usage
+	// (OIDMarkEKU) explicitly. Unlike RequireEKU, a leaf without an
+	// Extended Key Usage extension, or with anyExtendedKeyUsage alone, is
+	// refused, as Sunlight v0.9.0's "mark" profile refuses it. RequireEKU
+	// must then be empty.
+	MarkCertificates bool
 	// RejectExpired refuses leaves whose NotAfter has passed.
 	RejectExpired bool
 	// RejectExtensions refuses leaves carrying any of these extensions.
@@ -136,6 +144,10 @@ type Entry struct {
 	// an embedded SCT list (RFC 6962 §3.3): its precertificate was logged
 	// already.
 	HasSCTList bool
+	// Leaf is the leaf (certificate or precertificate) as crypto/x509
+	// parsed it, nil if crypto/x509 refused it (the CT fork's parse was
+	// used): what a names tile line is made of (tile.NamesTail).
+	Leaf *stdx509.Certificate
 }
 
 // RejectError is the error Validate returns for a chain the log does not
@@ -173,6 +185,7 @@ type Validator struct {
 	notAfterStart, notAfterLimit time.Time
 	maxChainLength               int
 	requireEKU                   []asn1.ObjectIdentifier
+	markCertificates             bool
 	rejectExpired                bool
 	rejectExtensions             []asn1.ObjectIdentifier
 	rejectPSC                    bool
@@ -218,11 +231,15 @@ func NewValidator(p Policy) (*Validator, error) {
 	if p.MaxChainLength < 0 {
 		return nil, fmt.Errorf("chain policy MaxChainLength %d is negative", p.MaxChainLength)
 	}
+	if p.MarkCertificates && len(p.RequireEKU) > 0 {
+		return nil, errors.New("chain policy MarkCertificates requires the mark Extended Key Usage itself: RequireEKU must be empty")
+	}
 	v := &Validator{
 		notAfterStart:    p.NotAfterStart,
 		notAfterLimit:    p.NotAfterLimit,
 		maxChainLength:   p.MaxChainLength,
 		requireEKU:       slices.Clone(p.RequireEKU),
+		markCertificates: p.MarkCertificates,
 		rejectExpired:    p.RejectExpired,
 		rejectPSC:        p.RejectPrecertSigningCerts,
 		rejectExtensions: slices.Clone(p.RejectExtensions),
@@ -388,7 +405,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 				return nil, reject("The certificate at chain[0] is one of the log's roots, not a precertificate.")
 			}
 			return &Entry{Certificate: chain[0], Chain: [][]byte{},
-				IssuerID: sha256.Sum256(leaf.spki), NotBefore: leaf.notBefore}, nil
+				IssuerID: sha256.Sum256(leaf.spki), NotBefore: leaf.notBefore, Leaf: leaf.std}, nil
 		}
 		// Finding the root verifies the leaf's signature.
 		c, err := leaf.ctCert()
@@ -430,6 +447,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 			IssuerID:    sha256.Sum256(issuers.certs[0].RawSubjectPublicKeyInfo),
 			NotBefore:   leaf.notBefore,
 			HasSCTList:  leaf.hasExtension(x509.OIDExtensionCTSCT),
+			Leaf:        leaf.std,
 		}, nil
 	}
 	var preIssuer *x509.Certificate
@@ -458,6 +476,7 @@ func (v *Validator) Validate(chain [][]byte, precert bool) (*Entry, error) {
 		Chain:          issuers.entryChain(),
 		IssuerID:       ikh,
 		NotBefore:      leaf.notBefore,
+		Leaf:           leaf.std,
 	}, nil
 }
 
@@ -558,6 +577,11 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 var (
 	oidExtKeyUsage    = asn1.ObjectIdentifier{2, 5, 29, 37}
 	oidAnyExtKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 37, 0}
+	// OIDMarkEKU is id-kp-BrandIndicatorforMessageIdentification, the
+	// Extended Key Usage the BIMI Group's guidelines require on mark
+	// certificates (Verified and Common Mark Certificates), which a log
+	// with Policy.MarkCertificates requires.
+	OIDMarkEKU = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 3, 31}
 )
 
 // checkPolicy applies the log's optional checks on the leaf: refused
@@ -574,6 +598,9 @@ func (v *Validator) checkPolicy(leaf *leafCert) error {
 		if now := v.now(); now.After(leaf.notAfter) {
 			return rejectPolicy("chain[0] expired at %s; the log does not accept expired certificates", formatTime(leaf.notAfter))
 		}
+	}
+	if v.markCertificates {
+		return checkMarkEKU(leaf)
 	}
 	if len(v.requireEKU) == 0 {
 		return nil
@@ -600,6 +627,28 @@ func (v *Validator) checkPolicy(leaf *leafCert) error {
 	// No Extended Key Usage extension: the key may be used for any
 	// purpose (RFC 5280 §4.2.1.12).
 	return nil
+}
+
+// checkMarkEKU refuses a leaf that does not carry the mark Extended Key
+// Usage in its Extended Key Usage extension: a mark log takes nothing else,
+// so a leaf without the extension (usable for anything, RFC 5280
+// §4.2.1.12) or with anyExtendedKeyUsage alone is refused too, as a TLS
+// server certificate would be.
+func checkMarkEKU(leaf *leafCert) error {
+	for _, ext := range leaf.exts {
+		if !oidEqual(ext.id, oidExtKeyUsage) {
+			continue
+		}
+		var ekus []asn1.ObjectIdentifier
+		if rest, err := asn1.Unmarshal(ext.value, &ekus); err != nil || len(rest) > 0 {
+			return reject("chain[0]'s Extended Key Usage extension is malformed")
+		}
+		if slices.ContainsFunc(ekus, OIDMarkEKU.Equal) {
+			return nil
+		}
+		break
+	}
+	return rejectPolicy("chain[0] does not carry the mark certificate Extended Key Usage (%v), which this log of mark certificates requires", OIDMarkEKU)
 }
 
 // oidEqual compares an object identifier parsed by the CT fork of

@@ -8,6 +8,7 @@ import (
 	"encoding/asn1"
 	"errors"
 	"math/big"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,6 +195,59 @@ func TestPolicyKnobs(t *testing.T) {
 			}
 			t.Logf("reason: %s", re.Reason)
 		})
+	}
+}
+
+// TestMarkCertificates: a log of mark certificates takes a leaf (or
+// precertificate) carrying the mark Extended Key Usage, alone or with
+// others, and refuses as a policy refusal every other: a TLS server
+// certificate, one without the Extended Key Usage extension (usable for
+// anything, which RequireEKU accepts), and one with anyExtendedKeyUsage.
+func TestMarkCertificates(t *testing.T) {
+	p := newPKI(t)
+	withEKUs := func(oids ...asn1.ObjectIdentifier) func(*stdx509.Certificate) {
+		return func(c *stdx509.Certificate) {
+			c.UnknownExtKeyUsage = oids
+		}
+	}
+	serverAuth := asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 3, 1}
+	v := p.validator(t, func(pol *Policy) { pol.MarkCertificates = true })
+	for _, tc := range []struct {
+		name    string
+		chain   [][]byte
+		precert bool
+		ok      bool
+	}{
+		{"mark leaf", chainOf(issueCustom(t, p.inter, withEKUs(OIDMarkEKU)), p.inter.DER), false, true},
+		{"mark precertificate", chainOf(leaf(t, p.inter, testca.LeafOptions{Precert: true, ExtKeyUsage: []stdx509.ExtKeyUsage{},
+			UnknownExtKeyUsage: []asn1.ObjectIdentifier{OIDMarkEKU}}), p.inter.DER), true, true},
+		{"mark and serverAuth", chainOf(issueCustom(t, p.inter, withEKUs(serverAuth, OIDMarkEKU)), p.inter.DER), false, true},
+		{"TLS server leaf", chainOf(leaf(t, p.inter, testca.LeafOptions{}), p.inter.DER), false, false},
+		{"leaf without EKU", chainOf(issueCustom(t, p.inter, func(*stdx509.Certificate) {}), p.inter.DER), false, false},
+		{"anyExtendedKeyUsage leaf", chainOf(issueCustom(t, p.inter, func(c *stdx509.Certificate) {
+			c.ExtKeyUsage = []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageAny}
+		}), p.inter.DER), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Validate(tc.chain, tc.precert)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var re *RejectError
+			if !errors.As(err, &re) || !re.Policy || !strings.Contains(re.Reason, "1.3.6.1.5.5.7.3.31") {
+				t.Fatalf("%v, want a policy refusal naming the mark EKU", err)
+			}
+		})
+	}
+	// The default policy takes a mark certificate like any other.
+	if _, err := p.validator(t, nil).Validate(chainOf(issueCustom(t, p.inter, withEKUs(OIDMarkEKU)), p.inter.DER), false); err != nil {
+		t.Errorf("the default policy refused a mark certificate: %v", err)
+	}
+	if _, err := NewValidator(Policy{MarkCertificates: true, RequireEKU: []asn1.ObjectIdentifier{serverAuth}}); err == nil {
+		t.Error("MarkCertificates with RequireEKU was accepted")
 	}
 }
 

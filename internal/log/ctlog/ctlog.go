@@ -43,10 +43,12 @@ type Log struct {
 	NotAfterLimit    time.Time
 	MMD              time.Duration
 	Description      string
-	// IntendedUse ("production", "test" or "") and TLSOnly are published
-	// in the log's metadata (ListEntry).
-	IntendedUse string
-	TLSOnly     bool
+	// FriendlyName, IntendedUse ("production", "test" or
+	// "decommissioned") and TLSOnly are published in the log's metadata
+	// (ListEntry). An empty FriendlyName publishes Name.
+	FriendlyName string
+	IntendedUse  string
+	TLSOnly      bool
 	// ReadPath is true when this process serves the monitoring prefix.
 	ReadPath bool
 	// Admission shares the log's capacity under load (nil: every valid
@@ -58,6 +60,9 @@ type Log struct {
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle
+	// NamesTiles says the log writes names tiles (tile/names/...): each
+	// submission's names are encoded when its chain is validated.
+	NamesTiles bool
 	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
 	// get-entries, proofs) under the submission prefix, from Storage.
 	RFC6962ReadAPI bool
@@ -318,7 +323,15 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 	}
 	defer done()
 	var v *chain.Entry
-	if werr := l.Workers.Do(ctx, func() { v, err = l.Validator.Validate(chainDER, precert) }); werr != nil {
+	var names []byte
+	if werr := l.Workers.Do(ctx, func() {
+		v, err = l.Validator.Validate(chainDER, precert)
+		if err == nil && l.NamesTiles {
+			// Its names tile line, from the parse validation made,
+			// here on a worker rather than in the round.
+			names = tile.NamesTail(v.Leaf)
+		}
+	}); werr != nil {
 		return nil, werr
 	}
 	if err != nil {
@@ -332,6 +345,7 @@ func (l *Log) AddChain(ctx context.Context, chainDER [][]byte, precert bool) (*s
 			PreCertificate: v.PreCertificate,
 		},
 		Issuers: v.Chain,
+		Names:   names,
 	}
 	p.Entry.ChainFingerprints = make([][32]byte, len(v.Chain))
 	for i, c := range v.Chain {

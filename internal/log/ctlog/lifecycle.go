@@ -170,9 +170,14 @@ func (l *Log) SetUsableSince(t time.Time) {
 // this process knows, which no longer changes once the submissions
 // admitted before the freeze are sequenced (see Settle).
 func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
-	desc := l.Description
-	if desc == "" {
-		desc = "Mosaic log " + l.Name
+	desc := l.DescriptionText()
+	friendly := l.FriendlyName
+	if friendly == "" {
+		friendly = l.Name
+	}
+	use := l.IntendedUse
+	if use == "" {
+		use = "test" // the config's default for a log not of the CCADB's roots
 	}
 	e := &loglist.TiledLog{
 		Description:   desc,
@@ -186,10 +191,11 @@ func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 			EndExclusive:   l.NotAfterLimit.UTC(),
 		},
 		Metadata: loglist.Metadata{
+			FriendlyName:       friendly,
 			LogSpec:            "static-ct-api",
 			MMDSeconds:         int32(l.MMD / time.Second),
 			TLSOnly:            l.TLSOnly,
-			IntendedUse:        l.IntendedUse,
+			IntendedUse:        use,
 			SubmissionEndpoint: loglist.Endpoint{URL: l.SubmissionPrefix.String()},
 			MonitoringEndpoint: loglist.Endpoint{URL: l.MonitoringPrefix.String()},
 			LogSoftware:        loglist.Software{Name: buildinfo.Module, Version: buildinfo.Version()},
@@ -197,16 +203,19 @@ func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 	}
 	st, since := l.Status(now)
 	since = since.UTC()
-	if !since.IsZero() {
-		e.StatusTimestamp = since.Format(time.RFC3339)
+	if since.IsZero() {
+		// The metadata schema requires status_timestamp. A usable log
+		// whose config does not say when it started learns it when its
+		// leader first writes log.v3.json (SetUsableSince), moments after
+		// the first start; until then there is no true value to publish.
+		return nil, errors.New("the log's start date is not known yet (its first leader has not written log.v3.json)")
 	}
+	e.StatusTimestamp = since.Format(time.RFC3339)
 	cp := l.Published()
 	switch st {
 	case Usable:
 		e.Status = loglist.StatusActive
-		if !since.IsZero() {
-			e.State = &loglist.LogStates{Usable: &loglist.LogState{Timestamp: since}}
-		}
+		e.State = &loglist.LogStates{Usable: &loglist.LogState{Timestamp: since}}
 		if f := l.Lifecycle.FreezeAt; !f.IsZero() {
 			e.PlannedChanges = []loglist.PlannedChange{{
 				NewStatus:     loglist.StatusReadOnly,
@@ -231,6 +240,15 @@ func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 		}}
 	}
 	return e, nil
+}
+
+// DescriptionText is the log's description: the configured one, or
+// "Mosaic log <name>".
+func (l *Log) DescriptionText() string {
+	if l.Description == "" {
+		return "Mosaic log " + l.Name
+	}
+	return l.Description
 }
 
 // finalTreeHead is cp as the metadata's final_tree_head.

@@ -165,7 +165,6 @@ func TestListEntryMetadata(t *testing.T) {
 	}{
 		{"usable, freeze planned", Lifecycle{Since: since, FreezeAt: freeze}, time.Time{}, now, "active", "2025-12-01T00:00:00Z", "2026-07-08T00:00:00Z", false},
 		{"usable, no freeze", Lifecycle{}, since, now, "active", "2025-12-01T00:00:00Z", "", false},
-		{"usable, start not known", Lifecycle{FreezeAt: freeze}, time.Time{}, now, "active", "", "2026-07-08T00:00:00Z", false},
 		{"frozen", Lifecycle{FreezeAt: freeze}, since, freeze.Add(time.Second), "readonly", "2026-07-08T00:00:00Z", "", true},
 		{"readonly by config", Lifecycle{State: ReadOnly, Since: since, FreezeAt: freeze}, time.Time{}, now, "readonly", "2025-12-01T00:00:00Z", "", true},
 		{"retired", Lifecycle{State: Retired, Since: since}, time.Time{}, now, "inactive", "2025-12-01T00:00:00Z", "", true},
@@ -195,16 +194,31 @@ func TestListEntryMetadata(t *testing.T) {
 			}
 		})
 	}
-	// Without the options, the fields are absent rather than false or empty.
+	// Without the options: tls_only is absent rather than false, and
+	// intended_use (which ctmeta's schema requires) is test; friendly_name
+	// is the log's name unless set.
 	l := testLog(t)
+	l.SetUsableSince(since)
 	e, err := l.ListEntry(now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(e)
-	if got := decodeStrict(t, e); got.TLSOnly || got.IntendedUse != "" ||
-		bytes.Contains(data, []byte("tls_only")) || bytes.Contains(data, []byte("intended_use")) {
-		t.Errorf("a log without intended_use and TLS-only policy: %s", data)
+	if got := decodeStrict(t, e); got.TLSOnly || got.IntendedUse != "test" || got.FriendlyName != "2026h1" || bytes.Contains(data, []byte("tls_only")) {
+		t.Errorf("a log without intended_use, friendly_name and TLS-only policy: %s", data)
+	}
+	l.FriendlyName = "Example 2026h1"
+	if e, err := l.ListEntry(now); err != nil || e.FriendlyName != "Example 2026h1" {
+		t.Errorf("friendly_name %q (%v), want the configured one", e.FriendlyName, err)
+	}
+
+	// A usable log whose start is not known yet (its leader has not
+	// written log.v3.json) has no status_timestamp to publish, which the
+	// schema requires: no document, and an error that says why.
+	l = testLog(t)
+	l.Lifecycle = Lifecycle{FreezeAt: freeze}
+	if e, err := l.ListEntry(now); err == nil || !strings.Contains(err.Error(), "start date is not known yet") {
+		t.Errorf("start not known: %+v, %v; want an error", e, err)
 	}
 }
 

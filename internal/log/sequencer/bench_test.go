@@ -207,7 +207,7 @@ func BenchmarkPlanRound(b *testing.B) {
 	}
 	stored := func([32]byte) bool { return true }
 	for b.Loop() {
-		planRound(t, "example.com/log", entries, issuers, 1, stored)
+		planRound(t, "example.com/log", entries, issuers, make([][]byte, len(entries)), 1, stored)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries))/1000, "µs/entry")
 }

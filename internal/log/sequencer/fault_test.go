@@ -67,6 +67,8 @@ const (
 	wHashPartial  writeKind = "partial hash tile put"
 	wDataFull     writeKind = "full data tile put"
 	wDataPartial  writeKind = "partial data tile put"
+	wNamesFull    writeKind = "full names tile put"
+	wNamesPartial writeKind = "partial names tile put"
 	wDedup        writeKind = "dedup put"
 	wCheckpoint   writeKind = "checkpoint publish"
 	wBundleDelete writeKind = "staging bundle delete"
@@ -75,7 +77,7 @@ const (
 // roundWrites lists every write of a round, in the order a round makes them
 // (issuers and the bundle concurrently, tiles and dedup concurrently).
 var roundWrites = []writeKind{wIssuer, wBundle, wFence, wLock, wHashFull, wHashPartial,
-	wDataFull, wDataPartial, wDedup, wCheckpoint, wBundleDelete}
+	wDataFull, wDataPartial, wNamesFull, wNamesPartial, wDedup, wCheckpoint, wBundleDelete}
 
 // putKind classifies a storage Put by its key.
 func putKind(key string) writeKind {
@@ -91,6 +93,10 @@ func putKind(key string) writeKind {
 		return wDataPartial
 	case strings.HasPrefix(key, "tile/data/"):
 		return wDataFull
+	case strings.HasPrefix(key, "tile/names/") && partial:
+		return wNamesPartial
+	case strings.HasPrefix(key, "tile/names/"):
+		return wNamesFull
 	case strings.HasPrefix(key, "tile/") && partial:
 		return wHashPartial
 	case strings.HasPrefix(key, "tile/"):
@@ -800,6 +806,34 @@ func (r *faultRun) verify() (size int64, checkpoints int) {
 		}
 	}
 
+	// Every data tile of the final tree has its names tile, the names of
+	// its entries (those of the final partial tile too: the round that
+	// reached the final size wrote it, or its bundle did).
+	for n := int64(0); n*tile.Width < final.Size; n++ {
+		w := int(min(tile.Width, final.Size-n*tile.Width))
+		dt, nt := tile.Tile{Data: true, N: n, W: w}, tile.Tile{Names: true, N: n, W: w}
+		gz, err := r.be.storage.Get(ctx, dt.Path())
+		if err != nil {
+			t.Fatalf("reading %s: %v", dt.Path(), err)
+		}
+		raw, err := tile.Gunzip(gz)
+		if err != nil {
+			t.Fatalf("%s: %v", dt.Path(), err)
+		}
+		want, err := tile.NamesTile(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", dt.Path(), err)
+		}
+		gz, err = r.be.storage.Get(ctx, nt.Path())
+		if err != nil {
+			t.Errorf("reading %s: %v", nt.Path(), err)
+			continue
+		}
+		if got, err := tile.Gunzip(gz); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not the names of %s (%v):\n%s", nt.Path(), dt.Path(), err, got)
+		}
+	}
+
 	// No fork: every checkpoint the lock backend, the fence or storage ever
 	// held is consistent with the final one.
 	r.rec.mu.Lock()
@@ -870,6 +904,7 @@ func runFaultCase(t *testing.T, be faultBackends, k writeKind, m faultMode, cras
 	base := e.config(t)
 	base.Period = 10 * time.Millisecond
 	base.PoolSize = 1000
+	base.NamesTiles = true
 	base.Logger = testLogger(t)
 	r := &faultRun{t: t, base: base, be: be, rec: newRecorder()}
 	if k == wFence && m == modeLate && crash {

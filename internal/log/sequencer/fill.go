@@ -22,7 +22,8 @@ import (
 // not return an entry the log already has. With Config.PartialTileGrace,
 // the partial tiles a round supersedes are deleted after it without the
 // grace (nobody reads a log while it fills); with Config.HashIndex, the
-// index's durable mark follows the rounds when the index was complete.
+// index's durable mark follows the rounds when the index was complete, as
+// does the names tiles' progress (names.go) with Config.NamesTiles.
 // progress, if not nil, is called after each committed round with the new
 // tree size.
 //
@@ -49,6 +50,14 @@ func Fill(ctx context.Context, cfg Config, next func(size int64) []*Pending, pro
 			return fmt.Errorf("log %s: reading the leaf hash index progress: %w", s.cfg.Name, err)
 		}
 		s.setMark(int64(mark))
+	}
+	// So does the names tiles' progress, when they were complete.
+	if s.cfg.NamesTiles {
+		mark, err := s.readNamesMark(ctx)
+		if err != nil {
+			return fmt.Errorf("log %s: %w", s.cfg.Name, err)
+		}
+		s.setNamesMark(s.clampNamesMark(mark))
 	}
 	for {
 		batch := next(s.treeSize)
@@ -81,6 +90,9 @@ func Fill(ctx context.Context, cfg Config, next func(size int64) []*Pending, pro
 		}
 		if prog != nil {
 			s.persistIndexed(prog)
+		}
+		if s.cfg.NamesTiles {
+			s.persistNames()
 		}
 		// The superseded partial tiles go at once (with
 		// Config.PartialTileGrace), as a served log's go after the grace:

@@ -11,7 +11,7 @@ import (
 )
 
 // TestFill: Fill commits each batch as one round, in order, with the
-// leaf hash index, reports each committed size, and leaves a log that
+// leaf hash index and names tiles, reports each committed size, and leaves a log that
 // Load takes as its own; an entry it logged keeps its index when
 // resubmitted (its dedup record was written), and a fill resumed from
 // that log adds only what follows.
@@ -20,6 +20,7 @@ func TestFill(t *testing.T) {
 	ctx := context.Background()
 	cfg := e.config(t)
 	cfg.HashIndex = true
+	cfg.NamesTiles = true
 	cfg.PartialTileGrace = time.Hour
 	if err := Create(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -66,6 +67,12 @@ func TestFill(t *testing.T) {
 	// backfill.
 	if n, err := e.db.HashIndexed(ctx, cfg.LogID); err != nil || n != 1000 {
 		t.Errorf("after the fill the leaf hash index says it is complete up to %d (%v), want 1000", n, err)
+	}
+	// The names tiles were written with the data tiles, and their
+	// progress followed: serve has nothing to backfill.
+	checkNames(t, e, 1000)
+	if b, err := e.store.Get(ctx, NamesProgressKey); err != nil || string(b) != "768\n" {
+		t.Errorf("names tiles progress after the fill: %q (%v), want 768", b, err)
 	}
 	s, err := Load(ctx, cfg)
 	if err != nil {

@@ -31,12 +31,17 @@ import (
 
 // tileID names a tile independently of its width.
 type tileID struct {
-	level int
-	data  bool
-	n     int64
+	level       int
+	data, names bool
+	n           int64
 }
 
-func idOf(t tile.Tile) tileID { return tileID{level: t.Level, data: t.Data, n: t.N} }
+func idOf(t tile.Tile) tileID { return tileID{level: t.Level, data: t.Data, names: t.Names, n: t.N} }
+
+// tileOf is the tile id names, of width w.
+func (id tileID) tileOf(w int) tile.Tile {
+	return tile.Tile{Level: id.level, Data: id.data, Names: id.names, N: id.n, W: w}
+}
 
 type gcItem struct {
 	due  time.Time
@@ -66,7 +71,10 @@ func (c *collector) loaded(size int64) {
 		c.unknown[idOf(t)] = true
 	}
 	if w := tile.PartialWidth(0, size); w > 0 {
+		// The data tile's, and the names tile's if the log writes them
+		// (if not, no full names tile is ever written to collect them).
 		c.unknown[tileID{data: true, n: size / tile.Width}] = true
+		c.unknown[tileID{names: true, n: size / tile.Width}] = true
 	}
 }
 
@@ -88,11 +96,11 @@ func (c *collector) written(objects []object, now time.Time) {
 		var keys []string
 		if c.unknown[id] {
 			for w := 1; w < tile.Width; w++ {
-				keys = append(keys, tile.Tile{Level: t.Level, Data: t.Data, N: t.N, W: w}.Path())
+				keys = append(keys, id.tileOf(w).Path())
 			}
 		} else {
 			for _, w := range c.widths[id] {
-				keys = append(keys, tile.Tile{Level: t.Level, Data: t.Data, N: t.N, W: w}.Path())
+				keys = append(keys, id.tileOf(w).Path())
 			}
 		}
 		delete(c.widths, id)

@@ -138,7 +138,9 @@ func Load(ctx context.Context, cfg Config) (*Sequencer, error) {
 		full:     make(chan struct{}, 1),
 		issuers:  make(map[[32]byte]bool),
 		idx:      indexState{from: -1, mark: -1},
+		names:    namesState{mark: -1},
 	}
+	cfg.Metrics.PoolCapacity.Set(float64(cfg.PoolSize))
 	if cfg.PartialTileGrace > 0 {
 		s.gc = newCollector(cfg.PartialTileGrace)
 	}
@@ -296,13 +298,28 @@ func (s *Sequencer) load(ctx context.Context) error {
 			}
 		}
 	}
+	var namesTile []byte
+	if s.cfg.NamesTiles && len(dataTile) > 0 {
+		// The partial names tile is the names of the partial data
+		// tile's entries, just authenticated: whether or not storage
+		// has it (names tiles may have been off until now), the next
+		// round's partial and full names tiles start from it.
+		if namesTile, err = tile.NamesTile(dataTile); err != nil {
+			return fmt.Errorf("log %s: the partial data tile's names: %w", name, err)
+		}
+		if err := s.writeLoadedPartial(ctx, cp.Size, namesTile); err != nil {
+			return fmt.Errorf("log %s: %w", name, err)
+		}
+	}
 	s.edge = edge
 	s.dataTile = dataTile
+	s.namesTile = namesTile
 	s.checkpoint = signed
 	s.treeSize = cp.Size
 	s.lastTime = cp.Timestamp
 	s.setPublished(cp)
 	s.indexLoaded(cp.Size, cp.Hash)
+	s.namesLoaded(cp.Size, cp.Hash)
 	s.cfg.Metrics.TreeSize.Set(float64(cp.Size))
 	s.cfg.Metrics.CheckpointTime.Set(float64(cp.Timestamp) / 1000)
 	// Make sure storage serves the committed checkpoint (it may lag after a

@@ -10,7 +10,10 @@ import (
 
 // Metrics are a log's sequencing metrics.
 type Metrics struct {
-	PoolSize       prometheus.Gauge
+	PoolSize prometheus.Gauge
+	// PoolCapacity is Config.PoolSize, for the pool's fill
+	// (mosaic_pool_size / mosaic_pool_capacity).
+	PoolCapacity   prometheus.Gauge
 	PoolFull       prometheus.Counter
 	TreeSize       prometheus.Gauge
 	CheckpointTime prometheus.Gauge
@@ -37,6 +40,13 @@ type Metrics struct {
 	HashIndexed             prometheus.Gauge
 	HashIndexBackfilled     prometheus.Counter
 	HashIndexBackfillErrors prometheus.Counter
+	// NamesTilesComplete is how many entries, from the first, the names
+	// tiles are known to cover in full tiles; NamesBackfilled counts the
+	// names tiles the backfill wrote and NamesBackfillErrors its failed
+	// batches (names.go).
+	NamesTilesComplete  prometheus.Gauge
+	NamesBackfilled     prometheus.Counter
+	NamesBackfillErrors prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -45,6 +55,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		PoolSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mosaic_pool_size", Help: "Entries waiting for the next sequencing round."}),
+		PoolCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_pool_capacity", Help: "Entries the pool holds at most (pool_size): beyond it submitters get 503."}),
 		PoolFull: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mosaic_pool_full_total", Help: "Submissions refused because the pool was full."}),
 		TreeSize: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -79,15 +91,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mosaic_hash_index_backfill_entries_total", Help: "Entries the leaf hash index backfill indexed from the data tiles."}),
 		HashIndexBackfillErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mosaic_hash_index_backfill_errors_total", Help: "Leaf hash index backfill batches that failed (retried)."}),
+		NamesTilesComplete: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mosaic_names_tiles_entries", Help: "Entries, from the first, whose full names tiles are known to be in storage (names_tiles; on the leader)."}),
+		NamesBackfilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_names_backfill_tiles_total", Help: "Names tiles the backfill wrote from the data tiles."}),
+		NamesBackfillErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mosaic_names_backfill_errors_total", Help: "Names tile backfill batches that failed (retried)."}),
 	}
 	if reg != nil {
 		roundMax := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_sequencing_round_duration_max_seconds",
 			Help: "The longest sequencing round since the process started (a stall every submission of the round waited out).",
 		}, func() float64 { return math.Float64frombits(m.roundMax.Load()) })
-		reg.MustRegister(m.PoolSize, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
+		reg.MustRegister(m.PoolSize, m.PoolCapacity, m.PoolFull, m.TreeSize, m.CheckpointTime, m.Entries, m.Duplicates,
 			m.Rounds, m.RoundDuration, roundMax, m.LockDuration, m.DedupDuration, m.WaitTime, m.Deferred, m.PartialsDeleted,
-			m.HashIndexed, m.HashIndexBackfilled, m.HashIndexBackfillErrors)
+			m.HashIndexed, m.HashIndexBackfilled, m.HashIndexBackfillErrors,
+			m.NamesTilesComplete, m.NamesBackfilled, m.NamesBackfillErrors)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package sequencer
 
 import (
 	"encoding/hex"
+	"slices"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -19,24 +20,30 @@ import (
 type treeState struct {
 	edge     *tile.Edge // the right edge: every level's hashes of the partial tiles
 	dataTile []byte     // the partial data tile's TileLeaf entries, uncompressed
-	size     int64
+	// names says the log writes names tiles, and namesTile is then the
+	// partial names tile's lines (the names of dataTile's entries).
+	names     bool
+	namesTile []byte
+	size      int64
 }
 
 func (s *Sequencer) state() treeState {
-	return treeState{edge: s.edge, dataTile: s.dataTile, size: s.treeSize}
+	return treeState{edge: s.edge, dataTile: s.dataTile, names: s.cfg.NamesTiles, namesTile: s.namesTile, size: s.treeSize}
 }
 
 // roundPlan is what a round publishes.
 type roundPlan struct {
 	// The tree after the round.
-	edge     *tile.Edge
-	dataTile []byte
-	size     int64
+	edge      *tile.Edge
+	dataTile  []byte
+	namesTile []byte
+	size      int64
 	// checkpoint is the new tree head, to be signed.
 	checkpoint checkpoint.Checkpoint
-	// tiles are the hash and data tiles to write after the commit: the full
-	// tiles the batch completes and the partial tiles of the new tree that
-	// the old tree did not have. Data tiles carry their gzip level.
+	// tiles are the hash, data and names tiles to write after the commit:
+	// the full tiles the batch completes and the partial tiles of the new
+	// tree that the old tree did not have. Data and names tiles carry
+	// their gzip level.
 	tiles []object
 	// issuers are the batch's issuer certificates not known to be stored
 	// (content-addressed, so they may be written before the commit), and
@@ -52,7 +59,10 @@ type roundPlan struct {
 // planRound appends entries (with issuers[i] the DER certificates of
 // entries[i].ChainFingerprints) to the tree t with the given timestamp. It
 // sets each entry's Timestamp and LeafIndex. stored reports the issuers
-// already in storage. t is not modified.
+// already in storage. t is not modified. With t.names, each data tile
+// has its names tile, of the same index and width, whose lines are the
+// entries' names: names[i] is entries[i]'s tile.NamesTail, encoded when
+// its chain was validated, or nil to encode it here from the entry.
 //
 // Tiles: appending leaves n..n'-1 to a tree of size n completes, at each
 // level L, the tiles whose last hash lies in [n, n') at that level (edge.Append
@@ -61,7 +71,7 @@ type roundPlan struct {
 // the old tree also had is the same object and is not written again. A
 // round with no entries writes no tiles: its checkpoint only re-signs the
 // same tree with a newer time.
-func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]byte, timestamp uint64, stored func([32]byte) bool) *roundPlan {
+func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]byte, names [][]byte, timestamp uint64, stored func([32]byte) bool) *roundPlan {
 	p := &roundPlan{
 		edge:       t.edge.Clone(),
 		dataTile:   reserveDataTile(t.dataTile, t.size, entries),
@@ -69,11 +79,21 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 		results:    make([]Result, len(entries)),
 		leafHashes: make([]tlog.Hash, len(entries)),
 	}
+	if t.names {
+		p.namesTile = slices.Clone(t.namesTile)
+	}
 	seen := map[[32]byte]bool{}
 	for i, e := range entries {
 		e.Timestamp = timestamp
 		e.LeafIndex = uint64(p.size)
 		p.dataTile = tile.AppendTileLeaf(p.dataTile, e)
+		if t.names {
+			tail := names[i]
+			if tail == nil {
+				tail = tile.EntryNamesTail(e)
+			}
+			p.namesTile = tile.AppendNamesLine(p.namesTile, timestamp, tail)
+		}
 		p.leafHashes[i] = e.LeafHash()
 		for _, ft := range p.edge.Append(p.leafHashes[i]) {
 			p.tiles = append(p.tiles, object{key: ft.Tile.Path(), data: ft.Data})
@@ -83,6 +103,11 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 			full := tile.Tile{Data: true, N: p.size/tile.Width - 1, W: tile.Width}
 			p.tiles = append(p.tiles, object{key: full.Path(), data: p.dataTile, gzip: fullTileLevel})
 			p.dataTile = reserveDataTile(nil, p.size, entries[i+1:])
+			if t.names {
+				full.Data, full.Names = false, true
+				p.tiles = append(p.tiles, object{key: full.Path(), data: p.namesTile, gzip: fullTileLevel})
+				p.namesTile = nil
+			}
 		}
 		for j, fp := range e.ChainFingerprints {
 			if stored(fp) || seen[fp] {
@@ -98,6 +123,10 @@ func planRound(t treeState, origin string, entries []*tile.Entry, issuers [][][]
 		if len(p.dataTile) > 0 {
 			part := tile.Tile{Data: true, N: p.size / tile.Width, W: int(p.size % tile.Width)}
 			p.tiles = append(p.tiles, object{key: part.Path(), data: p.dataTile, gzip: partialTileLevel})
+			if t.names {
+				part.Data, part.Names = false, true
+				p.tiles = append(p.tiles, object{key: part.Path(), data: p.namesTile, gzip: partialTileLevel})
+			}
 		}
 		old := map[tile.Tile]bool{}
 		for _, pt := range tile.PartialTiles(t.size) {

@@ -95,9 +95,14 @@ type Config struct {
 	// hash index (dedup.HashIndex), for RFC 6962 get-proof-by-hash, and
 	// backfills the entries logged before (backfill.go).
 	HashIndex bool
-	// BackfillPause, a test hook (BackfillPauseEnv), makes the backfill
-	// index one data tile at a time and pause this long after each, so an
-	// end-to-end test can stop the process in the middle of it.
+	// NamesTiles writes names tiles (tile/names/..., see tile.NamesTile)
+	// with the data tiles, and backfills those of the entries logged
+	// before (names.go).
+	NamesTiles bool
+	// BackfillPause, a test hook (BackfillPauseEnv), makes the backfills
+	// (of the leaf hash index and of the names tiles) do one data tile at
+	// a time and pause this long after each, so an end-to-end test can
+	// stop the process in the middle of one.
 	BackfillPause time.Duration
 
 	// Publisher, if set, publishes the committed checkpoints in place of
@@ -193,6 +198,10 @@ type Pending struct {
 	// LowPriority marks a submission the log defers under load (a bulk
 	// back-fill of old certificates, say): see Config.LowPriorityShare.
 	LowPriority bool
+	// Names is the entry's tile.NamesTail for its names tile line, made
+	// where the certificate was parsed anyway (chain validation); nil
+	// makes the round encode it from Entry (Config.NamesTiles only).
+	Names []byte
 }
 
 // Result is where and when an entry was logged.
@@ -227,6 +236,7 @@ type Sequencer struct {
 	// Round state, touched only by the sequencing goroutine (and Load).
 	edge       *tile.Edge
 	dataTile   []byte // partial data tile, uncompressed
+	namesTile  []byte // partial names tile, with Config.NamesTiles
 	checkpoint []byte // the committed checkpoint note (lock backend value)
 	treeSize   int64
 	lastTime   uint64
@@ -257,6 +267,10 @@ type Sequencer struct {
 	// idx is how far the leaf hash index is complete (backfill.go).
 	idxMu sync.Mutex
 	idx   indexState
+
+	// names is how far the names tiles are complete (names.go).
+	namesMu sync.Mutex
+	names   namesState
 }
 
 // Published returns the latest committed checkpoint.
@@ -331,6 +345,13 @@ func (s *Sequencer) Run(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() { defer close(done); s.backfill(bctx, prog) }()
 		defer func() { stop(); <-done; s.persistIndexed(prog) }()
+	}
+	if s.cfg.NamesTiles {
+		// Stopped, and waited for, before Run returns.
+		nctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.backfillNames(nctx) }()
+		defer func() { stop(); <-done; s.persistNames() }()
 	}
 	ticker := time.NewTicker(s.cfg.Period)
 	defer ticker.Stop()

@@ -284,6 +284,16 @@ type Policy struct {
 	RejectPrecertSigningCerts bool `yaml:"reject_precert_signing_certs,omitempty"`
 }
 
+// ProfileMark is the certificate_profile of a log of mark certificates
+// (Verified Mark Certificates and the like, for BIMI; as Sunlight v0.9.0's
+// "mark" profile): the leaf must carry the mark Extended Key Usage,
+// 1.3.6.1.5.5.7.3.31, and log.v3.json says tls_only: false by leaving it
+// out.
+const ProfileMark = "mark"
+
+// MarkCertificates reports whether the log takes mark certificates only.
+func (l *Log) MarkCertificates() bool { return l.CertificateProfile == ProfileMark }
+
 // ekuNames maps the Extended Key Usage names require_eku accepts to their
 // OIDs (RFC 5280 §4.2.1.12).
 var ekuNames = map[string]asn1.ObjectIdentifier{
@@ -478,6 +488,21 @@ func validateAdmission(f string, l *Log, bad func(field, format string, args ...
 	}
 	if _, err := l.Policy.EKUs(); err != nil {
 		bad(f+".policy.require_eku", "%v", err)
+	}
+	switch l.CertificateProfile {
+	case "":
+	case ProfileMark:
+		if len(l.Policy.RequireEKU) > 0 {
+			bad(f+".policy.require_eku", "must be empty with certificate_profile: mark, which requires the mark Extended Key Usage (1.3.6.1.5.5.7.3.31) itself")
+		}
+		for i, u := range r.CCADB {
+			if u == DefaultCCADBURL || u == TestingCCADBURL {
+				bad(fmt.Sprintf("%s.roots.ccadb[%d]", f, i), "the CCADB's reports list TLS roots, which issue no mark certificates: "+
+					"a log with certificate_profile: mark takes its roots from files (roots.file, roots.extra)")
+			}
+		}
+	default:
+		bad(f+".certificate_profile", "%q is not mark (or empty, for certificates as the policy says; Sunlight's \"tls\" profile is policy.require_eku: [serverAuth])", l.CertificateProfile)
 	}
 	if _, err := l.Policy.Extensions(); err != nil {
 		bad(f+".policy.reject_extensions", "%v", err)

@@ -190,6 +190,10 @@ type Log struct {
 	Roots Roots `yaml:"roots"`
 	// Policy holds optional acceptance checks (see Policy).
 	Policy Policy `yaml:"policy,omitempty"`
+	// CertificateProfile is "" (the default: certificates as the policy
+	// says) or "mark": a log of mark certificates (VMC, BIMI), which
+	// requires the mark Extended Key Usage (see admission.go).
+	CertificateProfile string `yaml:"certificate_profile,omitempty"`
 	// Admission shares the log's capacity under load (see Admission).
 	Admission Admission `yaml:"admission,omitempty"`
 	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf
@@ -230,12 +234,22 @@ type Log struct {
 	ReadOnlyGrace  time.Duration `yaml:"readonly_grace,omitempty"`
 	// Description is the human-readable description for log lists.
 	Description string `yaml:"description,omitempty"`
-	// IntendedUse is "production" or "test" (or empty), published as the
-	// log's intended_use in its operator metadata.
+	// FriendlyName is the log's short name in its operator metadata
+	// (friendly_name; default Name).
+	FriendlyName string `yaml:"friendly_name,omitempty"`
+	// IntendedUse is "production", "test" or "decommissioned", published
+	// as the log's intended_use in its operator metadata (default
+	// production when the roots come from the CCADB's trusted report,
+	// else test: see setLifecycleDefaults).
 	IntendedUse string `yaml:"intended_use,omitempty"`
 	// ReadPath serves the monitoring prefix from this process (default
 	// true); set it false when a web server or CDN serves storage.
 	ReadPath *bool `yaml:"read_path,omitempty"`
+	// NamesTiles writes names tiles (tile/names/..., Sunlight's
+	// extension: each entry's subject and DNS and IP names as a line of
+	// JSON) with the data tiles, and backfills those of the entries
+	// logged before (default true).
+	NamesTiles *bool `yaml:"names_tiles,omitempty"`
 	// RFC6962ReadAPI serves the RFC 6962 read endpoints (get-sth,
 	// get-sth-consistency, get-proof-by-hash, get-entries,
 	// get-entry-and-proof) under the submission prefix, computed from the
@@ -451,6 +465,10 @@ func (c *Config) setDefaults() {
 		if l.ReadPath == nil {
 			t := true
 			l.ReadPath = &t
+		}
+		if l.NamesTiles == nil {
+			t := true
+			l.NamesTiles = &t
 		}
 		l.setAdmissionDefaults()
 		l.Witnesses.setDefaults()

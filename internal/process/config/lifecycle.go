@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Log states (Log.State), as CT log lists name them.
@@ -71,6 +74,26 @@ func setLifecycleDefaults(l *Log) {
 	if l.ReadOnlyGrace == 0 {
 		l.ReadOnlyGrace = DefaultReadOnlyGrace
 	}
+	if l.FriendlyName == "" {
+		l.FriendlyName = l.Name
+	}
+	if l.IntendedUse == "" {
+		l.IntendedUse = defaultIntendedUse(l.Roots)
+	}
+}
+
+// defaultIntendedUse is the intended_use a log publishes unless
+// configured: production for a log that accepts the roots of the CCADB's
+// report of roots included by the root programs (ccadb: true), as
+// Sunlight says for its logs; test for any other (roots from files, the
+// CCADB's report of roots applying for inclusion, dev mode), since the
+// metadata schema requires a value and claiming production for a log its
+// operator did not mean for it would be the worse mistake.
+func defaultIntendedUse(r Roots) string {
+	if slices.Contains(r.CCADB, DefaultCCADBURL) {
+		return "production"
+	}
+	return "test"
 }
 
 // validateLifecycle checks a log's mmd, state, state_timestamp,
@@ -92,9 +115,12 @@ func validateLifecycle(f string, l *Log, now time.Time, bad func(field, format s
 		bad(f+".state_timestamp", "%s is in the future: it is when the log entered its current state", l.StateTimestamp.UTC().Format(time.RFC3339))
 	}
 	switch l.IntendedUse {
-	case "", "production", "test":
+	case "production", "test", "decommissioned":
 	default:
-		bad(f+".intended_use", "%q is not production or test (or empty, to publish none)", l.IntendedUse)
+		bad(f+".intended_use", "%q is not one of production, test, decommissioned", l.IntendedUse)
+	}
+	if n := l.FriendlyName; len(n) > 100 || strings.IndexFunc(n, unicode.IsControl) >= 0 || !utf8.ValidString(n) {
+		bad(f+".friendly_name", "%q is not a short name (at most 100 bytes of UTF-8 without control characters)", n)
 	}
 	if l.ReadOnlyGrace < time.Hour || l.ReadOnlyGrace > 365*24*time.Hour {
 		bad(f+".readonly_grace", "%v is out of range (1h to 8760h)", l.ReadOnlyGrace)

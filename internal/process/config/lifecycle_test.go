@@ -34,8 +34,9 @@ func TestLifecycleParse(t *testing.T) {
 	if l.State != StateReadOnly || !l.StateTimestamp.Equal(time.Date(2026, 7, 9, 12, 0, 0, 0, time.UTC)) || l.ReadOnlyGrace != 48*time.Hour || l.MMD != time.Hour {
 		t.Errorf("log: state %q, state_timestamp %v, readonly_grace %v, mmd %v", l.State, l.StateTimestamp, l.ReadOnlyGrace, l.MMD)
 	}
-	if l.IntendedUse != "" || l.Policy.TLSOnly() {
-		t.Errorf("intended_use %q, TLS-only %v: want unset", l.IntendedUse, l.Policy.TLSOnly())
+	if l.IntendedUse != "test" || l.FriendlyName != "a" || l.Policy.TLSOnly() {
+		t.Errorf("intended_use %q, friendly_name %q, TLS-only %v: want the defaults test, the log's name, false",
+			l.IntendedUse, l.FriendlyName, l.Policy.TLSOnly())
 	}
 	if c.Debug == nil || c.Debug.Listen != "127.0.0.1:6060" {
 		t.Errorf("debug = %+v", c.Debug)
@@ -50,15 +51,31 @@ func TestLifecycleParse(t *testing.T) {
 	}
 }
 
-// TestMetadataFields: intended_use is parsed, and the policy is TLS-only
-// exactly when require_eku is serverAuth alone.
+// TestMetadataFields: intended_use and friendly_name are parsed;
+// intended_use defaults to production for a log of the CCADB's trusted
+// roots and to test otherwise; the policy is TLS-only exactly when
+// require_eku is serverAuth alone.
 func TestMetadataFields(t *testing.T) {
-	c, err := Parse([]byte(replace(t, base(), "    storage:", "    intended_use: test\n    storage:")))
+	c, err := Parse([]byte(replace(t, base(), "    storage:", "    intended_use: decommissioned\n    friendly_name: Rome 2026h1\n    storage:")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Logs[0].IntendedUse; got != "test" {
-		t.Errorf("intended_use = %q", got)
+	if got := c.Logs[0]; got.IntendedUse != "decommissioned" || got.FriendlyName != "Rome 2026h1" {
+		t.Errorf("intended_use = %q, friendly_name = %q", got.IntendedUse, got.FriendlyName)
+	}
+	for _, tt := range []struct{ roots, want string }{
+		{"{ccadb: true}", "production"},
+		{"{ccadb: [true, testing]}", "production"},
+		{"{ccadb: testing}", "test"},
+		{"{file: roots.pem, ccadb: https://mirror.example/roots.csv}", "test"},
+	} {
+		c, err := Parse([]byte(replace(t, base(), "    roots: roots.pem\n", "    roots: "+tt.roots+"\n")))
+		if err != nil {
+			t.Fatalf("roots %s: %v", tt.roots, err)
+		}
+		if got := c.Logs[0].IntendedUse; got != tt.want {
+			t.Errorf("roots %s: intended_use defaults to %q, want %q", tt.roots, got, tt.want)
+		}
 	}
 	for _, tt := range []struct {
 		eku  []string
@@ -77,6 +94,34 @@ func TestMetadataFields(t *testing.T) {
 	}
 }
 
+// TestCertificateProfile: certificate_profile: mark is parsed, refused
+// with require_eku or the CCADB's TLS root reports, and any other profile
+// is refused with a sentence saying what Sunlight's "tls" is here.
+func TestCertificateProfile(t *testing.T) {
+	c, err := Parse([]byte(replace(t, base(), "    storage:", "    certificate_profile: mark\n    storage:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Logs[0]; !l.MarkCertificates() || l.IntendedUse != "test" {
+		t.Errorf("certificate_profile %q (mark: %v), intended_use %q", l.CertificateProfile, l.MarkCertificates(), l.IntendedUse)
+	}
+	if c, err := Parse([]byte(base())); err != nil || c.Logs[0].MarkCertificates() {
+		t.Errorf("default profile: mark %v (%v)", c.Logs[0].MarkCertificates(), err)
+	}
+	for _, tt := range []struct{ name, yaml, field, text string }{
+		{"tls", replace(t, base(), "    storage:", "    certificate_profile: tls\n    storage:"), "logs[0] (a).certificate_profile", "require_eku: [serverAuth]"},
+		{"mark with require_eku", replace(t, base(), "    storage:", "    certificate_profile: mark\n    policy: {require_eku: [serverAuth]}\n    storage:"),
+			"logs[0] (a).policy.require_eku", "must be empty with certificate_profile: mark"},
+		{"mark with CCADB roots", replace(t, base(), "    roots: roots.pem\n", "    roots: {ccadb: true}\n    certificate_profile: mark\n"),
+			"logs[0] (a).roots.ccadb[0]", "TLS roots"},
+	} {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), tt.text) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", tt.name, err, tt.field, tt.text)
+		}
+	}
+}
+
 func TestLifecycleErrors(t *testing.T) {
 	log := func(t *testing.T, extra string) string {
 		return replace(t, base(), "    storage:", extra+"    storage:")
@@ -88,7 +133,8 @@ func TestLifecycleErrors(t *testing.T) {
 		text  string
 	}{
 		{"unknown state", func(t *testing.T) string { return log(t, "    state: frozen\n") }, "logs[0] (a).state", "not one of usable, readonly, retired"},
-		{"unknown intended_use", func(t *testing.T) string { return log(t, "    intended_use: staging\n") }, "logs[0] (a).intended_use", "not production or test"},
+		{"unknown intended_use", func(t *testing.T) string { return log(t, "    intended_use: staging\n") }, "logs[0] (a).intended_use", "not one of production, test, decommissioned"},
+		{"friendly_name with a newline", func(t *testing.T) string { return log(t, "    friendly_name: \"a\\nb\"\n") }, "logs[0] (a).friendly_name", "not a short name"},
 		{"readonly without timestamp", func(t *testing.T) string { return log(t, "    state: readonly\n") }, "logs[0] (a).state_timestamp", "required with state: readonly"},
 		{"retired without timestamp", func(t *testing.T) string { return log(t, "    state: retired\n") }, "logs[0] (a).state_timestamp", "required with state: retired"},
 		{"timestamp in the future", func(t *testing.T) string {

@@ -31,6 +31,7 @@ func chainPolicy(lc *config.Log) (chain.Policy, error) {
 		NotAfterLimit:    lc.NotAfterLimit,
 		MaxChainLength:   lc.Policy.MaxChainLength,
 		RequireEKU:       ekus,
+		MarkCertificates: lc.MarkCertificates(),
 		RejectExpired:    lc.Policy.RejectExpired,
 		RejectExtensions: exts,
 

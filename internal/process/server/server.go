@@ -269,14 +269,16 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
 		Description:      lc.Description,
+		FriendlyName:     lc.FriendlyName,
 		IntendedUse:      lc.IntendedUse,
-		TLSOnly:          lc.Policy.TLSOnly(),
+		TLSOnly:          lc.Policy.TLSOnly() && !lc.MarkCertificates(),
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 		Lookups:          lookups,
+		NamesTiles:       *lc.NamesTiles,
 	}
 	if lc.RFC6962ReadAPI {
 		hi, ok := dd.(dedup.HashIndex)
@@ -333,6 +335,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
 		HashIndex:     lc.RFC6962ReadAPI,
+		NamesTiles:    *lc.NamesTiles,
 		BackfillPause: b.backfillPause,
 		// With witnesses, checkpoints are published once cosigned (or
 		// after witnesses.timeout), by a goroutine rounds never wait for.

@@ -81,6 +81,9 @@ func Options(key string) PutOptions {
 		return PutOptions{ContentType: "application/pkix-cert", Immutable: true}
 	case len(key) > len("tile/data/") && key[:len("tile/data/")] == "tile/data/":
 		return PutOptions{ContentType: "application/octet-stream", ContentEncoding: "gzip", Immutable: !isPartial(key)}
+	case strings.HasPrefix(key, "tile/names/"):
+		// JSON lines, as Sunlight's names-tiles.md says.
+		return PutOptions{ContentType: NamesTileContentType, ContentEncoding: "gzip", Immutable: !isPartial(key)}
 	case strings.HasPrefix(key, "tile/"):
 		return PutOptions{ContentType: "application/octet-stream", Immutable: !isPartial(key)}
 	case key == "log.v3.json":
@@ -92,6 +95,9 @@ func Options(key string) PutOptions {
 		return PutOptions{ContentType: "application/octet-stream"}
 	}
 }
+
+// NamesTileContentType is the Content-Type of names tiles.
+const NamesTileContentType = "application/jsonl; charset=utf-8"
 
 func isPartial(key string) bool {
 	for i := 0; i+3 <= len(key); i++ {

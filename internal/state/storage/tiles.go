@@ -12,8 +12,8 @@ import (
 // ReadTile reads tile t from st. A partial tile that is gone (a log may
 // delete it once the full tile exists, static-ct-api) is read from the
 // full tile, which starts with the same hashes: a hash tile is cut to
-// t.W hashes; a data tile is returned whole (its first t.W entries are
-// the partial tile's).
+// t.W hashes; a data or names tile is returned whole (its first t.W
+// entries are the partial tile's).
 func ReadTile(ctx context.Context, st Backend, t tile.Tile) ([]byte, error) {
 	b, err := st.Get(ctx, t.Path())
 	if err == nil || t.Full() || !errors.Is(err, ErrNotFound) {
@@ -25,7 +25,7 @@ func ReadTile(ctx context.Context, st Backend, t tile.Tile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !t.Data {
+	if t.Hashes() {
 		b = b[:min(len(b), t.W*tlog.HashSize)]
 	}
 	return b, nil

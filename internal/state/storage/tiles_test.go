@@ -11,16 +11,18 @@ import (
 )
 
 // TestReadTile: a partial tile that is gone is read from its full tile,
-// a hash tile cut to its width, a data tile whole; a tile neither of
+// a hash tile cut to its width, a data or names tile whole; a tile neither of
 // which exists is ErrNotFound.
 func TestReadTile(t *testing.T) {
 	ctx := context.Background()
 	st := instrumentedDir(t)
 	full := bytes.Repeat([]byte{1}, tile.Width*32)
 	data := []byte("a full data tile")
+	names := []byte("a full names tile")
 	for key, b := range map[string][]byte{tile.Tile{N: 0, W: tile.Width}.Path(): full,
-		tile.Tile{Data: true, N: 0, W: tile.Width}.Path(): data,
-		tile.Tile{N: 1, W: 5}.Path():                      bytes.Repeat([]byte{2}, 5*32)} {
+		tile.Tile{Data: true, N: 0, W: tile.Width}.Path():  data,
+		tile.Tile{Names: true, N: 0, W: tile.Width}.Path(): names,
+		tile.Tile{N: 1, W: 5}.Path():                       bytes.Repeat([]byte{2}, 5*32)} {
 		if err := st.Put(ctx, key, b, storage.Options(key)); err != nil {
 			t.Fatal(err)
 		}
@@ -31,6 +33,7 @@ func TestReadTile(t *testing.T) {
 	}{
 		{tile.Tile{N: 0, W: 7}, full[:7*32]},
 		{tile.Tile{Data: true, N: 0, W: 7}, data},
+		{tile.Tile{Names: true, N: 0, W: 7}, names},
 		{tile.Tile{N: 1, W: 5}, bytes.Repeat([]byte{2}, 5*32)},
 	} {
 		got, err := storage.ReadTile(ctx, st, tc.t)

@@ -67,6 +67,10 @@ type Options struct {
 	// OnlyLatestPartial deletes a partial tile when a wider partial of the
 	// same tile is published, keeping only the current tree's partials.
 	OnlyLatestPartial bool
+	// NoEd25519 signs checkpoints with the RFC6962NoteSignature and the
+	// ML-DSA-44 cosignature only, without the Ed25519 note signature, as a
+	// log may once a C2SP change under review lets logs drop that line.
+	NoEd25519 bool
 }
 
 // Log is an in-memory Static CT log. It is safe for concurrent use.
@@ -112,6 +116,9 @@ func New(opts Options) (*Log, error) {
 		objects: make(map[string][]byte), edge: tile.NewEdge(),
 		dedup: make(map[[32]byte]tile.Entry), built: make(map[[32]byte]tile.Entry),
 	}
+	if opts.NoEd25519 {
+		l.signer = checkpoint.NewSignerList(origin, checkpoint.NewRFC6962Signer(origin, k.ECDSA, k.LogID()), checkpoint.NewMLDSA44Signer(origin, k.MLDSA44))
+	}
 	if err := l.publish(); err != nil {
 		return nil, err
 	}
@@ -128,8 +135,14 @@ func (l *Log) PublicKey() string { return base64.StdEncoding.EncodeToString(l.ke
 func (l *Log) Origin() string { return l.origin }
 
 // CheckpointVKeys returns the vkeys of the log's Ed25519 and ML-DSA-44
-// checkpoint signatures.
+// checkpoint signatures (the ML-DSA-44 one alone with NoEd25519).
 func (l *Log) CheckpointVKeys() []string { return l.signer.VerifierKeys() }
+
+// Ed25519VKey returns the vkey of the log's Ed25519 key, which signs its
+// checkpoints unless NoEd25519.
+func (l *Log) Ed25519VKey() string {
+	return checkpoint.NewEd25519Signer(l.origin, l.keys.Ed25519).VerifierKey()
+}
 
 // Size returns the current tree size.
 func (l *Log) Size() int64 {

@@ -64,6 +64,12 @@ type Options struct {
 	// TBSCertificate, which the logged one must derive from): a full
 	// parse costs about three times the rest of an entry's check.
 	ParseCertificates bool
+	// SkipNames skips the names tiles (Sunlight's extension). Without it,
+	// each data tile's names tile is fetched and, when the log serves
+	// it, must hold exactly the names of the data tile's entries (which
+	// costs a crypto/x509 parse of every certificate, as the names are
+	// made); a log that serves none (404) is not a problem.
+	SkipNames bool
 	// Parallel is the number of concurrent fetches; zero means 8.
 	Parallel int
 	// MaxProblems is how many problems Result.Problems keeps (all are
@@ -119,6 +125,9 @@ type Result struct {
 	Entries, Precerts int64
 	// DataTiles, HashTiles and Issuers count the objects checked.
 	DataTiles, HashTiles, Issuers int64
+	// NamesTiles counts the names tiles checked, NamesMissing the data
+	// tiles whose names tile the log does not serve.
+	NamesTiles, NamesMissing int64
 	// Problems are the first problems found, in log order.
 	Problems []Problem
 	// ProblemCount is the number of problems found.
@@ -226,6 +235,7 @@ type checker struct {
 	issuers  map[[32]byte]*issuerState
 
 	entries, precerts, dataTiles, hashTiles atomic.Int64
+	namesTiles, namesMissing                atomic.Int64
 }
 
 // maxTimestampLead is how far the checkpoint's timestamp may lead this
@@ -260,6 +270,7 @@ func (ck *checker) finish() *Result {
 	r.Forks = ck.forks
 	r.Entries, r.Precerts = ck.entries.Load(), ck.precerts.Load()
 	r.DataTiles, r.HashTiles = ck.dataTiles.Load(), ck.hashTiles.Load()
+	r.NamesTiles, r.NamesMissing = ck.namesTiles.Load(), ck.namesMissing.Load()
 	ck.issuerMu.Lock()
 	r.Issuers = int64(len(ck.issuers))
 	ck.issuerMu.Unlock()
@@ -446,6 +457,16 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 			upperMu.Unlock()
 		}()
 	}
+	var names []byte
+	var namesW int
+	var namesErr error
+	if !ck.opts.SkipNames {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names, namesW, namesErr = ck.c.NamesTileBytes(ctx, td)
+		}()
+	}
 	raw, servedW, dataErr := ck.c.DataTileBytes(ctx, td)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -465,6 +486,10 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 		entries = ck.parseDataTile(td, raw, servedW)
 	}
 
+	if !ck.opts.SkipNames && dataErr == nil {
+		ck.checkNames(td, entries, names, namesW, namesErr)
+	}
+
 	// The tree is recomputed from the data tiles; where one is unusable,
 	// from the level-0 tile, so that the levels above are still checked.
 	j.leaves = make([]tlog.Hash, j.w)
@@ -481,6 +506,49 @@ func (ck *checker) checkTile(ctx context.Context, size int64, j *job) {
 			}
 		case level0 != nil:
 			j.leaves[i] = level0[i]
+		}
+	}
+}
+
+// checkNames checks the names tile of data tile td, whose entries are
+// entries (td.W of them, unless the data tile is damaged): served from a
+// tile of width servedW, it must start with one line per entry, each the
+// names of the entry's certificate as a names tile holds them
+// (tile.NamesTile). A names tile the log does not serve is counted, not a
+// problem: names tiles are an extension, and a log may write them only
+// from some point on until its backfill is done.
+func (ck *checker) checkNames(td tile.Tile, entries []*tile.Entry, b []byte, servedW int, err error) {
+	nt := td
+	nt.Data, nt.Names = false, true
+	start := td.N * tile.Width
+	if errors.Is(err, staticct.ErrNotFound) {
+		ck.namesMissing.Add(1)
+		return
+	}
+	if err != nil {
+		ck.problem(Problem{Path: nt.Path(), Index: -1, order: start, Detail: describe(err)})
+		return
+	}
+	ck.namesTiles.Add(1)
+	served := nt
+	served.W = servedW
+	lines, err := tile.ParseNamesTile(b)
+	if err != nil {
+		ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: err.Error()})
+		return
+	}
+	if len(lines) != servedW {
+		ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: fmt.Sprintf("has %d lines, want %d", len(lines), servedW)})
+		return
+	}
+	for i, e := range entries {
+		want := tile.AppendNamesLine(nil, e.Timestamp, tile.EntryNamesTail(e))
+		line, rest, _ := bytes.Cut(b, []byte{'\n'})
+		b = rest
+		if !bytes.Equal(append(line, '\n'), want) {
+			ck.problem(Problem{Path: served.Path(), Index: start + int64(i), Detail: fmt.Sprintf(
+				"line %d is not the names of the entry's certificate (the names tile says %.200q, the data tile %.200q)", i+1, line, bytes.TrimSuffix(want, []byte{'\n'}))})
+			return
 		}
 	}
 }

@@ -98,6 +98,61 @@ func TestProductionTiles(t *testing.T) {
 	}
 }
 
+// TestProductionNamesTiles: the names tiles of the production sample
+// (Sunlight's) are checked against its data tiles and pass; a names tile
+// with one name changed, one cut short and one that is not JSON lines are
+// problems naming the tile (and the entry); a names tile the log does not
+// serve is counted, not a problem; and -names=false fetches none.
+func TestProductionNamesTiles(t *testing.T) {
+	src := productionTiles(t)
+	check := func(dir string, skip bool) *Result {
+		t.Helper()
+		res, err := Check(context.Background(), Options{Client: fileClient(t, dir, nil), TreeSize: productionSize, LevelLimit: 1, SkipIssuers: true, SkipNames: skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := check(src, false); !res.OK() || res.NamesTiles != 4 || res.NamesMissing != 0 {
+		t.Fatalf("production sample: %d names tiles checked, %d missing, problems %v", res.NamesTiles, res.NamesMissing, res.Problems)
+	}
+	dir := copyDir(t, src)
+	edit := func(name string, f func([]byte) []byte) {
+		p := filepath.Join(dir, "tile/names", name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, f(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("001", func(b []byte) []byte {
+		// Entry 256+2's name, changed by one letter.
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		lines[2] = bytes.Replace(lines[2], []byte(`"DNS":["`), []byte(`"DNS":["x`), 1)
+		return bytes.Join(lines, nil)
+	})
+	edit("002", func(b []byte) []byte { return b[:len(b)/2] })
+	edit("000", func(b []byte) []byte { return append([]byte("not json\n"), b...) })
+	if err := os.Remove(filepath.Join(dir, "tile/names/003")); err != nil {
+		t.Fatal(err)
+	}
+	res := check(dir, false)
+	if !hasProblem(res, "tile/names/001", "line 3 is not the names") || !hasProblem(res, "tile/names/002", "") ||
+		!hasProblem(res, "tile/names/000", "line 1") || res.NamesMissing != 1 || res.ProblemCount != 3 {
+		t.Errorf("altered names tiles: %d problems %v, %d missing; want three problems and one missing", res.ProblemCount, res.Problems, res.NamesMissing)
+	}
+	for _, p := range res.Problems {
+		if p.Path == "tile/names/001" && p.Index != 256+2 {
+			t.Errorf("the changed name is reported at leaf %d, want 258", p.Index)
+		}
+	}
+	if res := check(dir, true); !res.OK() || res.NamesTiles != 0 || res.NamesMissing != 0 {
+		t.Errorf("SkipNames: %d names tiles checked, %d missing, problems %v", res.NamesTiles, res.NamesMissing, res.Problems)
+	}
+}
+
 func TestProductionTilesCorrupt(t *testing.T) {
 	src := productionTiles(t)
 	dir := copyDir(t, src)

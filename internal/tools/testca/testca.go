@@ -281,7 +281,12 @@ type LeafOptions struct {
 	// distribution points, certificate policies, a subject key
 	// identifier, and extensions added as they are (a final
 	// certificate's SCT list).
-	ExtKeyUsage           []x509.ExtKeyUsage
+	ExtKeyUsage []x509.ExtKeyUsage
+	// UnknownExtKeyUsage are extended key usages crypto/x509 has no name
+	// for, added to ExtKeyUsage's: the mark certificates' (VMC, BIMI)
+	// 1.3.6.1.5.5.7.3.31, say. With ExtKeyUsage empty but not nil they
+	// are the leaf's only ones.
+	UnknownExtKeyUsage    []asn1.ObjectIdentifier
 	IssuingCertificateURL []string
 	CRLDistributionPoints []string
 	Policies              []x509.OID
@@ -322,6 +327,7 @@ func (ca *CA) IssueLeaf(opts LeafOptions) ([]byte, error) {
 		DNSNames:              opts.DNSNames,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		UnknownExtKeyUsage:    opts.UnknownExtKeyUsage,
 		BasicConstraintsValid: true,
 		IssuingCertificateURL: opts.IssuingCertificateURL,
 		CRLDistributionPoints: opts.CRLDistributionPoints,

@@ -1,10 +1,13 @@
 // Package loglisttest checks, in tests only, the log list documents
-// Mosaic publishes (package loglist): each is validated against JSON
-// schemas of the CT log list v3 and of the "Operator-published CT Log
-// Metadata" proposal (testdata; see its README), with every property
-// required to be defined by one of them, and then decoded into
-// certificate-transparency-go's loglist3 types, as a log list consumer
-// decodes it.
+// Mosaic publishes (package loglist): each log's log.v3.json and the
+// process's /logs.v3.json are validated against JSON schemas of the CT log
+// list v3, of the "Operator-published CT Log Metadata" proposal as
+// github.com/mcpherrinm/ctmeta publishes it (schema/log-metadata-v1.json,
+// copied unchanged), and of Mosaic's own promises beyond it (testdata; see
+// its README), with every property required to be defined by one of them,
+// and then decoded into certificate-transparency-go's loglist3 types, as a
+// log list consumer decodes it; the operator document /logs.json is
+// validated against ctmeta's schema/operator-list-v1.json.
 package loglisttest
 
 import (
@@ -29,14 +32,31 @@ const (
 	metaURL  = base + "log_metadata.schema.json"
 	entryURL = base + "entry.schema.json"
 	listURL  = base + "list.schema.json"
+	// The ctmeta schemas have no $id: they are added at these URLs.
+	ctmetaLogURL      = base + "log-metadata-v1.json"
+	ctmetaOperatorURL = base + "operator-list-v1.json"
+	operatorURL       = base + "operator.schema.json"
 )
 
-// The documents as a whole: a tiled log entry must satisfy both schemas
-// and have no property that neither evaluates (unevaluatedProperties sees
-// through allOf and $ref); a list's tiled logs are such entries.
+// schemaFileNames maps each schema file in testdata to its URL.
+var schemaFileNames = map[string]string{
+	v3URL:             "log_list_v3.schema.json",
+	metaURL:           "log_metadata.schema.json",
+	ctmetaLogURL:      "log-metadata-v1.json",
+	ctmetaOperatorURL: "operator-list-v1.json",
+}
+
+// The documents as a whole: a tiled log entry must satisfy the three
+// schemas (v3, ctmeta's log metadata, Mosaic's) and have no property that
+// none evaluates (unevaluatedProperties sees through allOf and $ref); a
+// list's tiled logs are such entries; the operator document must satisfy
+// ctmeta's operator list and have no other property.
 var wrappers = map[string]string{
 	entryURL: `{"$schema": "https://json-schema.org/draft/2020-12/schema",
-		"allOf": [{"$ref": "` + v3URL + `#/$defs/tiled_log"}, {"$ref": "` + metaURL + `"}],
+		"allOf": [{"$ref": "` + v3URL + `#/$defs/tiled_log"}, {"$ref": "` + ctmetaLogURL + `"}, {"$ref": "` + metaURL + `"}],
+		"unevaluatedProperties": false}`,
+	operatorURL: `{"$schema": "https://json-schema.org/draft/2020-12/schema",
+		"allOf": [{"$ref": "` + ctmetaOperatorURL + `"}],
 		"unevaluatedProperties": false}`,
 	listURL: `{"$schema": "https://json-schema.org/draft/2020-12/schema",
 		"allOf": [{"$ref": "` + v3URL + `"}],
@@ -47,9 +67,10 @@ var wrappers = map[string]string{
 		"unevaluatedProperties": false}`,
 }
 
-// Schemas are the compiled schemas of a tiled log entry and of a list.
+// Schemas are the compiled schemas of a tiled log entry, of a list and of
+// the operator document.
 type Schemas struct {
-	Entry, List *jsonschema.Schema
+	Entry, List, Operator *jsonschema.Schema
 }
 
 // Compile compiles the schemas, asserting formats (date-time, uri, email).
@@ -57,7 +78,7 @@ func Compile() (*Schemas, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	c.AssertContent()
-	for url, name := range map[string]string{v3URL: "log_list_v3.schema.json", metaURL: "log_metadata.schema.json"} {
+	for url, name := range schemaFileNames {
 		data, err := schemaFiles.ReadFile("testdata/" + name)
 		if err != nil {
 			return nil, err
@@ -79,7 +100,11 @@ func Compile() (*Schemas, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schemas{Entry: entry, List: list}, nil
+	op, err := c.Compile(operatorURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Schemas{Entry: entry, List: list, Operator: op}, nil
 }
 
 func addResource(c *jsonschema.Compiler, url string, data []byte) error {
@@ -105,14 +130,25 @@ type TiledLog struct {
 	loglist.Metadata
 }
 
-// CheckEntry validates a log.v3.json document against both schemas, and
+// CheckOperator validates a /logs.json document against ctmeta's operator
+// list schema (no other property allowed) and decodes it strictly.
+func CheckOperator(t testing.TB, data []byte) *loglist.OperatorList {
+	t.Helper()
+	s := compile(t)
+	if err := Validate(s.Operator, data); err != nil {
+		t.Fatalf("/logs.json does not validate against ctmeta's operator-list-v1 schema: %v\n%s", err, data)
+	}
+	return DecodeStrict[loglist.OperatorList](t, data)
+}
+
+// CheckEntry validates a log.v3.json document against the schemas, and
 // decodes it strictly (unknown fields refused) into loglist3's tiled log
 // type and the metadata fields.
 func CheckEntry(t testing.TB, data []byte) *TiledLog {
 	t.Helper()
 	s := compile(t)
 	if err := Validate(s.Entry, data); err != nil {
-		t.Fatalf("log.v3.json does not validate against the v3 log list and operator metadata schemas: %v\n%s", err, data)
+		t.Fatalf("log.v3.json does not validate against the v3 log list, ctmeta's log-metadata-v1 and Mosaic's metadata schemas: %v\n%s", err, data)
 	}
 	e := DecodeStrict[TiledLog](t, data)
 	checkConsistent(t, e)
@@ -120,13 +156,13 @@ func CheckEntry(t testing.TB, data []byte) *TiledLog {
 }
 
 // CheckList validates a /logs.v3.json document against the v3 schema,
-// each tiled log against both, decodes it into loglist3's type, and
+// each tiled log against the three entry schemas, decodes it into loglist3's type, and
 // returns it with each operator's tiled logs as CheckEntry would.
 func CheckList(t testing.TB, data []byte) (*loglist3.LogList, [][]*TiledLog) {
 	t.Helper()
 	s := compile(t)
 	if err := Validate(s.List, data); err != nil {
-		t.Fatalf("/logs.v3.json does not validate against the v3 log list and operator metadata schemas: %v\n%s", err, data)
+		t.Fatalf("/logs.v3.json does not validate against the v3 log list, ctmeta's log-metadata-v1 and Mosaic's metadata schemas: %v\n%s", err, data)
 	}
 	var ll loglist3.LogList
 	if err := json.Unmarshal(data, &ll); err != nil {

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// valid is a read-only log's entry with every field the two schemas know.
+// valid is a read-only log's entry with every field the schemas know.
 const valid = `{
   "description": "Mosaic log 2026h1",
+  "friendly_name": "2026h1",
   "log_id": "q0MfQAzKJ48DG/Nw3dONfnSHVtaDTWv/Hv8Bg7zJCdQ=",
   "key": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
   "submission_url": "https://ct.example.org/2026h1/",
@@ -62,6 +63,13 @@ func TestSchemasRefuse(t *testing.T) {
 		{"two v3 states", `"state": {`, `"state": {"usable": {"timestamp": "2026-01-01T00:00:00Z"}, `},
 		{"log_id not base64 SHA-256", `"log_id": "q0MfQAzKJ48DG/Nw3dONfnSHVtaDTWv/Hv8Bg7zJCdQ="`, `"log_id": "q0Mf"`},
 		{"mmd missing", `"mmd": 60,`, ``},
+		// What ctmeta's log-metadata-v1 requires.
+		{"friendly_name missing", `"friendly_name": "2026h1",`, ``},
+		{"intended_use missing", `"intended_use": "test",`, ``},
+		{"status_timestamp missing", `"status_timestamp": "2026-07-08T00:00:00Z",`, ``},
+		{"temporal_interval missing", `"temporal_interval": {"start_inclusive": "2026-01-01T00:00:00Z", "end_exclusive": "2026-07-01T00:00:00Z"},`, ``},
+		{"key missing", `"key": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",`, ``},
+		{"friendly_name not a string", `"friendly_name": "2026h1"`, `"friendly_name": 2026`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			doc := strings.Replace(valid, tt.from, tt.to, 1)
@@ -78,6 +86,25 @@ func TestSchemasRefuse(t *testing.T) {
 				t.Errorf("list accepted:\n%s", doc)
 			}
 		})
+	}
+	// The operator document, /logs.json.
+	op := `{"operator_name": "Example CT", "logs": ["https://ct.example.org/2026h1/log.v3.json"]}`
+	if err := Validate(s.Operator, []byte(op)); err != nil {
+		t.Fatalf("the valid operator document is refused: %v", err)
+	}
+	for _, tt := range []struct{ name, from, to string }{
+		{"operator_name missing", `"operator_name": "Example CT", `, ``},
+		{"logs missing", `, "logs": ["https://ct.example.org/2026h1/log.v3.json"]`, ``},
+		{"log not a URL", `"https://ct.example.org/2026h1/log.v3.json"`, `"ct.example.org 2026h1"`},
+		{"unknown field", `"logs"`, `"email": [], "logs"`},
+	} {
+		doc := strings.Replace(op, tt.from, tt.to, 1)
+		if doc == op || !json.Valid([]byte(doc)) {
+			t.Fatalf("%s: bad mutation:\n%s", tt.name, doc)
+		}
+		if err := Validate(s.Operator, []byte(doc)); err == nil {
+			t.Errorf("%s: operator document accepted:\n%s", tt.name, doc)
+		}
 	}
 	for _, tt := range []struct{ name, doc string }{
 		{"operator field unknown", strings.Replace(list(valid), `"logs": []`, `"logs": [], "url": "x"`, 1)},
