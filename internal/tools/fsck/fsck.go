@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -66,9 +67,12 @@ type Options struct {
 	ParseCertificates bool
 	// SkipNames skips the names tiles (Sunlight's extension). Without it,
 	// each data tile's names tile is fetched and, when the log serves
-	// it, must hold exactly the names of the data tile's entries (which
-	// costs a crypto/x509 parse of every certificate, as the names are
-	// made); a log that serves none (404) is not a problem.
+	// it, must hold one line of JSON per entry of the data tile, in
+	// order, each starting with that entry's timestamp; with
+	// ParseCertificates, each line must be exactly the names of the
+	// entry's certificate (which costs a crypto/x509 parse of every
+	// certificate, as the names are made). A log that serves none (404)
+	// is not a problem.
 	SkipNames bool
 	// Parallel is the number of concurrent fetches; zero means 8.
 	Parallel int
@@ -532,25 +536,49 @@ func (ck *checker) checkNames(td tile.Tile, entries []*tile.Entry, b []byte, ser
 	ck.namesTiles.Add(1)
 	served := nt
 	served.W = servedW
-	lines, err := tile.ParseNamesTile(b)
-	if err != nil {
-		ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: err.Error()})
-		return
-	}
-	if len(lines) != servedW {
-		ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: fmt.Sprintf("has %d lines, want %d", len(lines), servedW)})
+	if ck.opts.ParseCertificates {
+		lines, err := tile.ParseNamesTile(b)
+		if err != nil {
+			ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: err.Error()})
+			return
+		}
+		if len(lines) != servedW {
+			ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: fmt.Sprintf("has %d lines, want %d", len(lines), servedW)})
+			return
+		}
+	} else if n := bytes.Count(b, []byte{'\n'}); n != servedW || (len(b) > 0 && b[len(b)-1] != '\n') {
+		ck.problem(Problem{Path: served.Path(), Index: -1, order: start, Detail: fmt.Sprintf("has %d lines, want %d", n, servedW)})
 		return
 	}
 	for i, e := range entries {
-		want := tile.AppendNamesLine(nil, e.Timestamp, tile.EntryNamesTail(e))
 		line, rest, _ := bytes.Cut(b, []byte{'\n'})
 		b = rest
+		if !ck.opts.ParseCertificates {
+			// Without the certificates' names: one JSON object per
+			// entry, starting with its timestamp.
+			if !namesLineStarts(line, e.Timestamp) || !json.Valid(line) {
+				ck.problem(Problem{Path: served.Path(), Index: start + int64(i), Detail: fmt.Sprintf(
+					"line %d is not a names line of the entry's timestamp %d: %.200q", i+1, e.Timestamp, line)})
+				return
+			}
+			continue
+		}
+		want := tile.AppendNamesLine(nil, e.Timestamp, tile.EntryNamesTail(e))
 		if !bytes.Equal(append(line, '\n'), want) {
 			ck.problem(Problem{Path: served.Path(), Index: start + int64(i), Detail: fmt.Sprintf(
 				"line %d is not the names of the entry's certificate (the names tile says %.200q, the data tile %.200q)", i+1, line, bytes.TrimSuffix(want, []byte{'\n'}))})
 			return
 		}
 	}
+}
+
+// namesLineStarts reports whether a names tile's line starts as the line of
+// an entry with timestamp ts does: {"Timestamp":ts followed by a comma or
+// the object's end.
+func namesLineStarts(line []byte, ts uint64) bool {
+	head := tile.AppendNamesLine(nil, ts, nil) // {"Timestamp":ts\n
+	head = head[:len(head)-1]
+	return bytes.HasPrefix(line, head) && len(line) > len(head) && (line[len(head)] == ',' || line[len(head)] == '}')
 }
 
 // parseDataTile parses as many entries as it can, reporting the first

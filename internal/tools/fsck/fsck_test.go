@@ -100,21 +100,26 @@ func TestProductionTiles(t *testing.T) {
 
 // TestProductionNamesTiles: the names tiles of the production sample
 // (Sunlight's) are checked against its data tiles and pass; a names tile
-// with one name changed, one cut short and one that is not JSON lines are
-// problems naming the tile (and the entry); a names tile the log does not
-// serve is counted, not a problem; and -names=false fetches none.
+// cut short and one that is not JSON lines are problems naming the tile,
+// and with ParseCertificates one with a name changed too (naming the
+// entry); a names tile the log does not serve is counted, not a problem;
+// and -names=false fetches none.
 func TestProductionNamesTiles(t *testing.T) {
 	src := productionTiles(t)
-	check := func(dir string, skip bool) *Result {
+	checkWith := func(dir string, skip, parse bool) *Result {
 		t.Helper()
-		res, err := Check(context.Background(), Options{Client: fileClient(t, dir, nil), TreeSize: productionSize, LevelLimit: 1, SkipIssuers: true, SkipNames: skip})
+		res, err := Check(context.Background(), Options{Client: fileClient(t, dir, nil), TreeSize: productionSize, LevelLimit: 1,
+			SkipIssuers: true, SkipNames: skip, ParseCertificates: parse})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	if res := check(src, false); !res.OK() || res.NamesTiles != 4 || res.NamesMissing != 0 {
-		t.Fatalf("production sample: %d names tiles checked, %d missing, problems %v", res.NamesTiles, res.NamesMissing, res.Problems)
+	check := func(dir string, skip bool) *Result { return checkWith(dir, skip, true) }
+	for _, parse := range []bool{false, true} {
+		if res := checkWith(src, false, parse); !res.OK() || res.NamesTiles != 4 || res.NamesMissing != 0 {
+			t.Fatalf("production sample (parse %v): %d names tiles checked, %d missing, problems %v", parse, res.NamesTiles, res.NamesMissing, res.Problems)
+		}
 	}
 	dir := copyDir(t, src)
 	edit := func(name string, f func([]byte) []byte) {
@@ -142,6 +147,27 @@ func TestProductionNamesTiles(t *testing.T) {
 	if !hasProblem(res, "tile/names/001", "line 3 is not the names") || !hasProblem(res, "tile/names/002", "") ||
 		!hasProblem(res, "tile/names/000", "line 1") || res.NamesMissing != 1 || res.ProblemCount != 3 {
 		t.Errorf("altered names tiles: %d problems %v, %d missing; want three problems and one missing", res.ProblemCount, res.Problems, res.NamesMissing)
+	}
+	// A line of another timestamp is found without parsing too.
+	moved := copyDir(t, src)
+	p := filepath.Join(moved, "tile/names/001")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	lines[4] = bytes.Replace(lines[4], []byte(`{"Timestamp":1`), []byte(`{"Timestamp":2`), 1)
+	if err := os.WriteFile(p, bytes.Join(lines, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := checkWith(moved, false, false); !hasProblem(res, "tile/names/001", "line 5 is not a names line of the entry's timestamp") || res.ProblemCount != 1 {
+		t.Errorf("names lines swapped: %d problems %v", res.ProblemCount, res.Problems)
+	}
+	// Without ParseCertificates: the structure only (lines, timestamps,
+	// JSON), so not the changed name.
+	if res := checkWith(dir, false, false); !hasProblem(res, "tile/names/002", "") || !hasProblem(res, "tile/names/000", "") ||
+		res.NamesMissing != 1 || res.ProblemCount != 2 {
+		t.Errorf("altered names tiles without parsing: %d problems %v, %d missing; want two problems and one missing", res.ProblemCount, res.Problems, res.NamesMissing)
 	}
 	for _, p := range res.Problems {
 		if p.Path == "tile/names/001" && p.Index != 256+2 {
