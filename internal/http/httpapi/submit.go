@@ -270,6 +270,7 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 			resp.Certificates = append(resp.Certificates, base64.StdEncoding.EncodeToString(der))
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", cacheRoots)
 		json.NewEncoder(w).Encode(resp)
 	}
 }

@@ -55,6 +55,10 @@ type Log struct {
 	// ClientLimits is the log's submission rate limit per client address
 	// (nil: none); see AdmitClient.
 	ClientLimits *netlimit.ClientLimiter
+	// ReadLimits is the log's read path rate limit per client (tiles,
+	// issuers, the RFC 6962 GETs; nil: none), published in its metadata
+	// as the monitoring endpoint's rate_limit.
+	ReadLimits *netlimit.ReadLimiter
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle

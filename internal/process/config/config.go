@@ -22,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mosaic-ct/mosaic/internal/base/clientip"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"go.yaml.in/yaml/v3"
 )
@@ -86,6 +87,14 @@ type Limits struct {
 	// (127.0.0.0/8 and ::1/128), for a proxy on the same machine; an empty
 	// list exempts nobody.
 	PerClientExempt *[]string `yaml:"per_client_exempt,omitempty"`
+	// TrustedProxies are the address ranges (CIDR) of load balancers,
+	// reverse proxies or CDNs in front of the log whose word on the
+	// client is taken: from these peers only, a request's client is the
+	// rightmost untrusted X-Forwarded-For entry, and on a listener with
+	// proxy_protocol a connection's client is the one its PROXY header
+	// names (package clientip). Their own connections are not held to the
+	// per-client connection cap. Default: none.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
 	// WriteTimeout bounds the time from reading a request's headers to
 	// finishing its response, so a client that never reads its response
 	// does not hold the connection. The default is derived from the
@@ -167,6 +176,10 @@ type Listener struct {
 	// 250 concurrent requests, which the per-client connection cap then
 	// does not bound (see docs/CONFIG.md).
 	HTTP2 bool `yaml:"http2,omitempty"`
+	// ProxyProtocol makes connections from limits.trusted_proxies open
+	// with a PROXY protocol header (v1 or v2), which names the client;
+	// other peers' connections are served as they are.
+	ProxyProtocol bool `yaml:"proxy_protocol,omitempty"`
 }
 
 // TLS reports whether the listener serves HTTPS.
@@ -192,6 +205,9 @@ type Log struct {
 	Policy Policy `yaml:"policy,omitempty"`
 	// Admission shares the log's capacity under load (see Admission).
 	Admission Admission `yaml:"admission,omitempty"`
+	// ReadLimit bounds each client's requests on the read path (see
+	// readlimit.go).
+	ReadLimit ReadLimit `yaml:"read_limit,omitempty"`
 	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf
 	// certificates: [start, limit).
 	NotAfterStart time.Time `yaml:"not_after_start"`
@@ -453,6 +469,7 @@ func (c *Config) setDefaults() {
 			l.ReadPath = &t
 		}
 		l.setAdmissionDefaults()
+		l.setReadLimitDefaults()
 		l.Witnesses.setDefaults()
 		if l.Lock == "" {
 			if c.PostgresFor(l) != "" {
@@ -556,6 +573,9 @@ func (c *Config) Validate() error {
 		if l.HTTP2 && !l.TLS() {
 			bad(f+".http2", "only applies to TLS listeners (plain-HTTP listeners serve HTTP/1.1)")
 		}
+		if l.ProxyProtocol && len(c.Limits.TrustedProxies) == 0 {
+			bad(f+".proxy_protocol", "needs limits.trusted_proxies: only the proxies listed there may send a PROXY header")
+		}
 	}
 	if len(c.Logs) == 0 && c.Witness == nil && c.Mirror == nil {
 		bad("logs", "at least one log (or a witness or a mirror) is required")
@@ -621,6 +641,7 @@ func (c *Config) Validate() error {
 			bad(f+".key", "required (create one with: mosaic keygen -o FILE)")
 		}
 		validateAdmission(f, &l, bad)
+		validateReadLimit(f, &l, bad)
 		if l.NotAfterStart.IsZero() {
 			bad(f+".not_after_start", "required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 		}
@@ -768,6 +789,14 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 	if _, err := c.PerClientExempt(); err != nil {
 		bad("limits.per_client_exempt", "%v", err)
 	}
+	if _, err := c.TrustedProxies(); err != nil {
+		bad("limits.trusted_proxies", "%v", err)
+	}
+}
+
+// TrustedProxies returns limits.trusted_proxies.
+func (c *Config) TrustedProxies() (clientip.Trusted, error) {
+	return clientip.ParseTrusted(c.Limits.TrustedProxies)
 }
 
 // MemoryLimitMB returns the soft memory limit (limits.memory_mb): by default

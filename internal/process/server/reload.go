@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
@@ -69,6 +70,24 @@ func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) 
 		AddChainShare: a.PerClientAddChainShare,
 		Pressure:      lc.PoolSize,
 		Exempt:        exempt,
+	}
+}
+
+// readLimitConfig is the netlimit.ReadLimitConfig of a log's read_limit
+// (validated already): limits.per_client_exempt's addresses are
+// unlimited too, as they are for submissions.
+func readLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) netlimit.ReadLimitConfig {
+	r := lc.ReadLimit
+	if r.Disabled {
+		return netlimit.ReadLimitConfig{}
+	}
+	identified, unlimited, _ := r.ReadLimitPrefixes()
+	return netlimit.ReadLimitConfig{
+		Rate: float64(r.Rate), Burst: r.Burst,
+		IdentifiedRate: float64(r.IdentifiedRate), IdentifiedBurst: r.IdentifiedBurst,
+		Identified: identified,
+		Unlimited:  append(slices.Clone(exempt), unlimited...),
+		IPv6Bits:   c.Limits.IPv6ClientPrefix,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -274,6 +275,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
+		ReadLimits:       netlimit.NewReadLimiter(readLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 		Lookups:          lookups,
@@ -773,7 +775,19 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
 	}
-	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: exempt, Registerer: s.reg})
+	trusted, err := s.cfg.TrustedProxies()
+	if err != nil {
+		return fmt.Errorf("limits.trusted_proxies: %w", err)
+	}
+	// Requests from a trusted proxy count as its client's (package
+	// clientip): every handler, limit and log line below reads
+	// RemoteAddr.
+	handler = trusted.Handler(handler)
+	// A trusted proxy's own connections carry many clients: not held to
+	// one client's connection cap (on a proxy_protocol listener a
+	// connection's address is already its client's).
+	connExempt := append(slices.Clone(exempt), trusted.Prefixes()...)
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: connExempt, Registerer: s.reg})
 	if err != nil {
 		return err
 	}
@@ -908,6 +922,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			// can be replaced without a restart.
 			srv.TLSConfig = lt.config(srv, tlsMetrics)
 		}
+		if lc.ProxyProtocol {
+			// The PROXY header is read before the connection counts,
+			// so the caps count it as its client's.
+			ln = trusted.Listener(ln)
+		}
 		ln := limiter.Wrap(ln, refusal)
 		serve := srv.Serve
 		// TLS listeners stay on net/http (package leanhttp says why);
@@ -931,7 +950,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
-		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean)
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean, "proxy_protocol", lc.ProxyProtocol)
 	}
 
 	var runErr error
