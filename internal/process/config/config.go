@@ -326,6 +326,18 @@ type S3 struct {
 	// timeouts and broken connections included (default 3).
 	AttemptTimeout time.Duration `yaml:"attempt_timeout,omitempty"`
 	MaxAttempts    int           `yaml:"max_attempts,omitempty"`
+	// ObjectLock, when set, puts S3 Object Lock retention on every
+	// immutable object the log writes (full tiles, issuers, the final
+	// checkpoint), in a bucket created with Object Lock enabled.
+	ObjectLock *ObjectLock `yaml:"object_lock,omitempty"`
+}
+
+// ObjectLock is storage.s3.object_lock.
+type ObjectLock struct {
+	// Mode is governance or compliance (S3's retention modes).
+	Mode string `yaml:"mode"`
+	// Retain is how long each object is retained from its write.
+	Retain time.Duration `yaml:"retain"`
 }
 
 // Load reads and validates a config file. Relative paths in it are resolved
@@ -659,6 +671,14 @@ func (c *Config) Validate() error {
 			bad(f+".storage.s3.attempt_timeout", "%v is out of range (100ms to 5m)", l.Storage.S3.AttemptTimeout)
 		case l.Storage.S3 != nil && (l.Storage.S3.MaxAttempts < 1 || l.Storage.S3.MaxAttempts > 20):
 			bad(f+".storage.s3.max_attempts", "%d is out of range (1 to 20)", l.Storage.S3.MaxAttempts)
+		case l.Storage.S3 != nil && l.Storage.S3.ObjectLock != nil:
+			ol := l.Storage.S3.ObjectLock
+			if m := strings.ToLower(ol.Mode); m != "governance" && m != "compliance" {
+				bad(f+".storage.s3.object_lock.mode", "%q is not governance or compliance", ol.Mode)
+			}
+			if ol.Retain < 24*time.Hour || ol.Retain > 100*365*24*time.Hour {
+				bad(f+".storage.s3.object_lock.retain", "%v is out of range (24h to 876000h, a hundred years)", ol.Retain)
+			}
 		}
 		switch l.Lock {
 		case "database", "postgres", "s3":

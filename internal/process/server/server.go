@@ -369,7 +369,16 @@ func s3Config(sc *config.S3) s3.Config {
 		Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
 		PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
 		AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
+		ObjectLock: objectLock(sc.ObjectLock),
 	}
+}
+
+// objectLock is the s3.ObjectLock of storage.s3.object_lock (nil: none).
+func objectLock(ol *config.ObjectLock) *s3.ObjectLock {
+	if ol == nil {
+		return nil
+	}
+	return &s3.ObjectLock{Mode: strings.ToUpper(ol.Mode), Retain: ol.Retain}
 }
 
 // forEachLog opens each of the named logs (all logs when names is empty),
