@@ -266,11 +266,17 @@ type Log struct {
 // validate reports a storage section (field f) that names no backend, two,
 // or a bucket-less S3 one, and reports whether it is valid so far.
 func (s Storage) validate(f string, bad func(field, format string, args ...any)) bool {
+	n := 0
+	for _, set := range []bool{s.Dir != "", s.S3 != nil, s.Archive != ""} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case s.Dir == "" && s.S3 == nil:
+	case n == 0:
 		bad(f, "a storage backend is required (storage.dir or storage.s3)")
-	case s.Dir != "" && s.S3 != nil:
-		bad(f, "set only one of storage.dir and storage.s3")
+	case n > 1:
+		bad(f, "set only one of storage.dir, storage.s3 and storage.archive")
 	case s.S3 != nil && s.S3.Bucket == "":
 		bad(f+".s3.bucket", "required")
 	default:
@@ -291,12 +297,15 @@ func checkOrigin(f, origin string, seen map[string]bool, bad func(field, format 
 	seen[origin] = true
 }
 
-// Storage selects a storage backend: exactly one of Dir and S3.
+// Storage selects a storage backend: exactly one of Dir, S3 and Archive.
 type Storage struct {
 	// Dir is a local directory (the embedded default).
 	Dir string `yaml:"dir,omitempty"`
 	// S3 is an S3-compatible bucket.
 	S3 *S3 `yaml:"s3,omitempty"`
+	// Archive is a file `mosaic archive` wrote: the log is served from it,
+	// read-only (see lifecycle.go).
+	Archive string `yaml:"archive,omitempty"`
 }
 
 // S3 is an S3-compatible storage location. Credentials come from
@@ -552,6 +561,7 @@ func (c *Config) resolve(dir string) {
 			abs(&l.Roots.Reject[i].File)
 		}
 		abs(&l.Storage.Dir)
+		abs(&l.Storage.Archive)
 		if l.Storage.S3 != nil {
 			abs(&l.Storage.S3.CredentialsFile)
 		}
@@ -693,7 +703,7 @@ func (c *Config) Validate() error {
 		}
 		// The dedup cache lives in PostgreSQL when a DSN is set, else in
 		// the embedded database.
-		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" {
+		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" && l.Storage.Archive == "" {
 			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's, or a postgres DSN")
 		}
 		if c.Standby != nil {
@@ -717,6 +727,9 @@ func (c *Config) Validate() error {
 			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)
 		}
 		validateLifecycle(f, &l, time.Now(), bad)
+		if l.Storage.Archive != "" {
+			validateArchived(f, &l, c.Standby != nil, bad)
+		}
 		if l.MMD < 0 {
 			bad(f+".mmd", "must not be negative")
 		}

@@ -118,6 +118,9 @@ func (s *Server) Reload(ctx context.Context) {
 	start := time.Now()
 	s.logger.Info("reload: reloading roots and TLS certificates")
 	for _, p := range s.parts {
+		if p.archived {
+			continue
+		}
 		res, err := p.roots.Refresh(ctx)
 		if err != nil {
 			// Refresh has logged the failure.

@@ -139,6 +139,9 @@ type logParts struct {
 	roots   *roots.Manager
 	refresh time.Duration
 	policy  chain.Policy
+	// archived is a log served read-only from an archive
+	// (storage.archive): no database, sequencer, roots or fence.
+	archived bool
 }
 
 // openLog opens everything one log needs. reg may be nil (no metrics).
@@ -161,6 +164,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	policy, err := chainPolicy(lc)
 	if err != nil {
 		return nil, field("policy", err)
+	}
+	if lc.Storage.Archive != "" {
+		return openArchived(ctx, c, lc, sub, mon, k)
 	}
 	exempt, err := c.PerClientExempt()
 	if err != nil {
@@ -391,6 +397,9 @@ func forEachLog(ctx context.Context, c *config.Config, names []string, logger *s
 	b := newBackends()
 	defer b.close()
 	for _, lc := range logs {
+		if lc.Storage.Archive != "" {
+			return fmt.Errorf("log %s is served from an archive (storage.archive): it has no database or storage to change", lc.Name)
+		}
 		p, err := openLog(ctx, c, lc, b, nil, logger)
 		if err != nil {
 			return err
@@ -593,7 +602,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
-		if err == nil {
+		if err == nil && !p.archived {
 			p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
 			err = p.loadRoots(ctx)
 		}
@@ -601,7 +610,15 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 			s.b.close()
 			return nil, err
 		}
-		if c.Standby != nil {
+		if p.archived {
+			cp, err := archivedCheckpoint(ctx, p)
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			p.log.SetStandbyState(ctlog.Standby{Published: cp})
+			logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", c.Logs[i].Storage.Archive)
+		} else if c.Standby != nil {
 			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
 			if err == nil {
 				err = sequencer.CheckDedup(ctx, p.seqCfg)
@@ -818,6 +835,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer stopSeq()
 	var wg sync.WaitGroup
 	for _, p := range s.parts {
+		if p.archived {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -850,7 +870,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			}()
 		}
 	} else {
-		for _, l := range s.logs {
+		for _, p := range s.parts {
+			if p.archived {
+				continue
+			}
+			l := p.log
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
