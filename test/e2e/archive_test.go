@@ -141,8 +141,9 @@ logs:
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
-		issuer = strings.TrimPrefix(o.Key, key(""))
-		break
+		if issuer == "" {
+			issuer = strings.TrimPrefix(o.Key, key(""))
+		}
 	}
 	if issuer == "" {
 		t.Fatal("no issuer in the bucket")
