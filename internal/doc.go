@@ -3,13 +3,14 @@
 // the groups may import one another. From the bottom up:
 //
 //	base/     small leaves any package may use: the clock, retries, key
-//	          files, connection caps and per-client rate limits, the P-256
-//	          fast verifier, GOMAXPROCS, build info, https-only redirects
+//	          files, connection caps and per-client rate limits, the client
+//	          behind trusted proxies, the P-256 fast verifier, GOMAXPROCS,
+//	          build info, https-only redirects
 //	format/   what a log publishes and proves, as pure code: tiles,
 //	          checkpoints, SCTs, subtree proofs, log lists, the
 //	          tlog-witness request bodies
 //	state/    what survives a restart, behind small interfaces with
-//	          conformance suites: storage (local disk, S3), the lock
+//	          conformance suites: storage (local disk, S3, archives), the lock
 //	          backend, the dedup cache, and the two databases that
 //	          implement them (bbolt, PostgreSQL)
 //	log/      the CT log itself: chain validation, roots, the sequencer,

@@ -5,8 +5,9 @@
 #
 # With CI=true the services (and tmux, for the hammer's terminal tests,
 # Chromium, for the dashboard's browser tests, Sunlight, for the
-# interoperability tests, nginx, for the deployment example's test, and
-# promtool, for the alerting rules' and dashboard's) are installed/started first
+# interoperability tests, nginx, for the deployment example's test,
+# promtool, for the alerting rules' and dashboard's, and HAProxy, for the
+# PROXY protocol test) are installed/started first
 # and the tests that need them fail instead of skipping. Without it they are
 # used when present and skipped (loudly, saying how to get them) when not.
 #
@@ -43,7 +44,7 @@ echo "== bench/p384verify (vet, and its verifiers' agreement)"
 (cd bench/p384verify && go vet ./... && go test -count=1 -run TestAgree .)
 
 if [ "${CI:-}" = "true" ]; then
-  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium, Sunlight, nginx and promtool are required)"
+  echo "== services (CI=true: PostgreSQL, MinIO, Pebble, tmux, Chromium, Sunlight, nginx, promtool and HAProxy are required)"
   bash scripts/postgres.sh
   bash scripts/minio.sh install
   bash scripts/pebble.sh install
@@ -52,6 +53,7 @@ if [ "${CI:-}" = "true" ]; then
   bash scripts/sunlight.sh install
   bash scripts/nginx.sh
   bash scripts/promtool.sh
+  bash scripts/haproxy.sh
 fi
 
 echo "== go test"

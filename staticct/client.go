@@ -79,6 +79,11 @@ type Config struct {
 	// are given). Cosignature lines by other keys are ignored.
 	WitnessKeys   []string
 	WitnessQuorum int
+	// Objects, if not nil, is where the log's objects are read from
+	// instead of MonitoringPrefix: a file system whose files are named by
+	// their paths under the prefix (a Mosaic archive's objects, for one).
+	// MonitoringPrefix then only names it in messages.
+	Objects fs.FS
 	// CheckpointKeys are vkeys of the log's own checkpoint signatures
 	// that every checkpoint must carry, valid, besides the RFC 6962 one
 	// PublicKey checks: the log's Ed25519 note key (type 0x01) and its
@@ -91,6 +96,8 @@ type Client struct {
 	submission string
 	monitoring string // URL prefix ending in "/", or "" for a directory
 	dir        string // local directory for a file:// prefix
+	objects    fs.FS  // Config.Objects
+	objectsAt  string // what Config.MonitoringPrefix named them
 	pub        *ecdsa.PublicKey
 	pubDER     []byte
 	logID      [32]byte
@@ -169,6 +176,8 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	switch m := cfg.MonitoringPrefix; {
+	case cfg.Objects != nil:
+		c.objects, c.objectsAt = cfg.Objects, m
 	case m == "":
 		return nil, errors.New("monitoring prefix is empty")
 	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
@@ -307,6 +316,9 @@ func (c *Client) Origin() string { return c.origin }
 // MonitoringPrefix returns the read API prefix (a directory path for a
 // file:// prefix).
 func (c *Client) MonitoringPrefix() string {
+	if c.objects != nil {
+		return c.objectsAt
+	}
 	if c.dir != "" {
 		return c.dir
 	}
@@ -352,6 +364,9 @@ func fetchRetry(retries int) retry.Policy {
 }
 
 func (c *Client) fetchOnce(ctx context.Context, path string, limit int64) ([]byte, error) {
+	if c.objects != nil {
+		return c.readObject(path, limit)
+	}
 	if c.dir != "" {
 		return c.readFile(path, limit)
 	}
@@ -374,6 +389,26 @@ func (c *Client) readFile(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, filepath.Join(c.dir, filepath.FromSlash(path)))
+		}
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("object is larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// readObject reads an object from Config.Objects.
+func (c *Client) readObject(path string, limit int64) ([]byte, error) {
+	f, err := c.objects.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s in %s", ErrNotFound, path, c.objectsAt)
 		}
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mosaic-ct/mosaic/internal/process/config"
+	"github.com/mosaic-ct/mosaic/internal/state/storage/archive"
 	"github.com/mosaic-ct/mosaic/internal/tools/fsck"
 	"github.com/mosaic-ct/mosaic/staticct"
 )
@@ -49,10 +51,12 @@ func runFsck(ctx context.Context, args []string) error {
 		compares = append(compares, v)
 		return nil
 	})
+	archiveFile := fs.String("archive", "", "check the log archived in `FILE` (mosaic archive) instead of one served at -monitoring; needs -pubkey")
 	consistencyOnly := fs.Bool("consistency-only", false, "only verify and compare checkpoints (reading the few tiles the proofs need), not every tile")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mosaic fsck -monitoring URL|file:///DIR -pubkey BASE64_DER [-origin ORIGIN] [flags]\n"+
 			"       mosaic fsck -dev DIR\n"+
+			"       mosaic fsck -archive FILE -pubkey BASE64_DER\n"+
 			"       mosaic fsck ... -checkpoint FILE [-checkpoint FILE2] [-compare URL_OR_DIR] [-consistency-only]\n"+
 			"       mosaic fsck -monitoring URL|file:///DIR -size N [-max-level L] [-issuers=false]\n\n"+
 			"Verifies a whole Static CT log: the checkpoint signature, every data tile\n"+
@@ -83,6 +87,21 @@ func runFsck(ctx context.Context, args []string) error {
 	if _, err := tg.fromDev(); err != nil {
 		return err
 	}
+	var arch *archive.Reader
+	if *archiveFile != "" {
+		if explicitMonitoring {
+			return usageError(fs, "-archive and -monitoring name two copies of a log; check one at a time")
+		}
+		var err error
+		if arch, err = archive.Open(*archiveFile); err != nil {
+			return err
+		}
+		defer arch.Close()
+		tg.monitoring = "archive " + *archiveFile
+		if tg.origin == "" {
+			tg.origin = arch.Manifest().Origin
+		}
+	}
 	if tg.monitoring == "" || (tg.pubkey == "" && *size <= 0) {
 		return usageError(fs, "need -monitoring and -pubkey (or -size for tiles only), or -dev")
 	}
@@ -97,11 +116,15 @@ func runFsck(ctx context.Context, args []string) error {
 			return fmt.Errorf("-pubkey: %w", err)
 		}
 	}
-	c, err := staticct.New(staticct.Config{
+	cfg := staticct.Config{
 		MonitoringPrefix: tg.monitoring, PublicKey: pub, Origin: tg.origin,
 		HTTPClient: tg.httpClient(staticct.HTTPClientOptions{MaxConns: *parallel * 2}), UserAgent: tg.userAgent,
 		Timeout: tg.timeout, Retries: *retries, WitnessKeys: tg.witnessKeys, WitnessQuorum: tg.witnessQuorum, CheckpointKeys: tg.vkeys,
-	})
+	}
+	if arch != nil {
+		cfg.Objects = arch
+	}
+	c, err := staticct.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -122,6 +145,15 @@ func runFsck(ctx context.Context, args []string) error {
 			return fmt.Errorf("-compare %s: %w", src, err)
 		}
 		opts.Checkpoints = append(opts.Checkpoints, g)
+	}
+	if arch != nil && *size <= 0 {
+		// The archive's final checkpoint must be the same history as
+		// its checkpoint (fsck checks every given checkpoint so).
+		b, err := arch.Get(ctx, archive.FinalCheckpointKey)
+		if err != nil {
+			return err
+		}
+		opts.Checkpoints = append(opts.Checkpoints, fsck.Given{Source: archive.FinalCheckpointKey + " in the archive", Note: b})
 	}
 	if *maxLevel >= 0 {
 		opts.LevelLimit = *maxLevel + 1
@@ -152,6 +184,12 @@ func runFsck(ctx context.Context, args []string) error {
 		return err
 	}
 	printFsck(os.Stdout, c, res, *consistencyOnly)
+	if arch != nil && res.Unreachable == nil {
+		m := arch.Manifest()
+		if cp := res.Checkpoint; cp != nil && (cp.Size != m.TreeSize || !bytes.Equal(cp.Hash[:], m.RootHash)) {
+			return fmt.Errorf("the archive's manifest names a tree of size %d that is not its checkpoint's (size %d)", m.TreeSize, cp.Size)
+		}
+	}
 	switch {
 	case res.Forked():
 		msg := fmt.Sprintf("FORK: %s signed with the log's key cannot both be true; the log has a split view", pairs(len(res.Forks)))

@@ -32,6 +32,7 @@ func commands() []command {
 		{"roots", "remove a root from a log's accepted set (roots remove)", runRoots},
 		{"backup", "copy the embedded database consistently, even while serve runs", runBackup},
 		{"restore", "restore the embedded database from a backup, if the logs continue from it", runRestore},
+		{"archive", "pack a read-only or retired log into one file that fsck checks and serve serves", runArchive},
 		{"witness", "reset the witness's state of one log (witness reset)", runWitness},
 		{"hammer", "load-test and verify any Static CT log", runHammer},
 		{"fsck", "verify a whole Static CT log, tile by tile", runFsck},

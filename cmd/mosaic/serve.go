@@ -83,21 +83,33 @@ func runServe(ctx context.Context, args []string) error {
 			ln.Close()
 			return err
 		}
+		// Listeners added to the dev config after the first (which
+		// Setup opened: the log's origin names it) are opened as serve
+		// -config would.
+		for i := 1; i < len(c.Listen); i++ {
+			more, err := net.Listen("tcp", c.Listen[i].Address)
+			if err != nil {
+				closeAll(lns)
+				return fmt.Errorf("listen[%d].address: %w", i, config.ListenError(c.Listen[i].Address, err,
+					fmt.Sprintf("stop it or choose another address in listen[%d].address of %s", i, path)))
+			}
+			lns = append(lns, more)
+		}
 		if created {
 			if err := server.CreateLogs(ctx, c, nil, logger); err != nil {
-				ln.Close()
+				closeAll(lns)
 				return err
 			}
 		}
 		if *devWitness {
 			if devWitnessInfo, err = devmode.AddWitness(*data, c); err != nil {
-				ln.Close()
+				closeAll(lns)
 				return err
 			}
 		}
 		if *devMirror {
 			if devMirrorInfo, err = devmode.AddMirror(*data, c); err != nil {
-				ln.Close()
+				closeAll(lns)
 				return err
 			}
 		}
@@ -191,3 +203,10 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+// closeAll closes listeners that will not be served.
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,62 +112,9 @@ func TestNginxInFront(t *testing.T) {
 	size := s.waitForSize(t, 300).Size
 
 	upstream := strings.TrimSuffix(strings.TrimPrefix(s.info.MonitoringPrefix, "http://"), "/")
-	port := strconv.Itoa(freePort(t))
-	ndir := filepath.Join(dir, "nginx")
-	if err := os.MkdirAll(filepath.Join(ndir, "tmp"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// The server certificate: a test CA's own, which the client pins
-	// (it names no IP address to verify).
-	tlsCert := caMust(t)(testca.NewRoot("E2E nginx", testca.ECDSAP256))
-	certFile, keyFile := filepath.Join(ndir, "cert.pem"), filepath.Join(ndir, "key.pem")
-	if err := tlsCert.WritePEM(certFile, keyFile); err != nil {
-		t.Fatal(err)
-	}
-	conf := deployNginxConf(t, ndir, "127.0.0.1:"+port, upstream, certFile, keyFile)
-	if out, err := exec.Command(nginx, "-t", "-c", conf, "-e", filepath.Join(ndir, "error.log")).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t rejects docs/deploy/nginx.conf: %v\n%s", err, out)
-	}
-	cmd := exec.Command(nginx, "-c", conf, "-e", filepath.Join(ndir, "error.log"), "-g", "daemon off;")
-	logs := &testenv.Output{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt) // nginx's fast shutdown (SIGINT)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			el, _ := os.ReadFile(filepath.Join(ndir, "error.log"))
-			t.Logf("nginx output:\n%s\nerror.log:\n%s", logs.String(), el)
-		}
-	})
-
-	// Over HTTP/2, as browsers and most monitors talk to nginx; the
-	// transport must not ask for gzip itself, so that each request says
-	// exactly what it accepts.
-	viaNginx := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{
-			InsecureSkipVerify: true, // replaced by the exact-certificate check below
-			VerifyConnection: func(cs tls.ConnectionState) error {
-				if !bytes.Equal(cs.PeerCertificates[0].Raw, tlsCert.DER) {
-					return fmt.Errorf("unexpected server certificate %q", cs.PeerCertificates[0].Subject)
-				}
-				return nil
-			},
-		},
-		ForceAttemptHTTP2:  true,
-		DisableCompression: true,
-	}}
+	nginxURL, via := startDeployNginx(t, nginx, dir, upstream)
+	viaNginx := via("")
 	direct := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
-	nginxURL := "https://127.0.0.1:" + port + "/"
 	waitOK(t, viaNginx, nginxURL+"checkpoint")
 
 	issuers, err := os.ReadDir(filepath.Join(s.dir, "data", "issuer"))
@@ -260,5 +210,141 @@ func waitOK(t *testing.T, c *http.Client, url string) {
 			t.Fatalf("%s did not answer 200 in 10 s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startDeployNginx runs docs/deploy/nginx.conf (deployNginxConf) in a real
+// nginx in front of Mosaic at upstream (host:port), in dir/nginx, until
+// the test ends, and returns its URL and a maker of clients for it
+// (clientVia) whose connections come from a given loopback address ("":
+// any).
+func startDeployNginx(t *testing.T, nginx, dir, upstream string) (string, func(from string) *http.Client) {
+	t.Helper()
+	port := strconv.Itoa(freePort(t))
+	ndir := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(filepath.Join(ndir, "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The server certificate: a test CA's own, which the client pins
+	// (it names no IP address to verify).
+	tlsCert := caMust(t)(testca.NewRoot("E2E nginx", testca.ECDSAP256))
+	certFile, keyFile := filepath.Join(ndir, "cert.pem"), filepath.Join(ndir, "key.pem")
+	if err := tlsCert.WritePEM(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	conf := deployNginxConf(t, ndir, "127.0.0.1:"+port, upstream, certFile, keyFile)
+	if out, err := exec.Command(nginx, "-t", "-c", conf, "-e", filepath.Join(ndir, "error.log")).CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t rejects docs/deploy/nginx.conf: %v\n%s", err, out)
+	}
+	cmd := exec.Command(nginx, "-c", conf, "-e", filepath.Join(ndir, "error.log"), "-g", "daemon off;")
+	logs := &testenv.Output{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt) // nginx's fast shutdown (SIGINT)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			el, _ := os.ReadFile(filepath.Join(ndir, "error.log"))
+			t.Logf("nginx output:\n%s\nerror.log:\n%s", logs.String(), el)
+		}
+	})
+
+	return "https://127.0.0.1:" + port + "/", func(from string) *http.Client { return clientVia(tlsCert.DER, from) }
+}
+
+// clientVia returns an HTTP/2 client for the nginx of startDeployNginx
+// (pinning its certificate certDER) whose connections come from from, as
+// browsers and most monitors talk to nginx. It asks for no compression
+// itself, so that each request says exactly what it accepts.
+func clientVia(certDER []byte, from string) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: d.DialContext,
+		TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, // replaced by the exact-certificate check below
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				if !bytes.Equal(cs.PeerCertificates[0].Raw, certDER) {
+					return fmt.Errorf("unexpected server certificate %q", cs.PeerCertificates[0].Subject)
+				}
+				return nil
+			},
+		},
+		ForceAttemptHTTP2:  true,
+		DisableCompression: true,
+	}}
+}
+
+// TestNginxQueryCacheKey runs docs/deploy/nginx.conf in front of a dev log
+// with the RFC 6962 read API and asks, through nginx, pairs of requests
+// that differ only in their query, each twice: every answer is Mosaic's
+// own for that query, the second of each is served from nginx's cache
+// (X-Cache-Status: HIT, so the answers really are cached), and the two of
+// a pair never share one (a CDN rule ignoring the query served one
+// consistency proof for different requests at another operator).
+func TestNginxQueryCacheKey(t *testing.T) {
+	nginx := needNginx(t)
+	dir := t.TempDir()
+	startDev(t, filepath.Join(dir, "log")).stop()
+	setDevLogField(t, filepath.Join(dir, "log"), "rfc6962_read_api", true)
+	s := startDev(t, filepath.Join(dir, "log"))
+	out, code := runMosaic(t, "hammer", "-dev", s.dir, "-count", "300", "-rate", "0", "-workers", "20",
+		"-dup", "0", "-ui=false", "-drain", "60s")
+	if code != 0 {
+		t.Fatalf("hammer: exit %d\n%s", code, out)
+	}
+	size := s.waitForSize(t, 300).Size
+	upstream := strings.TrimSuffix(strings.TrimPrefix(s.info.MonitoringPrefix, "http://"), "/")
+	nginxURL, via := startDeployNginx(t, nginx, dir, upstream)
+	c := via("")
+	waitOK(t, c, nginxURL+"checkpoint")
+	direct := &http.Client{Timeout: 10 * time.Second}
+	hashOf := func(i uint64) string {
+		e := s.entryAt(t, i, size)
+		h := e.LeafHash()
+		return url.QueryEscape(base64.StdEncoding.EncodeToString(h[:]))
+	}
+	pairs := [][2]string{
+		{fmt.Sprintf("get-sth-consistency?first=10&second=%d", size), fmt.Sprintf("get-sth-consistency?first=20&second=%d", size)},
+		{"get-entries?start=0&end=0", "get-entries?start=1&end=1"},
+		{fmt.Sprintf("get-proof-by-hash?hash=%s&tree_size=%d", hashOf(3), size), fmt.Sprintf("get-proof-by-hash?hash=%s&tree_size=%d", hashOf(4), size)},
+		{fmt.Sprintf("get-entry-and-proof?leaf_index=5&tree_size=%d", size), fmt.Sprintf("get-entry-and-proof?leaf_index=6&tree_size=%d", size)},
+	}
+	for _, p := range pairs {
+		var first [2][]byte
+		for round := range 2 {
+			for i, q := range p {
+				resp, body := getVia(t, c, "GET", nginxURL+"ct/v1/"+q, nil)
+				if resp.StatusCode != 200 {
+					t.Fatalf("%s through nginx: %s %q", q, resp.Status, body)
+				}
+				_, want := getVia(t, direct, "GET", s.info.SubmissionPrefix+"ct/v1/"+q, nil)
+				if !bytes.Equal(body, want) {
+					t.Errorf("%s through nginx (round %d, cache %s): %.80q, Mosaic answers %.80q", q, round+1, resp.Header.Get("X-Cache-Status"), body, want)
+				}
+				if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "immutable") {
+					t.Errorf("%s: Cache-Control %q, want immutable", q, cc)
+				}
+				if round == 0 {
+					first[i] = body
+				} else if st := resp.Header.Get("X-Cache-Status"); st != "HIT" {
+					t.Errorf("%s asked again: X-Cache-Status %q, want HIT (nginx should have cached it)", q, st)
+				}
+			}
+		}
+		if bytes.Equal(first[0], first[1]) {
+			t.Errorf("%s and %s have the same answer %.80q: the pair does not tell a query-blind cache apart", p[0], p[1], first[0])
+		}
 	}
 }

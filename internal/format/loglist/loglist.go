@@ -109,6 +109,15 @@ type FinalTreeHead struct {
 // Endpoint is where an API is served.
 type Endpoint struct {
 	URL string `json:"url"`
+	// RateLimit is the requests one client may make (absent: no limit).
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+}
+
+// RateLimit is an endpoint's per-client request limit: Requests per
+// IntervalSeconds.
+type RateLimit struct {
+	Requests        int64 `json:"requests"`
+	IntervalSeconds int64 `json:"interval_seconds"`
 }
 
 // Software names the program running the log.

@@ -86,7 +86,7 @@ func New(logs []*ctlog.Log, logger *slog.Logger, reg prometheus.Registerer, gath
 		gatherer: gatherer,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mosaic_http_requests_total",
-			Help: "HTTP requests by log, endpoint, status code and, for refused submissions, the reason (see Reasons).",
+			Help: "HTTP requests by log, endpoint, status code and, for refused submissions and read requests over the read limit, the reason (see Reasons).",
 		}, []string{"log", "endpoint", "code", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mosaic_http_request_duration_seconds",
@@ -120,7 +120,7 @@ func (s *Server) Handler() http.Handler {
 		sub := l.SubmissionPrefix.Path
 		mux.Handle("POST "+addChainPath(l, false), s.instrument(l, "add-chain", s.addChain(l, false)))
 		mux.Handle("POST "+addChainPath(l, true), s.instrument(l, "add-pre-chain", s.addChain(l, true)))
-		mux.Handle("GET "+sub+"ct/v1/get-roots", s.instrument(l, "get-roots", http.HandlerFunc(s.getRoots(l))))
+		mux.Handle("GET "+sub+"ct/v1/get-roots", s.instrument(l, "get-roots", s.readLimited(l, http.HandlerFunc(s.getRoots(l)))))
 		mux.Handle("GET "+sub+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
 		if l.RFC6962ReadAPI {
 			s.rfc6962Routes(mux, l) // rfc6962.go
@@ -133,8 +133,10 @@ func (s *Server) Handler() http.Handler {
 		if l.ReadPath {
 			mon := l.MonitoringPrefix.Path
 			mux.Handle("GET "+mon+"checkpoint", s.instrument(l, "checkpoint", s.readPath(l, "checkpoint")))
-			mux.Handle("GET "+mon+"tile/", s.instrument(l, "tile", s.readPath(l, "tile")))
-			mux.Handle("GET "+mon+"issuer/", s.instrument(l, "issuer", s.readPath(l, "issuer")))
+			// The checkpoint is not read-limited: a monitor polls it
+			// to learn what to read, and it costs no storage read.
+			mux.Handle("GET "+mon+"tile/", s.instrument(l, "tile", s.readLimited(l, s.readPath(l, "tile"))))
+			mux.Handle("GET "+mon+"issuer/", s.instrument(l, "issuer", s.readLimited(l, s.readPath(l, "issuer"))))
 			if mon != sub {
 				mux.Handle("GET "+mon+"log.v3.json", s.instrument(l, "log.v3.json", http.HandlerFunc(s.logJSON(l))))
 				if !homes[mon] {

@@ -150,3 +150,35 @@ func asSentence(s string) string {
 	}
 	return s
 }
+
+// readLimited serves h within the log's read path rate limit
+// (ctlog.Log.ReadLimits): a request over it gets 429 with Retry-After,
+// counted under its reason (netlimit.ReasonReadRate or
+// ReasonReadRateIdentified) in mosaic_http_requests_total and logged,
+// sampled, with the client's address.
+func (s *Server) readLimited(l *ctlog.Log, h http.Handler) http.Handler {
+	if l.ReadLimits == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var te *netlimit.ThrottleError
+		if !errors.As(l.ReadLimits.Allow(clientAddr(r), r.UserAgent()), &te) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.warnings.Warn("read-limited/"+l.Name+"/"+te.Reason, "read request over the read limit", "log", l.Name,
+			"reason", te.Reason, "client", r.RemoteAddr, "user_agent", truncate(r.UserAgent(), 200))
+		setReason(w, te.Reason)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, te.RetryAfter)))
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, asSentence(te.Message), http.StatusTooManyRequests)
+	})
+}
+
+// truncate returns s cut to at most n bytes, for a log line.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

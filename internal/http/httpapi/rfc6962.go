@@ -131,8 +131,49 @@ func (s *Server) rfc6962Routes(mux *http.ServeMux, l *ctlog.Log) {
 		"get-entries":         r.getEntries,
 		"get-entry-and-proof": r.getEntryAndProof,
 	} {
-		mux.Handle("GET "+sub+"ct/v1/"+name, s.instrument(l, name, h))
+		var hh http.Handler = noStoreByDefault(h)
+		if name != "get-sth" {
+			// get-sth is the checkpoint's RFC 6962 form: exempt, as
+			// the checkpoint is.
+			hh = s.readLimited(l, hh)
+		}
+		mux.Handle("GET "+sub+"ct/v1/"+name, s.instrument(l, name, hh))
 	}
+}
+
+// The Cache-Control of the RFC 6962 read API's answers, per endpoint:
+//
+//   - get-sth: cacheSTH, a second (the log publishes a new tree head at
+//     most every period, and a second of staleness is nothing next to a
+//     merge delay; it spares the log a crowd polling it at once);
+//   - get-sth-consistency, get-proof-by-hash, get-entry-and-proof: a proof
+//     at tree sizes the log has signed never changes, so cacheImmutable
+//     (a tree size beyond the latest is a 400, not cached);
+//   - get-entries: cacheImmutable when the answer is every entry asked
+//     for within one full data tile (it can never change: the entries
+//     are in the log for good); cacheSTH when the tree's end cut it short,
+//     since the same query gets more entries once the tree grows;
+//   - get-roots: cacheRoots (roots are added at runtime, and a submitter
+//     whose root was just added should not wait long);
+//   - every error: no-store (noStoreByDefault), so a refusal, a 429 or a
+//     503 is never served from a cache after the log recovered.
+//
+// A cache must key them by the whole URL, query included: two requests
+// that differ only in their query are different questions
+// (docs/deploy/nginx.conf says so, and test/e2e's nginx test checks it).
+const (
+	cacheSTH   = "public, max-age=1"
+	cacheRoots = "public, max-age=60"
+)
+
+// noStoreByDefault sets Cache-Control: no-store before h runs, so that
+// every answer h does not mark cacheable itself (its errors) is never
+// stored by a cache.
+func noStoreByDefault(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // latest returns the latest checkpoint published to storage, from memory
@@ -458,7 +499,7 @@ func (r *rfc6962) getSTH(w http.ResponseWriter, req *http.Request) {
 	if cp == nil {
 		return
 	}
-	w.Header().Set("Cache-Control", "no-cache, max-age=0")
+	w.Header().Set("Cache-Control", cacheSTH)
 	writeAPIJSON(w, sthResponse{TreeSize: cp.Size, Timestamp: cp.Timestamp, SHA256RootHash: cp.Hash[:], TreeHeadSignature: cp.TreeHeadSignature})
 }
 
@@ -501,6 +542,7 @@ func (r *rfc6962) getSTHConsistency(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	w.Header().Set("Cache-Control", cacheImmutable)
 	writeAPIJSON(w, struct {
 		Consistency []string `json:"consistency"`
 	}{b64Hashes(proof)})
@@ -596,6 +638,7 @@ func (r *rfc6962) getProofByHash(w http.ResponseWriter, req *http.Request) {
 		r.proofError(w, hr.err, err)
 		return
 	}
+	w.Header().Set("Cache-Control", cacheImmutable)
 	writeAPIJSON(w, struct {
 		LeafIndex int64    `json:"leaf_index"`
 		AuditPath []string `json:"audit_path"`
@@ -873,7 +916,15 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("The parameter start (%d) is not below the latest tree size (%d).", start, cp.Size), http.StatusBadRequest)
 		return
 	}
-	end = min(end, cp.Size-1, start+MaxGetEntries-1, (start/tile.Width+1)*tile.Width-1)
+	// The answer never changes if the tree's end did not cut it short:
+	// it is then every entry asked for up to the end of start's data
+	// tile (or of MaxGetEntries), and that tile is full.
+	tileEnd := (start/tile.Width + 1) * tile.Width
+	cache := cacheSTH
+	if tileEnd <= cp.Size {
+		cache = cacheImmutable
+	}
+	end = min(end, cp.Size-1, start+MaxGetEntries-1, tileEnd-1)
 	// The response (about 600 KB for a full batch) is built in one pooled
 	// buffer, each entry's leaf_input and extra_data encoded in place:
 	// base64 needs no JSON escaping.
@@ -931,6 +982,7 @@ func (r *rfc6962) getEntries(w http.ResponseWriter, req *http.Request) {
 	bufs.out = out
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Header().Set("Cache-Control", cache)
 	w.Write(out)
 }
 
@@ -963,6 +1015,7 @@ func (r *rfc6962) getEntryAndProof(w http.ResponseWriter, req *http.Request) {
 		r.proofError(w, hr.err, err)
 		return
 	}
+	w.Header().Set("Cache-Control", cacheImmutable)
 	writeAPIJSON(w, struct {
 		LeafInput []byte   `json:"leaf_input"`
 		ExtraData []byte   `json:"extra_data"`

@@ -266,10 +266,18 @@ func (s *Server) getRoots(l *ctlog.Log) http.HandlerFunc {
 			Certificates []string `json:"certificates"`
 		}
 		resp.Certificates = []string{}
+		if l.Validator == nil {
+			// An archived log (served from `mosaic archive`'s file)
+			// accepts nothing and keeps no roots.
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, "This log is archived: it accepts no submissions and serves no roots.", http.StatusGone)
+			return
+		}
 		for _, der := range l.Validator.RootsDER() {
 			resp.Certificates = append(resp.Certificates, base64.StdEncoding.EncodeToString(der))
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", cacheRoots)
 		json.NewEncoder(w).Encode(resp)
 	}
 }

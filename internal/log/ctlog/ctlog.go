@@ -57,6 +57,14 @@ type Log struct {
 	// ClientLimits is the log's submission rate limit per client address
 	// (nil: none); see AdmitClient.
 	ClientLimits *netlimit.ClientLimiter
+	// Archived is a log served read-only from an archive: no sequencer,
+	// ever; its checkpoint (SetStandbyState) is final, so /health does not
+	// hold its age against it.
+	Archived bool
+	// ReadLimits is the log's read path rate limit per client (tiles,
+	// issuers, the RFC 6962 GETs; nil: none), published in its metadata
+	// as the monitoring endpoint's rate_limit.
+	ReadLimits *netlimit.ReadLimiter
 	// Lifecycle is the log's configured state and when it freezes itself
 	// (see lifecycle.go).
 	Lifecycle Lifecycle
@@ -457,6 +465,9 @@ func (l *Log) Health(maxAge time.Duration) error {
 	cp := l.Published()
 	if cp == nil {
 		return &HealthError{Summary: "no checkpoint yet"}
+	}
+	if l.Archived {
+		return nil
 	}
 	age := time.Since(time.UnixMilli(int64(cp.Timestamp)))
 	if age > maxAge {

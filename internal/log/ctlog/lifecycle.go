@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/base/buildinfo"
+	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/loglist"
 )
@@ -197,7 +198,7 @@ func (l *Log) ListEntry(now time.Time) (*loglist.TiledLog, error) {
 			TLSOnly:            l.TLSOnly,
 			IntendedUse:        use,
 			SubmissionEndpoint: loglist.Endpoint{URL: l.SubmissionPrefix.String()},
-			MonitoringEndpoint: loglist.Endpoint{URL: l.MonitoringPrefix.String()},
+			MonitoringEndpoint: loglist.Endpoint{URL: l.MonitoringPrefix.String(), RateLimit: readRateLimit(l.ReadLimits)},
 			LogSoftware:        loglist.Software{Name: buildinfo.Module, Version: buildinfo.Version()},
 		},
 	}
@@ -249,6 +250,22 @@ func (l *Log) DescriptionText() string {
 		return "Mosaic log " + l.Name
 	}
 	return l.Description
+}
+
+// readRateLimit is the read path's limit as the metadata publishes it:
+// what an anonymous client may make, per second (nil: no limit). The
+// RFC 6962 GETs under the submission prefix are held to the same limit.
+func readRateLimit(r *netlimit.ReadLimiter) *loglist.RateLimit {
+	rate := r.Rate()
+	if rate <= 0 {
+		return nil
+	}
+	// The config takes whole requests per second; a fractional rate (a
+	// test's) is published per minute, rounded down.
+	if rate == float64(int64(rate)) {
+		return &loglist.RateLimit{Requests: int64(rate), IntervalSeconds: 1}
+	}
+	return &loglist.RateLimit{Requests: int64(rate * 60), IntervalSeconds: 60}
 }
 
 // finalTreeHead is cp as the metadata's final_tree_head.

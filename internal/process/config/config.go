@@ -22,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mosaic-ct/mosaic/internal/base/clientip"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"go.yaml.in/yaml/v3"
 )
@@ -86,6 +87,14 @@ type Limits struct {
 	// (127.0.0.0/8 and ::1/128), for a proxy on the same machine; an empty
 	// list exempts nobody.
 	PerClientExempt *[]string `yaml:"per_client_exempt,omitempty"`
+	// TrustedProxies are the address ranges (CIDR) of load balancers,
+	// reverse proxies or CDNs in front of the log whose word on the
+	// client is taken: from these peers only, a request's client is the
+	// rightmost untrusted X-Forwarded-For entry, and on a listener with
+	// proxy_protocol a connection's client is the one its PROXY header
+	// names (package clientip). Their own connections are not held to the
+	// per-client connection cap. Default: none.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
 	// WriteTimeout bounds the time from reading a request's headers to
 	// finishing its response, so a client that never reads its response
 	// does not hold the connection. The default is derived from the
@@ -167,6 +176,10 @@ type Listener struct {
 	// 250 concurrent requests, which the per-client connection cap then
 	// does not bound (see docs/CONFIG.md).
 	HTTP2 bool `yaml:"http2,omitempty"`
+	// ProxyProtocol makes connections from limits.trusted_proxies open
+	// with a PROXY protocol header (v1 or v2), which names the client;
+	// other peers' connections are served as they are.
+	ProxyProtocol bool `yaml:"proxy_protocol,omitempty"`
 }
 
 // TLS reports whether the listener serves HTTPS.
@@ -196,6 +209,9 @@ type Log struct {
 	CertificateProfile string `yaml:"certificate_profile,omitempty"`
 	// Admission shares the log's capacity under load (see Admission).
 	Admission Admission `yaml:"admission,omitempty"`
+	// ReadLimit bounds each client's requests on the read path (see
+	// readlimit.go).
+	ReadLimit ReadLimit `yaml:"read_limit,omitempty"`
 	// NotAfterStart and NotAfterLimit bound the NotAfter of accepted leaf
 	// certificates: [start, limit).
 	NotAfterStart time.Time `yaml:"not_after_start"`
@@ -264,11 +280,17 @@ type Log struct {
 // validate reports a storage section (field f) that names no backend, two,
 // or a bucket-less S3 one, and reports whether it is valid so far.
 func (s Storage) validate(f string, bad func(field, format string, args ...any)) bool {
+	n := 0
+	for _, set := range []bool{s.Dir != "", s.S3 != nil, s.Archive != ""} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case s.Dir == "" && s.S3 == nil:
+	case n == 0:
 		bad(f, "a storage backend is required (storage.dir or storage.s3)")
-	case s.Dir != "" && s.S3 != nil:
-		bad(f, "set only one of storage.dir and storage.s3")
+	case n > 1:
+		bad(f, "set only one of storage.dir, storage.s3 and storage.archive")
 	case s.S3 != nil && s.S3.Bucket == "":
 		bad(f+".s3.bucket", "required")
 	default:
@@ -289,12 +311,15 @@ func checkOrigin(f, origin string, seen map[string]bool, bad func(field, format 
 	seen[origin] = true
 }
 
-// Storage selects a storage backend: exactly one of Dir and S3.
+// Storage selects a storage backend: exactly one of Dir, S3 and Archive.
 type Storage struct {
 	// Dir is a local directory (the embedded default).
 	Dir string `yaml:"dir,omitempty"`
 	// S3 is an S3-compatible bucket.
 	S3 *S3 `yaml:"s3,omitempty"`
+	// Archive is a file `mosaic archive` wrote: the log is served from it,
+	// read-only (see lifecycle.go).
+	Archive string `yaml:"archive,omitempty"`
 }
 
 // S3 is an S3-compatible storage location. Credentials come from
@@ -324,6 +349,18 @@ type S3 struct {
 	// timeouts and broken connections included (default 3).
 	AttemptTimeout time.Duration `yaml:"attempt_timeout,omitempty"`
 	MaxAttempts    int           `yaml:"max_attempts,omitempty"`
+	// ObjectLock, when set, puts S3 Object Lock retention on every
+	// immutable object the log writes (full tiles, issuers, the final
+	// checkpoint), in a bucket created with Object Lock enabled.
+	ObjectLock *ObjectLock `yaml:"object_lock,omitempty"`
+}
+
+// ObjectLock is storage.s3.object_lock.
+type ObjectLock struct {
+	// Mode is governance or compliance (S3's retention modes).
+	Mode string `yaml:"mode"`
+	// Retain is how long each object is retained from its write.
+	Retain time.Duration `yaml:"retain"`
 }
 
 // Load reads and validates a config file. Relative paths in it are resolved
@@ -471,6 +508,7 @@ func (c *Config) setDefaults() {
 			l.NamesTiles = &t
 		}
 		l.setAdmissionDefaults()
+		l.setReadLimitDefaults()
 		l.Witnesses.setDefaults()
 		if l.Lock == "" {
 			if c.PostgresFor(l) != "" {
@@ -541,6 +579,7 @@ func (c *Config) resolve(dir string) {
 			abs(&l.Roots.Reject[i].File)
 		}
 		abs(&l.Storage.Dir)
+		abs(&l.Storage.Archive)
 		if l.Storage.S3 != nil {
 			abs(&l.Storage.S3.CredentialsFile)
 		}
@@ -573,6 +612,9 @@ func (c *Config) Validate() error {
 		l.ACME.validate(f+".acme", &l, bad)
 		if l.HTTP2 && !l.TLS() {
 			bad(f+".http2", "only applies to TLS listeners (plain-HTTP listeners serve HTTP/1.1)")
+		}
+		if l.ProxyProtocol && len(c.Limits.TrustedProxies) == 0 {
+			bad(f+".proxy_protocol", "needs limits.trusted_proxies: only the proxies listed there may send a PROXY header")
 		}
 	}
 	if len(c.Logs) == 0 && c.Witness == nil && c.Mirror == nil {
@@ -639,6 +681,7 @@ func (c *Config) Validate() error {
 			bad(f+".key", "required (create one with: mosaic keygen -o FILE)")
 		}
 		validateAdmission(f, &l, bad)
+		validateReadLimit(f, &l, bad)
 		if l.NotAfterStart.IsZero() {
 			bad(f+".not_after_start", "required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 		}
@@ -656,6 +699,14 @@ func (c *Config) Validate() error {
 			bad(f+".storage.s3.attempt_timeout", "%v is out of range (100ms to 5m)", l.Storage.S3.AttemptTimeout)
 		case l.Storage.S3 != nil && (l.Storage.S3.MaxAttempts < 1 || l.Storage.S3.MaxAttempts > 20):
 			bad(f+".storage.s3.max_attempts", "%d is out of range (1 to 20)", l.Storage.S3.MaxAttempts)
+		case l.Storage.S3 != nil && l.Storage.S3.ObjectLock != nil:
+			ol := l.Storage.S3.ObjectLock
+			if m := strings.ToLower(ol.Mode); m != "governance" && m != "compliance" {
+				bad(f+".storage.s3.object_lock.mode", "%q is not governance or compliance", ol.Mode)
+			}
+			if ol.Retain < 24*time.Hour || ol.Retain > 100*365*24*time.Hour {
+				bad(f+".storage.s3.object_lock.retain", "%v is out of range (24h to 876000h, a hundred years)", ol.Retain)
+			}
 		}
 		switch l.Lock {
 		case "database", "postgres", "s3":
@@ -670,7 +721,7 @@ func (c *Config) Validate() error {
 		}
 		// The dedup cache lives in PostgreSQL when a DSN is set, else in
 		// the embedded database.
-		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" {
+		if (l.Lock == "database" || c.PostgresFor(&l) == "") && c.DatabaseFor(&l) == "" && l.Storage.Archive == "" {
 			bad(f+".database", "no database: set the top-level database (an embedded database file) or this log's, or a postgres DSN")
 		}
 		if c.Standby != nil {
@@ -694,6 +745,9 @@ func (c *Config) Validate() error {
 			bad(f+".pool_size", "%d is out of range (1 to 1000000)", l.PoolSize)
 		}
 		validateLifecycle(f, &l, time.Now(), bad)
+		if l.Storage.Archive != "" {
+			validateArchived(f, &l, c.Standby != nil, bad)
+		}
 		if l.MMD < 0 {
 			bad(f+".mmd", "must not be negative")
 		}
@@ -786,6 +840,14 @@ func (c *Config) validateLimits(bad func(field, format string, args ...any)) {
 	if _, err := c.PerClientExempt(); err != nil {
 		bad("limits.per_client_exempt", "%v", err)
 	}
+	if _, err := c.TrustedProxies(); err != nil {
+		bad("limits.trusted_proxies", "%v", err)
+	}
+}
+
+// TrustedProxies returns limits.trusted_proxies.
+func (c *Config) TrustedProxies() (clientip.Trusted, error) {
+	return clientip.ParseTrusted(c.Limits.TrustedProxies)
 }
 
 // MemoryLimitMB returns the soft memory limit (limits.memory_mb): by default

@@ -179,3 +179,18 @@ func IsLoopbackHost(host string) bool {
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
 }
+
+// validateArchived checks a log served from an archive (storage.archive):
+// it no longer grows, so it must be read-only or retired, and it has no
+// database, so no leaf hash index (rfc6962_read_api) and no standby.
+func validateArchived(f string, l *Log, standby bool, bad func(field, format string, args ...any)) {
+	if l.State != StateReadOnly && l.State != StateRetired {
+		bad(f+".state", "a log served from storage.archive must be readonly or retired (its tree is final), not %q", l.State)
+	}
+	if l.RFC6962ReadAPI {
+		bad(f+".rfc6962_read_api", "an archive holds no leaf hash index (get-proof-by-hash); serve the archived log without it")
+	}
+	if standby {
+		bad(f+".storage.archive", "standby mode has nothing to lead for an archived log; serve archives from a process without standby")
+	}
+}

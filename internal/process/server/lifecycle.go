@@ -91,6 +91,9 @@ func publishListEntry(ctx context.Context, l *ctlog.Log, st storage.Backend) (ct
 		if err := l.Settle(ctx); err != nil {
 			return "", fmt.Errorf("waiting for the submissions admitted before the log became read-only: %w", err)
 		}
+		if err := writeFinalCheckpoint(ctx, l, st); err != nil {
+			return "", err
+		}
 	}
 	e, err := l.ListEntry(time.Now())
 	if err != nil {
@@ -185,4 +188,39 @@ func runLifecycle(ctx context.Context, l *ctlog.Log, st storage.Backend, logger 
 		}
 		timer.Stop()
 	}
+}
+
+// writeFinalCheckpoint writes, once, the checkpoint of a settled
+// read-only or retired log's final tree to storage.FinalCheckpointKey: an
+// object that never changes (the checkpoint itself keeps being re-signed),
+// retained under S3 Object Lock, and what `mosaic archive` archives the
+// log at. It is the checkpoint in storage, signed by the log, once its
+// tree is the final one this process published.
+func writeFinalCheckpoint(ctx context.Context, l *ctlog.Log, st storage.Backend) error {
+	switch _, err := st.Get(ctx, storage.FinalCheckpointKey); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("reading %s: %w", storage.FinalCheckpointKey, err)
+	}
+	verify, err := ctlog.Identity{Origin: l.Origin, Keys: l.Keys}.Verifier()
+	if err != nil {
+		return err
+	}
+	b, err := st.Get(ctx, "checkpoint")
+	if err != nil {
+		return fmt.Errorf("reading the checkpoint: %w", err)
+	}
+	cp, err := verify(b)
+	if err != nil {
+		return fmt.Errorf("the checkpoint in storage: %w", err)
+	}
+	final := l.Published()
+	if final == nil || cp.Size != final.Size || cp.Hash != final.Hash {
+		return fmt.Errorf("the checkpoint in storage (tree size %d) is not the final tree yet", cp.Size)
+	}
+	if err := st.Put(ctx, storage.FinalCheckpointKey, b, storage.Options(storage.FinalCheckpointKey)); err != nil {
+		return fmt.Errorf("writing %s: %w", storage.FinalCheckpointKey, err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
@@ -73,6 +74,24 @@ func clientLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) 
 	}
 }
 
+// readLimitConfig is the netlimit.ReadLimitConfig of a log's read_limit
+// (validated already): limits.per_client_exempt's addresses are
+// unlimited too, as they are for submissions.
+func readLimitConfig(c *config.Config, lc *config.Log, exempt []netip.Prefix) netlimit.ReadLimitConfig {
+	r := lc.ReadLimit
+	if r.Disabled {
+		return netlimit.ReadLimitConfig{}
+	}
+	identified, unlimited, _ := r.ReadLimitPrefixes()
+	return netlimit.ReadLimitConfig{
+		Rate: float64(r.Rate), Burst: r.Burst,
+		IdentifiedRate: float64(r.IdentifiedRate), IdentifiedBurst: r.IdentifiedBurst,
+		Identified: identified,
+		Unlimited:  append(slices.Clone(exempt), unlimited...),
+		IPv6Bits:   c.Limits.IPv6ClientPrefix,
+	}
+}
+
 // loadRoots builds the log's accepted roots (storage, files, and the
 // CCADB if nothing else has roots) and its Validator over them.
 func (p *logParts) loadRoots(ctx context.Context) error {
@@ -100,6 +119,9 @@ func (s *Server) Reload(ctx context.Context) {
 	start := time.Now()
 	s.logger.Info("reload: reloading roots and TLS certificates")
 	for _, p := range s.parts {
+		if p.archived {
+			continue
+		}
 		res, err := p.roots.Refresh(ctx)
 		if err != nil {
 			// Refresh has logged the failure.

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -138,6 +139,9 @@ type logParts struct {
 	roots   *roots.Manager
 	refresh time.Duration
 	policy  chain.Policy
+	// archived is a log served read-only from an archive
+	// (storage.archive): no database, sequencer, roots or fence.
+	archived bool
 }
 
 // openLog opens everything one log needs. reg may be nil (no metrics).
@@ -160,6 +164,9 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	policy, err := chainPolicy(lc)
 	if err != nil {
 		return nil, field("policy", err)
+	}
+	if lc.Storage.Archive != "" {
+		return openArchived(ctx, c, lc, sub, mon, k)
 	}
 	exempt, err := c.PerClientExempt()
 	if err != nil {
@@ -275,6 +282,7 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ReadPath:         *lc.ReadPath,
 		Admission:        ctlog.NewAdmission(admissionConfig(lc)),
 		ClientLimits:     netlimit.NewClientLimiter(clientLimitConfig(c, lc, exempt)),
+		ReadLimits:       netlimit.NewReadLimiter(readLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
 		Lookups:          lookups,
@@ -370,7 +378,16 @@ func s3Config(sc *config.S3) s3.Config {
 		Endpoint: sc.Endpoint, Region: sc.Region, Bucket: sc.Bucket, Prefix: sc.Prefix,
 		PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
 		AttemptTimeout: sc.AttemptTimeout, MaxAttempts: sc.MaxAttempts,
+		ObjectLock: objectLock(sc.ObjectLock),
 	}
+}
+
+// objectLock is the s3.ObjectLock of storage.s3.object_lock (nil: none).
+func objectLock(ol *config.ObjectLock) *s3.ObjectLock {
+	if ol == nil {
+		return nil
+	}
+	return &s3.ObjectLock{Mode: strings.ToUpper(ol.Mode), Retain: ol.Retain}
 }
 
 // forEachLog opens each of the named logs (all logs when names is empty),
@@ -383,6 +400,9 @@ func forEachLog(ctx context.Context, c *config.Config, names []string, logger *s
 	b := newBackends()
 	defer b.close()
 	for _, lc := range logs {
+		if lc.Storage.Archive != "" {
+			return fmt.Errorf("log %s is served from an archive (storage.archive): it has no database or storage to change", lc.Name)
+		}
 		p, err := openLog(ctx, c, lc, b, nil, logger)
 		if err != nil {
 			return err
@@ -585,7 +605,7 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 	}
 	for i := range c.Logs {
 		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
-		if err == nil {
+		if err == nil && !p.archived {
 			p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
 			err = p.loadRoots(ctx)
 		}
@@ -593,7 +613,15 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 			s.b.close()
 			return nil, err
 		}
-		if c.Standby != nil {
+		if p.archived {
+			cp, err := archivedCheckpoint(ctx, p)
+			if err != nil {
+				s.b.close()
+				return nil, err
+			}
+			p.log.SetStandbyState(ctlog.Standby{Published: cp})
+			logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", c.Logs[i].Storage.Archive)
+		} else if c.Standby != nil {
 			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
 			if err == nil {
 				err = sequencer.CheckDedup(ctx, p.seqCfg)
@@ -776,7 +804,19 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
 	}
-	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: exempt, Registerer: s.reg})
+	trusted, err := s.cfg.TrustedProxies()
+	if err != nil {
+		return fmt.Errorf("limits.trusted_proxies: %w", err)
+	}
+	// Requests from a trusted proxy count as its client's (package
+	// clientip): every handler, limit and log line below reads
+	// RemoteAddr.
+	handler = trusted.Handler(handler)
+	// A trusted proxy's own connections carry many clients: not held to
+	// one client's connection cap (on a proxy_protocol listener a
+	// connection's address is already its client's).
+	connExempt := append(slices.Clone(exempt), trusted.Prefixes()...)
+	limiter, err := netlimit.New(netlimit.Config{Max: s.maxConns, PerClient: s.maxConnsPerClient, IPv6Prefix: s.cfg.Limits.IPv6ClientPrefix, Exempt: connExempt, Registerer: s.reg})
 	if err != nil {
 		return err
 	}
@@ -798,6 +838,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	defer stopSeq()
 	var wg sync.WaitGroup
 	for _, p := range s.parts {
+		if p.archived {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -830,7 +873,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			}()
 		}
 	} else {
-		for _, l := range s.logs {
+		for _, p := range s.parts {
+			if p.archived {
+				continue
+			}
+			l := p.log
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -911,6 +958,11 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			// can be replaced without a restart.
 			srv.TLSConfig = lt.config(srv, tlsMetrics)
 		}
+		if lc.ProxyProtocol {
+			// The PROXY header is read before the connection counts,
+			// so the caps count it as its client's.
+			ln = trusted.Listener(ln)
+		}
 		ln := limiter.Wrap(ln, refusal)
 		serve := srv.Serve
 		// TLS listeners stay on net/http (package leanhttp says why);
@@ -934,7 +986,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
-		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean)
+		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean, "proxy_protocol", lc.ProxyProtocol)
 	}
 
 	var runErr error

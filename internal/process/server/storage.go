@@ -7,6 +7,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/state/lock"
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
+	"github.com/mosaic-ct/mosaic/internal/state/storage/archive"
 	"github.com/mosaic-ct/mosaic/internal/state/storage/localfs"
 	"github.com/mosaic-ct/mosaic/internal/state/storage/s3"
 )
@@ -18,6 +19,13 @@ import (
 // is one case here, its fence in openFence, and the recipe in package
 // storagetest. Errors name the config field.
 func openStore(ctx context.Context, sc config.Storage, s3For func(client string) s3.Config, client string) (storage.Backend, error) {
+	if sc.Archive != "" {
+		a, err := archive.Open(sc.Archive)
+		if err != nil {
+			return nil, fmt.Errorf("storage.archive: %w", err)
+		}
+		return a, nil
+	}
 	if sc.S3 != nil {
 		st, err := s3.New(ctx, s3For(client))
 		if err != nil {

@@ -69,12 +69,20 @@ type PutOptions struct {
 	Immutable bool
 }
 
+// FinalCheckpointKey is where a log that no longer grows (read-only or
+// retired) keeps the checkpoint of its final tree, written once when it
+// has settled; the checkpoint itself keeps being re-signed. It never
+// changes, so it is immutable (and retained under S3 Object Lock).
+const FinalCheckpointKey = "final-checkpoint"
+
 // Options returns the PutOptions for the object at key, derived from its path
 // alone, so that writers and readers agree on them.
 func Options(key string) PutOptions {
 	switch {
 	case key == "checkpoint":
 		return PutOptions{ContentType: "text/plain; charset=utf-8"}
+	case key == FinalCheckpointKey:
+		return PutOptions{ContentType: "text/plain; charset=utf-8", Immutable: true}
 	case strings.HasPrefix(key, StagingPrefix):
 		return PutOptions{ContentType: "application/octet-stream"}
 	case len(key) > len("issuer/") && key[:len("issuer/")] == "issuer/":

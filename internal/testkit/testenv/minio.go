@@ -105,6 +105,19 @@ func Main(m *testing.M) {
 // skipped (failed under CI, which first tries to build it).
 func MinIO(t testing.TB) *MinIOServer {
 	t.Helper()
+	return minioBucket(t, false)
+}
+
+// MinIOObjectLock is MinIO with a bucket created with S3 Object Lock
+// enabled (which also turns versioning on): objects written with a
+// retention cannot be deleted or overwritten until it ends.
+func MinIOObjectLock(t testing.TB) *MinIOServer {
+	t.Helper()
+	return minioBucket(t, true)
+}
+
+func minioBucket(t testing.TB, objectLock bool) *MinIOServer {
+	t.Helper()
 	proc := minioFor(t)
 	srv := &MinIOServer{
 		Endpoint:  proc.endpoint,
@@ -115,7 +128,7 @@ func MinIO(t testing.TB) *MinIOServer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Client(t).MakeBucket(ctx, srv.Bucket, minio.MakeBucketOptions{Region: srv.Region}); err != nil {
+	if err := srv.Client(t).MakeBucket(ctx, srv.Bucket, minio.MakeBucketOptions{Region: srv.Region, ObjectLocking: objectLock}); err != nil {
 		t.Fatalf("testenv: creating bucket %s on MinIO at %s: %v\nMinIO output:\n%s", srv.Bucket, srv.Endpoint, err, proc.output)
 	}
 	return srv

@@ -114,6 +114,26 @@ type Config struct {
 	// Registerer receives the request metrics. Nil registers nothing. Stores
 	// sharing a Registerer share the metrics.
 	Registerer prometheus.Registerer
+
+	// ObjectLock, if not nil, puts S3 Object Lock retention on every
+	// immutable object written (storage.PutOptions.Immutable: full tiles,
+	// issuers, a log's final checkpoint), so that nobody, with the log's
+	// credentials or others, can delete or overwrite that version until
+	// the retention ends. The bucket must have been created with Object
+	// Lock enabled; New checks it.
+	ObjectLock *ObjectLock
+}
+
+// ObjectLock is the retention Config.ObjectLock puts on immutable objects.
+type ObjectLock struct {
+	// Mode is "GOVERNANCE" (users with s3:BypassGovernanceRetention may
+	// still delete) or "COMPLIANCE" (nobody may, the root account
+	// included, until the retention ends).
+	Mode string
+	// Retain is how long each object is retained from its write.
+	Retain time.Duration
+	// Now returns the current time (time.Now if nil).
+	Now func() time.Time
 }
 
 // Store is a storage.Backend on one bucket and prefix. It is safe for
@@ -128,6 +148,7 @@ type Store struct {
 	retry      retry.Policy
 	timeout    time.Duration
 	metrics    *metrics
+	lock       *ObjectLock
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -144,7 +165,32 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}
+	if s.lock != nil {
+		if err := s.checkObjectLock(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// checkObjectLock checks that the bucket has Object Lock enabled, which
+// only the bucket's creation can do: without it every retained write
+// would fail.
+func (s *Store) checkObjectLock(ctx context.Context) error {
+	var enabled string
+	_, err := s.do(ctx, "get_object_lock_config", func(ctx context.Context) error {
+		var err error
+		enabled, _, _, _, err = s.client.GetObjectLockConfig(ctx, s.bucket)
+		return err
+	})
+	if err != nil || enabled != "Enabled" {
+		why := "it is not enabled"
+		if err != nil && minio.ToErrorResponse(err).Code != "ObjectLockConfigurationNotFoundError" {
+			why = err.Error()
+		}
+		return fmt.Errorf("s3: bucket %q at %s cannot retain objects (object_lock): %s; Object Lock can only be enabled when a bucket is created (for example `mc mb --with-lock`, or AWS's ObjectLockEnabledForBucket), so create a bucket with it and move the log there", s.bucket, s.endpoint, why)
+	}
+	return nil
 }
 
 // newStoreNoProbe builds a Store without touching the network.
@@ -212,6 +258,19 @@ func newStoreNoProbe(cfg Config) (*Store, error) {
 		retry:      retryPolicy,
 		timeout:    cfg.AttemptTimeout,
 		metrics:    m,
+	}
+	if cfg.ObjectLock != nil {
+		l := *cfg.ObjectLock
+		if l.Mode != string(minio.Governance) && l.Mode != string(minio.Compliance) {
+			return nil, fmt.Errorf("s3: object lock mode %q is not GOVERNANCE or COMPLIANCE", l.Mode)
+		}
+		if l.Retain <= 0 {
+			return nil, fmt.Errorf("s3: object lock retention %v is not positive", l.Retain)
+		}
+		if l.Now == nil {
+			l.Now = time.Now
+		}
+		s.lock = &l
 	}
 	s.retry.MaxAttempts = cfg.MaxAttempts
 	if s.retry.MaxAttempts <= 0 {
@@ -294,7 +353,15 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts storage.P
 
 func (s *Store) put(ctx context.Context, key string, data []byte, opts storage.PutOptions) error {
 	_, err := s.do(ctx, "put", func(ctx context.Context) error {
-		_, err := s.putObject(ctx, key, data, putObjectOptions(key, opts))
+		po := putObjectOptions(key, opts)
+		if s.lock != nil && opts.Immutable {
+			// Retained from this attempt: a rewrite of the same bytes
+			// (a round finished again from its staging bundle) is a
+			// new version, retained from then.
+			po.Mode = minio.RetentionMode(s.lock.Mode)
+			po.RetainUntilDate = s.lock.Now().Add(s.lock.Retain).UTC()
+		}
+		_, err := s.putObject(ctx, key, data, po)
 		return err
 	})
 	return err
