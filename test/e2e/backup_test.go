@@ -131,6 +131,11 @@ func TestBackupRestore(t *testing.T) {
 	if strings.Contains(out, "process died") || !strings.Contains(out, "the log signed the same tree again after the backup was taken") {
 		t.Errorf("restoring a hot backup after a clean stop: want the restore explained, not a crash\n%s", out)
 	}
+	// The summary names the checkpoint the log continues from: the
+	// storage's newer one, not the backup's.
+	if !strings.Contains(out, "with the storage's newer checkpoint") || !strings.Contains(out, "the backup's: tree size 3") {
+		t.Errorf("restoring a hot backup after a clean stop: the summary does not name the storage's checkpoint\n%s", out)
+	}
 	s = startDev(t, dir)
 	// The dedup state came back with it: a resubmission gets its index.
 	again := &submission{name: "again", chain: first.chain}
@@ -150,7 +155,7 @@ func TestBackupRestore(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "copied directly") || !strings.Contains(out, "log dev: tree size 5") {
 		t.Fatalf("mosaic backup while stopped: exit %d\n%s", code, out)
 	}
-	if out, code := runMosaic(t, "restore", "-config", cfgPath, "-from", cold); code != 0 || !strings.Contains(out, "from tree size 5") {
+	if out, code := runMosaic(t, "restore", "-config", cfgPath, "-from", cold); code != 0 || !strings.Contains(out, "from tree size 5, with the backup's checkpoint") {
 		t.Fatalf("restoring the cold backup: exit %d\n%s", code, out)
 	}
 	s = startDev(t, dir)
@@ -164,8 +169,13 @@ func TestBackupRestore(t *testing.T) {
 	good := fileHash(t, dbPath)
 	out, code = runMosaic(t, "restore", "-config", cfgPath, "-from", hot)
 	if code == 0 || !strings.Contains(out, "cannot be restored") || !strings.Contains(out, "is unchanged") ||
-		!strings.Contains(out, "the backup (tree size 3) is older than the log's storage (tree size 7)") || !strings.Contains(out, "fence is at tree size 7") {
+		!strings.Contains(out, "the backup (tree size 3) is older than the log's storage (tree size 7, the storage's fence)") {
 		t.Fatalf("restoring a stale backup: exit %d, want a refusal naming the problem\n%s", code, out)
+	}
+	// Not serve's words, which suspect another process with another lock
+	// backend and advise giving the log the one that wrote its storage.
+	if strings.Contains(out, "different lock backend") || strings.Contains(out, "give this log") {
+		t.Errorf("restoring a stale backup: the refusal carries serve's advice, which is wrong here\n%s", out)
 	}
 	if fileHash(t, dbPath) != good {
 		t.Fatal("a refused restore changed the database")

@@ -400,12 +400,16 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 				return fmt.Errorf("log %s: reading the storage's fence: %w", lc.Name, err)
 			}
 			p.seqCfg.Restoring = true
+			_, backup, err := sequencer.Committed(ctx, p.seqCfg)
+			if err != nil {
+				return err
+			}
 			seq, err := sequencer.Load(ctx, p.seqCfg)
 			if err != nil {
 				return explainStale(ctx, lc.Name, p.seqCfg, err)
 			}
 			if lc.Lock == "database" {
-				report = append(report, fmt.Sprintf("log %s: continues its storage from tree size %d", lc.Name, seq.Published().Size))
+				report = append(report, restoredCheckpoint(lc.Name, backup, seq.Published()))
 			}
 			seq.Close()
 		}
@@ -511,8 +515,26 @@ func refuseJournals(path, next string) error {
 		path, len(js), filepath.Base(js[0]), next)
 }
 
-// explainStale adds to a Load error, when the backup's checkpoint is
-// behind the storage's fence, what that means for a restore.
+// restoredCheckpoint says which checkpoint a restored log continues
+// from: the backup's, or the storage's newer one that Load adopted (the
+// same tree signed again, or one round more) when the log went on after
+// the backup was taken.
+func restoredCheckpoint(name string, backup, restored *checkpoint.Verified) string {
+	at := func(cp *checkpoint.Verified) string {
+		return time.UnixMilli(int64(cp.Timestamp)).UTC().Format("2006-01-02 15:04:05.000 UTC")
+	}
+	if restored.Size == backup.Size && restored.Timestamp == backup.Timestamp {
+		return fmt.Sprintf("log %s: continues its storage from tree size %d, with the backup's checkpoint (signed %s)",
+			name, restored.Size, at(restored))
+	}
+	return fmt.Sprintf("log %s: continues its storage from tree size %d, with the storage's newer checkpoint (signed %s; the backup's: tree size %d, signed %s)",
+		name, restored.Size, at(restored), backup.Size, at(backup))
+}
+
+// explainStale replaces a Load error, when the backup's checkpoint is
+// behind the storage's fence, with what that means for a restore. (Load's
+// own words are serve's: they suspect another process with a different
+// lock backend, which a restore of an old backup is not.)
 func explainStale(ctx context.Context, name string, cfg sequencer.Config, err error) error {
 	_, committed, cerr := sequencer.Committed(ctx, cfg)
 	signed, ferr := cfg.Fence.Fetch(ctx, cfg.LogID)
@@ -523,7 +545,7 @@ func explainStale(ctx context.Context, name string, cfg sequencer.Config, err er
 	if verr != nil || fence.Size <= committed.Size {
 		return err
 	}
-	return fmt.Errorf("log %s: the backup (tree size %d) is older than the log's storage (tree size %d): the log went on after it was taken, "+
-		"and continuing from it would sign a second, different tree (a fork); only a backup of the latest state can be restored: %w",
-		name, committed.Size, fence.Size, err)
+	return fmt.Errorf("log %s: the backup (tree size %d) is older than the log's storage (tree size %d, the storage's fence): "+
+		"the log went on after it was taken, and continuing from it would sign a second, different tree (a fork); "+
+		"only a backup of the latest state can be restored", name, committed.Size, fence.Size)
 }
