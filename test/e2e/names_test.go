@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,10 +129,29 @@ func TestNamesTiles(t *testing.T) {
 	if err := os.WriteFile(p, gzipBytes(t, raw), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startDev(t, dir) // fsck -dev reads the log it serves
-	out, code = runMosaic(t, "fsck", "-dev", dir)
+	s = startDev(t, dir) // fsck -dev reads the log it serves
+	// The names themselves are checked against the certificates with
+	// -certificates (a crypto/x509 parse per entry).
+	out, code = runMosaic(t, "fsck", "-dev", dir, "-certificates")
 	if code == 0 || !strings.Contains(out, "tile/names/001") || !strings.Contains(out, "is not the names of the entry's certificate") {
-		t.Errorf("fsck of an altered names tile: exit %d\n%s", code, out)
+		t.Errorf("fsck -certificates of an altered names tile: exit %d\n%s", code, out)
+	}
+	// Without it, each line's structure and timestamp: a line whose
+	// timestamp is not its entry's is a problem.
+	s.stop()
+	head := regexp.MustCompile(`^\{"Timestamp":(\d+)`).FindSubmatch(raw)
+	if head == nil {
+		t.Fatalf("tile/names/001 does not start with a timestamp: %.100q", raw)
+	}
+	ts, _ := strconv.ParseUint(string(head[1]), 10, 64)
+	raw = bytes.Replace(raw, head[0], fmt.Appendf(nil, `{"Timestamp":%d`, ts+1), 1)
+	if err := os.WriteFile(p, gzipBytes(t, raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDev(t, dir)
+	out, code = runMosaic(t, "fsck", "-dev", dir)
+	if code == 0 || !strings.Contains(out, "tile/names/001") || !strings.Contains(out, "is not a names line of the entry's timestamp") {
+		t.Errorf("fsck of a names tile with two lines swapped: exit %d\n%s", code, out)
 	}
 }
 
