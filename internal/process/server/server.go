@@ -27,6 +27,7 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/base/procs"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/http/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/http/leanhttp"
 	"github.com/mosaic-ct/mosaic/internal/log/chain"
@@ -37,10 +38,8 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/state/bolt"
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
-	"github.com/mosaic-ct/mosaic/internal/state/lock"
 	"github.com/mosaic-ct/mosaic/internal/state/postgres"
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
-	"github.com/mosaic-ct/mosaic/internal/state/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/state/storage/s3"
 )
 
@@ -176,102 +175,79 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if reg != nil {
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
 	}
-	var store, readStore storage.Backend
-	var s3cfg s3.Config
-	// s3For returns the S3 config for one client of the bucket; the
-	// "client" label on mosaic_storage_requests_total tells the sequencer's
-	// requests from the read path's and the lock's.
-	s3For := func(client string) s3.Config {
-		c := s3cfg
-		if logReg != nil {
-			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"client": client}, logReg)
-		}
-		return c
-	}
-	if lc.Storage.S3 != nil {
-		s3cfg = s3Config(lc.Storage.S3)
-	}
-	if store, err = openStore(ctx, lc.Storage, s3For, "sequencer"); err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
-	}
-	fence, atomic, err := openFence(ctx, store, s3For)
+	// From here on, every error names the log (and, from the steps, the
+	// config field).
+	p, err := openLogState(ctx, c, lc, b, logReg, logger, sub, mon, k, exempt)
 	if err != nil {
 		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
 	}
-	if !atomic {
-		logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
-			"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
-			"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
-	}
-	if logReg != nil {
-		store = storage.Instrument(store, logReg)
-	}
-	readStore = store
-	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
-		rs, err := openStore(ctx, lc.Storage, s3For, "read_path")
-		if err != nil {
-			return nil, fmt.Errorf("log %s: %w", lc.Name, err)
-		}
-		readStore = rs
-		if lc.Storage.S3.ReadCacheMB > 0 {
-			// Immutable objects (full tiles, issuers) are cached for the
-			// read path; the sequencer never reads from storage in steady
-			// state.
-			readStore = cache.New(rs, int64(lc.Storage.S3.ReadCacheMB)<<20)
-		}
-	}
+	p.policy = policy
+	return p, nil
+}
 
-	var lk lock.Backend
-	var dd dedup.Store
-	var pg *postgres.DB
-	var ref *clock.Reference
-	var lookups *netlimit.Gate
-	if dsn := c.PostgresFor(lc); dsn != "" {
-		pg, err = b.postgresDB(ctx, dsn)
-		if err != nil {
-			return nil, field("postgres", err)
-		}
-		ref = b.reference(dsn)
-		lookups = b.lookupGate(dsn)
-		dd = pg
-		if lc.Lock == "postgres" {
-			lk = pg
-		}
+// openLogState opens a served log's storage, lock, dedup cache, roots and
+// publishers, and assembles its ctlog.Log and sequencer.Config. Its errors
+// name the config field, not the log.
+func openLogState(ctx context.Context, c *config.Config, lc *config.Log, b *backends, logReg prometheus.Registerer, logger *slog.Logger,
+	sub, mon *url.URL, k *keys.Keys, exempt []netip.Prefix) (*logParts, error) {
+	st, err := openLogStorage(ctx, lc, logReg, logger)
+	if err != nil {
+		return nil, err
 	}
-	if dd == nil || lc.Lock == "database" {
-		db, err := b.database(c.DatabaseFor(lc))
-		if err != nil {
-			return nil, field("database", err)
-		}
-		db.SetLogger(logger)
-		if dd == nil {
-			dd = db
-		}
-		if lc.Lock == "database" {
-			lk = db
-		}
+	db, err := openLockAndDedup(ctx, c, lc, b, st.s3For, logger)
+	if err != nil {
+		return nil, err
 	}
-	if lc.Lock == "s3" {
-		sl, err := s3.NewLock(ctx, s3For("lock"))
-		if err != nil {
-			return nil, field("lock", err)
-		}
-		lk = sl
-	}
-
 	id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
 	verify, err := id.Verifier()
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		return nil, err
 	}
+	l, err := newCTLog(c, lc, id, sub, mon, st.read, db, exempt)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := newRoots(lc, id, st.store, logReg, logger)
+	if err != nil {
+		return nil, err
+	}
+	p := &logParts{log: l, pg: db.pg, ref: db.ref, roots: rm, refresh: lc.Roots.Refresh,
+		seqCfg: sequencerConfig(lc, b, l, id, verify, st, db, logger)}
+	if logReg != nil {
+		p.seqCfg.Metrics = sequencer.NewMetrics(logReg)
+	}
+	if w := lc.Witnesses; w != nil {
+		pub, err := witnessPublisher(lc, w, st.store, verify, logReg, logger)
+		if err != nil {
+			return nil, fmt.Errorf("witnesses: %w", err)
+		}
+		l.Witnesses = witnessStatuses{pub}
+		// With witnesses, checkpoints are published once cosigned (or
+		// after witnesses.timeout), by a goroutine rounds never wait for.
+		p.seqCfg.Publisher = pub
+	}
+	pusher, err := mirrorPusher(lc, id.Origin, st.store, verify, logReg, logger)
+	if err != nil {
+		return nil, fmt.Errorf("mirrors: %w", err)
+	}
+	if pusher != nil {
+		// Mirrors get every committed checkpoint and its entries; rounds
+		// never wait for them (fail-open).
+		p.seqCfg.Followers = []sequencer.Publisher{pusher}
+	}
+	return p, nil
+}
+
+// newCTLog is a served log's ctlog.Log, reading from read.
+func newCTLog(c *config.Config, lc *config.Log, id ctlog.Identity, sub, mon *url.URL, read storage.Backend, db *logDB, exempt []netip.Prefix) (*ctlog.Log, error) {
 	l := &ctlog.Log{
 		Name:             lc.Name,
 		SubmissionPrefix: sub,
 		MonitoringPrefix: mon,
 		Origin:           id.Origin,
-		Keys:             k,
-		LogID:            k.LogID(),
-		Storage:          readStore,
+		Keys:             id.Keys,
+		LogID:            id.Keys.LogID(),
+		Storage:          read,
 		NotAfterStart:    lc.NotAfterStart,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
@@ -285,91 +261,81 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ReadLimits:       netlimit.NewReadLimiter(readLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
-		Lookups:          lookups,
+		Lookups:          db.lookups,
 		NamesTiles:       *lc.NamesTiles,
 	}
 	if lc.RFC6962ReadAPI {
-		hi, ok := dd.(dedup.HashIndex)
+		hi, ok := db.dedup.(dedup.HashIndex)
 		if !ok {
-			return nil, field("rfc6962_read_api", errors.New("the dedup store has no leaf hash index"))
+			return nil, errors.New("rfc6962_read_api: the dedup store has no leaf hash index")
 		}
 		l.HashIndex = hi
 	}
-	macKey, err := roots.MACKey(k, id.Origin)
+	return l, nil
+}
+
+// newRoots is the manager of a log's accepted roots.
+func newRoots(lc *config.Log, id ctlog.Identity, store storage.Backend, logReg prometheus.Registerer, logger *slog.Logger) (*roots.Manager, error) {
+	macKey, err := roots.MACKey(id.Keys, id.Origin)
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		return nil, err
 	}
 	rejectFPs, rejectFiles := lc.Roots.RejectList()
-	rm := roots.New(roots.Config{
+	return roots.New(roots.Config{
 		Log: lc.Name, Origin: id.Origin,
 		Sources: lc.Roots.Sources(), Reject: rejectFPs, RejectFiles: rejectFiles,
 		Storage: store, MACKey: macKey, Logger: logger, Registerer: logReg,
-	})
-	var metrics *sequencer.Metrics
-	if logReg != nil {
-		metrics = sequencer.NewMetrics(logReg)
+	}), nil
+}
+
+// witnessPublisher is the publisher of a log's checkpoints to its
+// witnesses (lc.Witnesses, w).
+func witnessPublisher(lc *config.Log, w *config.Witnesses, store storage.Backend, verify func([]byte) (*checkpoint.Verified, error),
+	logReg prometheus.Registerer, logger *slog.Logger) (*witness.Publisher, error) {
+	ws := make([]witness.Witness, len(w.List))
+	for i, wi := range w.List {
+		ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
 	}
-	var publisher sequencer.Publisher
-	if w := lc.Witnesses; w != nil {
-		ws := make([]witness.Witness, len(w.List))
-		for i, wi := range w.List {
-			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
-		}
-		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
-			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
-		if err != nil {
-			return nil, field("witnesses", err)
-		}
-		l.Witnesses = witnessStatuses{pub}
-		publisher = pub
-	}
-	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
-	if err != nil {
-		return nil, field("mirrors", err)
-	}
-	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
+	return witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
+		Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
+}
+
+// sequencerConfig is a served log's sequencer.Config, without its metrics
+// and publishers (see openLogState).
+func sequencerConfig(lc *config.Log, b *backends, l *ctlog.Log, id ctlog.Identity, verify func([]byte) (*checkpoint.Verified, error),
+	st *logStorage, db *logDB, logger *slog.Logger) sequencer.Config {
+	cfg := sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
 		Origin:   id.Origin,
 		Signer:   id.Signer(),
 		Verify:   verify,
-		Storage:  store,
-		Lock:     lk,
-		Dedup:    dd,
-		Fence:    fence,
+		Storage:  st.store,
+		Lock:     db.lock,
+		Dedup:    db.dedup,
+		Fence:    st.fence,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Timeout:  lc.RoundTimeout,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
-		HashIndex:     lc.RFC6962ReadAPI,
-		NamesTiles:    *lc.NamesTiles,
-		BackfillPause: b.backfillPause,
-		// With witnesses, checkpoints are published once cosigned (or
-		// after witnesses.timeout), by a goroutine rounds never wait for.
-		Publisher: publisher,
-		PartialTileGrace: func() time.Duration {
-			if lc.KeepPartialTiles {
-				return 0
-			}
-			return lc.PartialTileGrace
-		}(),
-		Logger:  logger,
-		Metrics: metrics,
-		Clock:   b.clock,
-	}}
-	if ref != nil {
+		HashIndex:        lc.RFC6962ReadAPI,
+		NamesTiles:       *lc.NamesTiles,
+		BackfillPause:    b.backfillPause,
+		PartialTileGrace: lc.PartialTileGrace,
+		LowPriorityShare: lc.Admission.LowPriority.PoolShare,
+		Logger:           logger,
+		Clock:            b.clock,
+	}
+	if lc.KeepPartialTiles {
+		cfg.PartialTileGrace = 0
+	}
+	if db.ref != nil {
 		// With PostgreSQL, no round signs a timestamp more than
 		// clock.MaxSkew from the database's clock.
-		p.seqCfg.Reference = ref
+		cfg.Reference = db.ref
 	}
-	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
-	if pusher != nil {
-		// Mirrors get every committed checkpoint and its entries; rounds
-		// never wait for them (fail-open).
-		p.seqCfg.Followers = []sequencer.Publisher{pusher}
-	}
-	return p, nil
+	return cfg
 }
 
 // s3Config is the s3.Config of a log's storage.s3.
