@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mosaic-ct/mosaic/internal/base/clientip"
 	"github.com/mosaic-ct/mosaic/internal/base/clock"
 	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
@@ -570,45 +571,10 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.tls = append(s.tls, lt)
 	}
 	for i := range c.Logs {
-		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
-		if err == nil && !p.archived {
-			p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
-			err = p.loadRoots(ctx)
-		}
+		p, err := s.loadLog(ctx, &c.Logs[i])
 		if err != nil {
 			s.b.close()
 			return nil, err
-		}
-		if p.archived {
-			cp, err := archivedCheckpoint(ctx, p)
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			p.log.SetStandbyState(ctlog.Standby{Published: cp})
-			logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", c.Logs[i].Storage.Archive)
-		} else if c.Standby != nil {
-			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
-			if err == nil {
-				err = sequencer.CheckDedup(ctx, p.seqCfg)
-			}
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			// Until the elector's first look at the lease, this process
-			// does not know where to relay submissions: /health says so
-			// rather than routing clients to a process that refuses them.
-			p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
-			logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
-		} else {
-			seq, err := sequencer.Load(ctx, p.seqCfg)
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			p.log.SetSequencer(seq)
-			logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
 		}
 		s.logs = append(s.logs, p.log)
 		s.parts = append(s.parts, p)
@@ -656,6 +622,51 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
 	}
 	return s, nil
+}
+
+// loadLog opens one log for New and loads its state: an archived log's
+// checkpoint, a standby's committed checkpoint (after checking its dedup
+// cache), or else its sequencer.
+func (s *Server) loadLog(ctx context.Context, lc *config.Log) (*logParts, error) {
+	c, logger := s.cfg, s.logger
+	p, err := openLog(ctx, c, lc, s.b, s.reg, logger)
+	if err == nil && !p.archived {
+		p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
+		err = p.loadRoots(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.archived:
+		cp, err := archivedCheckpoint(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		p.log.SetStandbyState(ctlog.Standby{Published: cp})
+		logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", lc.Storage.Archive)
+	case c.Standby != nil:
+		_, cp, err := sequencer.Committed(ctx, p.seqCfg)
+		if err == nil {
+			err = sequencer.CheckDedup(ctx, p.seqCfg)
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Until the elector's first look at the lease, this process
+		// does not know where to relay submissions: /health says so
+		// rather than routing clients to a process that refuses them.
+		p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
+		logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
+	default:
+		seq, err := sequencer.Load(ctx, p.seqCfg)
+		if err != nil {
+			return nil, err
+		}
+		p.log.SetSequencer(seq)
+		logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
+	}
+	return p, nil
 }
 
 // warnUnexemptStandby warns when a log limits each client's submissions
@@ -753,19 +764,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		l.Workers = workers
 	}
 	defer s.api.FlushWarnings()
-	handler := s.api.Handler()
-	if s.witness != nil {
-		handler = s.witness.route(handler)
-		wctx, stopLists := context.WithCancel(ctx)
-		defer stopLists()
-		go s.witness.w.RunLogLists(wctx, s.witness.refresh)
-	}
-	if s.mirror != nil {
-		handler = s.mirror.route(handler)
-		mctx, stopMirror := context.WithCancel(ctx)
-		defer stopMirror()
-		s.mirror.m.Run(mctx)
-	}
+	netCtx, stopNetwork := context.WithCancel(ctx)
+	defer stopNetwork()
+	handler := s.startNetwork(netCtx, s.api.Handler())
 	exempt, err := s.cfg.PerClientExempt()
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
@@ -786,121 +787,151 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return err
 	}
-	debugSrv, err := s.serveDebug()
-	if err != nil {
-		return err
-	}
-	if debugSrv != nil {
-		defer debugSrv.Close()
-	}
-	metricsSrv, err := s.serveMetrics()
-	if err != nil {
-		return err
-	}
-	if metricsSrv != nil {
-		defer metricsSrv.Close()
+	r := &running{seqErrs: make(chan error, len(s.logs)), serveErrs: make(chan error, len(lns))}
+	for _, serveSide := range []func() (*http.Server, error){s.serveDebug, s.serveMetrics} {
+		srv, err := serveSide()
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			r.servers = append(r.servers, srv)
+		}
 	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
-	var wg sync.WaitGroup
+	if err := s.startBackground(seqCtx, r, lns, exempt); err != nil {
+		return err
+	}
+	if err := s.serveListeners(r, lns, handler, trusted, limiter); err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down: sequencing pending entries")
+	case runErr = <-r.serveErrs:
+	case runErr = <-r.seqErrs:
+	}
+	return errors.Join(runErr, s.shutdown(r, stopSeq))
+}
+
+// running is the work Run starts and shutdown stops.
+type running struct {
+	// wg counts the goroutines of the background work and of the
+	// servers' shutdown.
+	wg sync.WaitGroup
+	// seqErrs has the sequencers' errors (buffered for every log), and
+	// serveErrs the listeners' (for every listener).
+	seqErrs, serveErrs chan error
+	// servers are the HTTP servers to shut down: the debug and metrics
+	// servers, then one per listener.
+	servers []interface{ Shutdown(context.Context) error }
+}
+
+// startNetwork starts the witness server's log list refreshes and the
+// mirror, until ctx is cancelled, and returns handler with their routes.
+func (s *Server) startNetwork(ctx context.Context, handler http.Handler) http.Handler {
+	if s.witness != nil {
+		handler = s.witness.route(handler)
+		go s.witness.w.RunLogLists(ctx, s.witness.refresh)
+	}
+	if s.mirror != nil {
+		handler = s.mirror.route(handler)
+		s.mirror.m.Run(ctx)
+	}
+	return handler
+}
+
+// startBackground starts, until seqCtx is cancelled, the work besides
+// serving requests: each log's roots refreshes, its sequencing (or its
+// elector in standby mode), its lifecycle and the dashboard, and the
+// listeners' certificate reloads.
+func (s *Server) startBackground(seqCtx context.Context, r *running, lns []net.Listener, exempt []netip.Prefix) error {
 	for _, p := range s.parts {
 		if p.archived {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.roots.Run(seqCtx, p.refresh)
-		}()
+		r.goRun(func() { p.roots.Run(seqCtx, p.refresh) })
 	}
-	seqErrs := make(chan error, len(s.logs))
-	if s.cfg.Standby != nil {
-		address, err := s.advertise(lns)
-		if err != nil {
-			return err
-		}
-		holder := newHolderID()
-		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
-		s.warnUnexemptStandby(address, exempt)
-		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mosaic_leader",
-			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
-		}, []string{"log"})
-		if err := s.reg.Register(leading); err != nil {
-			return err
-		}
-		for _, p := range s.parts {
-			e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
-			e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e.run(seqCtx)
-			}()
-		}
-	} else {
-		for _, p := range s.parts {
-			if p.archived {
-				continue
-			}
-			l := p.log
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := l.Sequencer().Run(seqCtx); err != nil {
-					seqErrs <- err
-				}
-			}()
-		}
+	if err := s.startSequencing(seqCtx, r, lns, exempt); err != nil {
+		return err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.api.RunDashboard(seqCtx)
-	}()
+	r.goRun(func() { s.api.RunDashboard(seqCtx) })
 	// Fewer threads while the load is light (internal/base/procs); the Go
 	// collector's go_sched_gomaxprocs_threads shows how many.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		procs.Run(seqCtx, time.Second)
-	}()
+	r.goRun(func() { procs.Run(seqCtx, time.Second) })
 	for _, p := range s.parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
-		}()
-	}
-	var servers []interface{ Shutdown(context.Context) error }
-	if debugSrv != nil {
-		servers = append(servers, debugSrv)
-	}
-	if metricsSrv != nil {
-		servers = append(servers, metricsSrv)
-	}
-	tlsMetrics, err := newTLSMetrics(s.reg)
-	if err != nil {
-		return err
+		r.goRun(func() { runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger) })
 	}
 	for _, lt := range s.tls {
 		switch {
 		case lt == nil:
 		case lt.files != nil:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.watchFiles(seqCtx, lt)
-			}()
+			r.goRun(func() { s.watchFiles(seqCtx, lt) })
 		case lt.acme != nil:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				lt.acme.run(seqCtx, lt.index, s.logger)
-			}()
+			r.goRun(func() { lt.acme.run(seqCtx, lt.index, s.logger) })
 		}
 	}
-	serveErrs := make(chan error, len(lns))
+	return nil
+}
+
+// goRun runs fn in a goroutine that r.wg waits for.
+func (r *running) goRun(fn func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+}
+
+// startSequencing starts each log's sequencer, or in standby mode its
+// elector, which sequences the log while this process holds its lease.
+func (s *Server) startSequencing(seqCtx context.Context, r *running, lns []net.Listener, exempt []netip.Prefix) error {
+	if s.cfg.Standby == nil {
+		for _, p := range s.parts {
+			if p.archived {
+				continue
+			}
+			l := p.log
+			r.goRun(func() {
+				if err := l.Sequencer().Run(seqCtx); err != nil {
+					r.seqErrs <- err
+				}
+			})
+		}
+		return nil
+	}
+	address, err := s.advertise(lns)
+	if err != nil {
+		return err
+	}
+	holder := newHolderID()
+	s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+	s.warnUnexemptStandby(address, exempt)
+	leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mosaic_leader",
+		Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
+	}, []string{"log"})
+	if err := s.reg.Register(leading); err != nil {
+		return err
+	}
+	for _, p := range s.parts {
+		e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+		e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
+		r.goRun(func() { e.run(seqCtx) })
+	}
+	return nil
+}
+
+// serveListeners serves handler on each of lns, as its listen entry says
+// (TLS, PROXY protocol, the lean path for submissions), within the
+// connection caps of limiter.
+func (s *Server) serveListeners(r *running, lns []net.Listener, handler http.Handler, trusted clientip.Trusted, limiter *netlimit.Limiter) error {
+	tlsMetrics, err := newTLSMetrics(s.reg)
+	if err != nil {
+		return err
+	}
 	leanPaths := s.api.SubmissionPaths()
 	for i, ln := range lns {
 		srv := &http.Server{
@@ -914,7 +945,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			ConnState:    limiter.ConnState,
 			ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 		}
-		servers = append(servers, srv)
+		r.servers = append(r.servers, srv)
 		lc := s.cfg.Listen[i]
 		refusal := netlimit.Answer503
 		lt := s.tls[i]
@@ -938,7 +969,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			// Submissions on a lean path, everything else through srv
 			// (package leanhttp says why and how).
 			ls := &leanhttp.Server{HTTP: srv, IsLean: func(p string) bool { return leanPaths[p] }, MaxBody: httpapi.MaxBodyBytes, Logger: s.logger}
-			servers[len(servers)-1] = ls
+			r.servers[len(r.servers)-1] = ls
 			serve = ls.Serve
 		}
 		go func() {
@@ -949,39 +980,33 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				err = serve(ln)
 			}
 			if !errors.Is(err, http.ErrServerClosed) {
-				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
+				r.serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
 		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean, "proxy_protocol", lc.ProxyProtocol)
 	}
+	return nil
+}
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-		s.logger.Info("shutting down: sequencing pending entries")
-	case runErr = <-serveErrs:
-	case runErr = <-seqErrs:
-	}
-	// Stop accepting connections and, at the same time, let the sequencers
-	// run their final round, which answers the submitters still waiting
-	// (http.Server.Shutdown waits for their handlers to return).
+// shutdown stops accepting connections and, at the same time, lets the
+// sequencers run their final round (stopSeq), which answers the submitters
+// still waiting (http.Server.Shutdown waits for their handlers to return).
+// It returns once all of r's work has stopped, with the sequencers' errors.
+func (s *Server) shutdown(r *running, stopSeq context.CancelFunc) error {
 	stopSeq()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	for _, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			srv.Shutdown(shutCtx)
-		}()
+	for _, srv := range r.servers {
+		r.goRun(func() { srv.Shutdown(shutCtx) })
 	}
-	wg.Wait()
-	close(seqErrs)
-	for err := range seqErrs {
-		runErr = errors.Join(runErr, err)
+	r.wg.Wait()
+	close(r.seqErrs)
+	var err error
+	for e := range r.seqErrs {
+		err = errors.Join(err, e)
 	}
 	s.logger.Info("stopped")
-	return runErr
+	return err
 }
 
 // witnessStatuses is a witness.Publisher as the ctlog.Witnesses the log
