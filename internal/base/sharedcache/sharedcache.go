@@ -1,8 +1,10 @@
-// Package sharedcache keeps immutable objects in memory, bounded by their
-// total size and shared by every reader that holds one (see Cache). It is
-// the read path's one bounded cache of objects: the storage read cache
-// (package storage/cache) and the HTTP read path's full tiles and issuers
-// (package httpapi) both keep theirs in one.
+// Package sharedcache keeps immutable objects in memory, shared by every
+// reader: Cache, bounded by their total size, least recently used first,
+// with one load for concurrent misses (the storage read cache, package
+// storage/cache, and the HTTP read path's full tiles and issuers keep
+// theirs in one); and FIFO, a small cache bounded by count (the RFC 6962
+// read API's partial and authenticated tiles and issuers, and package
+// staticct's authenticated tiles).
 package sharedcache
 
 import (

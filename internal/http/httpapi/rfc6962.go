@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mosaic-ct/mosaic/internal/base/sharedcache"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
@@ -77,10 +78,10 @@ type rfc6962 struct {
 	// partials caches partial tiles (hash and data) by path. A partial tile
 	// of a given width never changes (tlog-tiles), so it can be kept as
 	// long as it is useful; storage.cache only keeps full tiles and issuers.
-	partials *objectCache
+	partials *sharedcache.FIFO[string, []byte]
 	// issuers caches issuer certificates by fingerprint; entries are checked
 	// against their fingerprint when read.
-	issuers *objectCache
+	issuers *sharedcache.FIFO[[32]byte, []byte]
 	// bufs holds *entryBuffers for get-entries and get-entry-and-proof.
 	bufs sync.Pool
 	// verified holds full hash tiles that tlog.TileHashReader has
@@ -89,7 +90,7 @@ type rfc6962 struct {
 	// signs (checked with its key) extends the one it was authenticated
 	// in, so its hashes never change. get-entries checks its entries
 	// against them without authenticating the tile again.
-	verified *objectCache
+	verified *sharedcache.FIFO[string, []byte]
 }
 
 // maxVerifiedTiles bounds rfc6962.verified: 512 tiles of 8 KiB, 4 MiB per
@@ -102,8 +103,8 @@ func newRFC6962(s *Server, l *ctlog.Log) (*rfc6962, error) {
 		return nil, err
 	}
 	return &rfc6962{s: s, l: l, verify: verify,
-		partials: newObjectCache(maxCachedPartials), issuers: newObjectCache(maxCachedIssuers),
-		verified: newObjectCache(maxVerifiedTiles)}, nil
+		partials: sharedcache.NewFIFO[string, []byte](maxCachedPartials), issuers: sharedcache.NewFIFO[[32]byte, []byte](maxCachedIssuers),
+		verified: sharedcache.NewFIFO[string, []byte](maxVerifiedTiles)}, nil
 }
 
 // rfc6962Routes registers l's RFC 6962 read endpoints under its

@@ -99,7 +99,7 @@ func (r *rfc6962) forEntries(ctx context.Context, cp *checkpoint.Verified, start
 	var hashes []tlog.Hash
 	var level0 []byte // the authenticated level-0 tile, if known
 	if check && w == tile.Width {
-		level0, _ = r.verified.get(tile.Tile{N: n, W: tile.Width}.Path())
+		level0, _ = r.verified.Get(tile.Tile{N: n, W: tile.Width}.Path())
 	}
 	if check && level0 == nil {
 		stored := make([]int64, 0, end-start+1)
@@ -200,13 +200,10 @@ func appendUint24(b []byte, n int) []byte { return append(b, byte(n>>16), byte(n
 var errBadIssuer = errors.New("issuer does not match its fingerprint")
 
 func (r *rfc6962) issuer(ctx context.Context, fp [32]byte) ([]byte, error) {
-	var kb [len("issuer/") + 2*len(fp)]byte
-	copy(kb[:], "issuer/")
-	hex.Encode(kb[len("issuer/"):], fp[:])
-	if b, ok := r.issuers.getBytes(kb[:]); ok {
-		return b, nil // the common case, without allocating the key
+	if b, ok := r.issuers.Get(fp); ok {
+		return b, nil // the common case, without allocating a key
 	}
-	key := string(kb[:])
+	key := "issuer/" + hex.EncodeToString(fp[:])
 	b, err := r.l.Storage.Get(ctx, key)
 	if err != nil {
 		return nil, &storageErr{err}
@@ -214,7 +211,7 @@ func (r *rfc6962) issuer(ctx context.Context, fp [32]byte) ([]byte, error) {
 	if tile.Fingerprint(b) != fp {
 		return nil, fmt.Errorf("%s: %w", key, errBadIssuer)
 	}
-	r.issuers.put(key, b)
+	r.issuers.Put(fp, b)
 	return b, nil
 }
 

@@ -103,7 +103,7 @@ func (r *rfc6962) getTile(ctx context.Context, t tile.Tile) ([]byte, error) {
 	if t.Full() {
 		return r.l.Storage.Get(ctx, p)
 	}
-	if b, ok := r.partials.get(p); ok {
+	if b, ok := r.partials.Get(p); ok {
 		return b, nil
 	}
 	b, err := r.l.Storage.Get(ctx, p)
@@ -115,7 +115,7 @@ func (r *rfc6962) getTile(ctx context.Context, t tile.Tile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.partials.put(p, b)
+	r.partials.Put(p, b)
 	return b, nil
 }
 
@@ -150,7 +150,7 @@ func (tr *rfcTileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 func (tr *rfcTileReader) SaveTiles(tiles []tlog.Tile, data [][]byte) {
 	for i, t := range tiles {
 		if t.W == tile.Width && len(data[i]) == tile.Width*tlog.HashSize {
-			tr.r.verified.put(tile.Tile{Level: t.L, N: t.N, W: t.W}.Path(), data[i])
+			tr.r.verified.Put(tile.Tile{Level: t.L, N: t.N, W: t.W}.Path(), data[i])
 		}
 	}
 }
