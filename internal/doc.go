@@ -5,7 +5,8 @@
 //	base/     small leaves any package may use: the clock, retries, key
 //	          files, connection caps and per-client rate limits, the client
 //	          behind trusted proxies, the P-256 fast verifier, GOMAXPROCS,
-//	          build info, https-only redirects
+//	          build info, https-only redirects, the read path's shared
+//	          object cache
 //	format/   what a log publishes and proves, as pure code: tiles,
 //	          checkpoints, SCTs, subtree proofs, log lists, the
 //	          tlog-witness request bodies

@@ -29,6 +29,7 @@ import (
 
 	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/base/retry"
+	"github.com/mosaic-ct/mosaic/internal/base/sharedcache"
 	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 )
@@ -106,7 +107,7 @@ type Client struct {
 	userAgent  string
 	timeout    time.Duration
 	retries    int
-	cache      *tileCache
+	cache      *sharedcache.FIFO[tlog.Tile, []byte]
 	witnesses  []note.Verifier // checkpoint.ParseCosignerKey: Ed25519 or ML-DSA-44
 	quorum     int
 	// required verify the log's own signatures named by
@@ -133,7 +134,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		pub: pub, pubDER: bytes.Clone(cfg.PublicKey), logID: logID,
 		origin: cfg.Origin, hc: cfg.HTTPClient, userAgent: cfg.UserAgent,
-		timeout: cfg.Timeout, retries: cfg.Retries, cache: newTileCache(4096),
+		timeout: cfg.Timeout, retries: cfg.Retries, cache: sharedcache.NewFIFO[tlog.Tile, []byte](4096),
 	}
 	for _, k := range cfg.WitnessKeys {
 		v, err := checkpoint.ParseCosignerKey(k)

@@ -131,7 +131,7 @@ func (r *tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i, t := range tiles {
-		if b, ok := r.c.cache.get(t); ok {
+		if b, ok := r.c.cache.Get(t); ok {
 			data[i] = b
 			continue
 		}
@@ -157,41 +157,6 @@ func (r *tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 // authenticated them against a root hash.
 func (r *tileReader) SaveTiles(tiles []tlog.Tile, data [][]byte) {
 	for i, t := range tiles {
-		r.c.cache.put(t, data[i])
+		r.c.cache.Put(t, data[i])
 	}
-}
-
-// tileCache is a bounded cache of authenticated hash tiles. Full tiles never
-// change; a partial tile of a given width never changes either, so both are
-// keyed by (level, index, width). Eviction is first in, first out.
-type tileCache struct {
-	mu    sync.Mutex
-	max   int
-	m     map[tlog.Tile][]byte
-	order []tlog.Tile
-}
-
-func newTileCache(max int) *tileCache {
-	return &tileCache{max: max, m: make(map[tlog.Tile][]byte)}
-}
-
-func (tc *tileCache) get(t tlog.Tile) ([]byte, bool) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	b, ok := tc.m[t]
-	return b, ok
-}
-
-func (tc *tileCache) put(t tlog.Tile, b []byte) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	if _, ok := tc.m[t]; ok {
-		return
-	}
-	for len(tc.order) >= tc.max {
-		delete(tc.m, tc.order[0])
-		tc.order = tc.order[1:]
-	}
-	tc.m[t] = b
-	tc.order = append(tc.order, t)
 }

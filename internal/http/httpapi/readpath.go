@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mosaic-ct/mosaic/internal/base/sharedcache"
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/log/ctlog"
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
@@ -92,6 +93,7 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 	issuer := newReadHeaders(storage.Options("issuer/"+strings.Repeat("00", 32)).ContentType, cacheImmutable)
 	checkpoint := newReadHeaders(storage.Options("checkpoint").ContentType, cacheNever)
 	load := func(ctx context.Context, key string) ([]byte, error) { return l.Storage.Get(ctx, key) }
+	loadStored := withLength(load)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, prefix)
@@ -132,11 +134,11 @@ func (s *Server) readPath(l *ctlog.Log, kind string) http.Handler {
 		case full:
 			// Shared, read-only below: written as is or read by a
 			// Gunzipper, never modified.
-			var t *cachedTile
-			t, err = objects.acquire(r.Context(), key, load)
+			var o *sharedcache.Object[storedObject]
+			o, err = objects.Acquire(r.Context(), key, loadStored)
 			if err == nil {
-				defer objects.release(t)
-				data, length = t.data, t.length
+				defer objects.Release(o)
+				data, length = o.Value.data, o.Value.length
 			}
 		case cp != nil:
 			data, length, err = cp.get(r.Context(), load)

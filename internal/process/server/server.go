@@ -22,11 +22,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mosaic-ct/mosaic/internal/base/clientip"
 	"github.com/mosaic-ct/mosaic/internal/base/clock"
 	"github.com/mosaic-ct/mosaic/internal/base/fastecdsa"
 	"github.com/mosaic-ct/mosaic/internal/base/keys"
 	"github.com/mosaic-ct/mosaic/internal/base/netlimit"
 	"github.com/mosaic-ct/mosaic/internal/base/procs"
+	"github.com/mosaic-ct/mosaic/internal/format/checkpoint"
 	"github.com/mosaic-ct/mosaic/internal/http/httpapi"
 	"github.com/mosaic-ct/mosaic/internal/http/leanhttp"
 	"github.com/mosaic-ct/mosaic/internal/log/chain"
@@ -37,10 +39,8 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/process/config"
 	"github.com/mosaic-ct/mosaic/internal/state/bolt"
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
-	"github.com/mosaic-ct/mosaic/internal/state/lock"
 	"github.com/mosaic-ct/mosaic/internal/state/postgres"
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
-	"github.com/mosaic-ct/mosaic/internal/state/storage/cache"
 	"github.com/mosaic-ct/mosaic/internal/state/storage/s3"
 )
 
@@ -176,102 +176,79 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 	if reg != nil {
 		logReg = prometheus.WrapRegistererWith(prometheus.Labels{"log": lc.Name}, reg)
 	}
-	var store, readStore storage.Backend
-	var s3cfg s3.Config
-	// s3For returns the S3 config for one client of the bucket; the
-	// "client" label on mosaic_storage_requests_total tells the sequencer's
-	// requests from the read path's and the lock's.
-	s3For := func(client string) s3.Config {
-		c := s3cfg
-		if logReg != nil {
-			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"client": client}, logReg)
-		}
-		return c
-	}
-	if lc.Storage.S3 != nil {
-		s3cfg = s3Config(lc.Storage.S3)
-	}
-	if store, err = openStore(ctx, lc.Storage, s3For, "sequencer"); err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
-	}
-	fence, atomic, err := openFence(ctx, store, s3For)
+	// From here on, every error names the log (and, from the steps, the
+	// config field).
+	p, err := openLogState(ctx, c, lc, b, logReg, logger, sub, mon, k, exempt)
 	if err != nil {
 		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
 	}
-	if !atomic {
-		logger.Warn("the S3 service does not enforce conditional writes, so the storage's fence cannot stop two writers "+
-			"racing within one round (it still stops a second writer that starts later); keep the lock backend shared "+
-			"(lock: postgres or s3 on a service that enforces them)", "log", lc.Name, "endpoint", lc.Storage.S3.Endpoint)
-	}
-	if logReg != nil {
-		store = storage.Instrument(store, logReg)
-	}
-	readStore = store
-	if lc.Storage.S3 != nil && (*lc.ReadPath || lc.RFC6962ReadAPI) {
-		rs, err := openStore(ctx, lc.Storage, s3For, "read_path")
-		if err != nil {
-			return nil, fmt.Errorf("log %s: %w", lc.Name, err)
-		}
-		readStore = rs
-		if lc.Storage.S3.ReadCacheMB > 0 {
-			// Immutable objects (full tiles, issuers) are cached for the
-			// read path; the sequencer never reads from storage in steady
-			// state.
-			readStore = cache.New(rs, int64(lc.Storage.S3.ReadCacheMB)<<20)
-		}
-	}
+	p.policy = policy
+	return p, nil
+}
 
-	var lk lock.Backend
-	var dd dedup.Store
-	var pg *postgres.DB
-	var ref *clock.Reference
-	var lookups *netlimit.Gate
-	if dsn := c.PostgresFor(lc); dsn != "" {
-		pg, err = b.postgresDB(ctx, dsn)
-		if err != nil {
-			return nil, field("postgres", err)
-		}
-		ref = b.reference(dsn)
-		lookups = b.lookupGate(dsn)
-		dd = pg
-		if lc.Lock == "postgres" {
-			lk = pg
-		}
+// openLogState opens a served log's storage, lock, dedup cache, roots and
+// publishers, and assembles its ctlog.Log and sequencer.Config. Its errors
+// name the config field, not the log.
+func openLogState(ctx context.Context, c *config.Config, lc *config.Log, b *backends, logReg prometheus.Registerer, logger *slog.Logger,
+	sub, mon *url.URL, k *keys.Keys, exempt []netip.Prefix) (*logParts, error) {
+	st, err := openLogStorage(ctx, lc, logReg, logger)
+	if err != nil {
+		return nil, err
 	}
-	if dd == nil || lc.Lock == "database" {
-		db, err := b.database(c.DatabaseFor(lc))
-		if err != nil {
-			return nil, field("database", err)
-		}
-		db.SetLogger(logger)
-		if dd == nil {
-			dd = db
-		}
-		if lc.Lock == "database" {
-			lk = db
-		}
+	db, err := openLockAndDedup(ctx, c, lc, b, st.s3For, logger)
+	if err != nil {
+		return nil, err
 	}
-	if lc.Lock == "s3" {
-		sl, err := s3.NewLock(ctx, s3For("lock"))
-		if err != nil {
-			return nil, field("lock", err)
-		}
-		lk = sl
-	}
-
 	id := ctlog.Identity{Origin: config.Origin(sub), Keys: k}
 	verify, err := id.Verifier()
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		return nil, err
 	}
+	l, err := newCTLog(c, lc, id, sub, mon, st.read, db, exempt)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := newRoots(lc, id, st.store, logReg, logger)
+	if err != nil {
+		return nil, err
+	}
+	p := &logParts{log: l, pg: db.pg, ref: db.ref, roots: rm, refresh: lc.Roots.Refresh,
+		seqCfg: sequencerConfig(lc, b, l, id, verify, st, db, logger)}
+	if logReg != nil {
+		p.seqCfg.Metrics = sequencer.NewMetrics(logReg)
+	}
+	if w := lc.Witnesses; w != nil {
+		pub, err := witnessPublisher(lc, w, st.store, verify, logReg, logger)
+		if err != nil {
+			return nil, fmt.Errorf("witnesses: %w", err)
+		}
+		l.Witnesses = witnessStatuses{pub}
+		// With witnesses, checkpoints are published once cosigned (or
+		// after witnesses.timeout), by a goroutine rounds never wait for.
+		p.seqCfg.Publisher = pub
+	}
+	pusher, err := mirrorPusher(lc, id.Origin, st.store, verify, logReg, logger)
+	if err != nil {
+		return nil, fmt.Errorf("mirrors: %w", err)
+	}
+	if pusher != nil {
+		// Mirrors get every committed checkpoint and its entries; rounds
+		// never wait for them (fail-open).
+		p.seqCfg.Followers = []sequencer.Publisher{pusher}
+	}
+	return p, nil
+}
+
+// newCTLog is a served log's ctlog.Log, reading from read.
+func newCTLog(c *config.Config, lc *config.Log, id ctlog.Identity, sub, mon *url.URL, read storage.Backend, db *logDB, exempt []netip.Prefix) (*ctlog.Log, error) {
 	l := &ctlog.Log{
 		Name:             lc.Name,
 		SubmissionPrefix: sub,
 		MonitoringPrefix: mon,
 		Origin:           id.Origin,
-		Keys:             k,
-		LogID:            k.LogID(),
-		Storage:          readStore,
+		Keys:             id.Keys,
+		LogID:            id.Keys.LogID(),
+		Storage:          read,
 		NotAfterStart:    lc.NotAfterStart,
 		NotAfterLimit:    lc.NotAfterLimit,
 		MMD:              lc.MMD,
@@ -285,91 +262,81 @@ func openLog(ctx context.Context, c *config.Config, lc *config.Log, b *backends,
 		ReadLimits:       netlimit.NewReadLimiter(readLimitConfig(c, lc, exempt)),
 		Lifecycle:        lifecycleOf(lc),
 		RFC6962ReadAPI:   lc.RFC6962ReadAPI,
-		Lookups:          lookups,
+		Lookups:          db.lookups,
 		NamesTiles:       *lc.NamesTiles,
 	}
 	if lc.RFC6962ReadAPI {
-		hi, ok := dd.(dedup.HashIndex)
+		hi, ok := db.dedup.(dedup.HashIndex)
 		if !ok {
-			return nil, field("rfc6962_read_api", errors.New("the dedup store has no leaf hash index"))
+			return nil, errors.New("rfc6962_read_api: the dedup store has no leaf hash index")
 		}
 		l.HashIndex = hi
 	}
-	macKey, err := roots.MACKey(k, id.Origin)
+	return l, nil
+}
+
+// newRoots is the manager of a log's accepted roots.
+func newRoots(lc *config.Log, id ctlog.Identity, store storage.Backend, logReg prometheus.Registerer, logger *slog.Logger) (*roots.Manager, error) {
+	macKey, err := roots.MACKey(id.Keys, id.Origin)
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", lc.Name, err)
+		return nil, err
 	}
 	rejectFPs, rejectFiles := lc.Roots.RejectList()
-	rm := roots.New(roots.Config{
+	return roots.New(roots.Config{
 		Log: lc.Name, Origin: id.Origin,
 		Sources: lc.Roots.Sources(), Reject: rejectFPs, RejectFiles: rejectFiles,
 		Storage: store, MACKey: macKey, Logger: logger, Registerer: logReg,
-	})
-	var metrics *sequencer.Metrics
-	if logReg != nil {
-		metrics = sequencer.NewMetrics(logReg)
+	}), nil
+}
+
+// witnessPublisher is the publisher of a log's checkpoints to its
+// witnesses (lc.Witnesses, w).
+func witnessPublisher(lc *config.Log, w *config.Witnesses, store storage.Backend, verify func([]byte) (*checkpoint.Verified, error),
+	logReg prometheus.Registerer, logger *slog.Logger) (*witness.Publisher, error) {
+	ws := make([]witness.Witness, len(w.List))
+	for i, wi := range w.List {
+		ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
 	}
-	var publisher sequencer.Publisher
-	if w := lc.Witnesses; w != nil {
-		ws := make([]witness.Witness, len(w.List))
-		for i, wi := range w.List {
-			ws[i] = witness.Witness{Name: wi.Name, URL: wi.URL, Keys: wi.VKeys()}
-		}
-		pub, err := witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
-			Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
-		if err != nil {
-			return nil, field("witnesses", err)
-		}
-		l.Witnesses = witnessStatuses{pub}
-		publisher = pub
-	}
-	pusher, err := mirrorPusher(lc, id.Origin, store, verify, logReg, logger)
-	if err != nil {
-		return nil, field("mirrors", err)
-	}
-	p := &logParts{log: l, pg: pg, ref: ref, roots: rm, refresh: lc.Roots.Refresh, policy: policy, seqCfg: sequencer.Config{
+	return witness.New(witness.Config{Name: lc.Name, Witnesses: ws, Quorum: *w.Quorum, Timeout: w.Timeout,
+		Storage: store, Verify: verify, Logger: logger, Registerer: logReg})
+}
+
+// sequencerConfig is a served log's sequencer.Config, without its metrics
+// and publishers (see openLogState).
+func sequencerConfig(lc *config.Log, b *backends, l *ctlog.Log, id ctlog.Identity, verify func([]byte) (*checkpoint.Verified, error),
+	st *logStorage, db *logDB, logger *slog.Logger) sequencer.Config {
+	cfg := sequencer.Config{
 		Name:     lc.Name,
 		LogID:    l.LogID,
 		Origin:   id.Origin,
 		Signer:   id.Signer(),
 		Verify:   verify,
-		Storage:  store,
-		Lock:     lk,
-		Dedup:    dd,
-		Fence:    fence,
+		Storage:  st.store,
+		Lock:     db.lock,
+		Dedup:    db.dedup,
+		Fence:    st.fence,
 		Period:   lc.Period,
 		PoolSize: lc.PoolSize,
 		Timeout:  lc.RoundTimeout,
 		// get-proof-by-hash finds entries by leaf hash: record each one
 		// with its dedup record, before its SCT is issued.
-		HashIndex:     lc.RFC6962ReadAPI,
-		NamesTiles:    *lc.NamesTiles,
-		BackfillPause: b.backfillPause,
-		// With witnesses, checkpoints are published once cosigned (or
-		// after witnesses.timeout), by a goroutine rounds never wait for.
-		Publisher: publisher,
-		PartialTileGrace: func() time.Duration {
-			if lc.KeepPartialTiles {
-				return 0
-			}
-			return lc.PartialTileGrace
-		}(),
-		Logger:  logger,
-		Metrics: metrics,
-		Clock:   b.clock,
-	}}
-	if ref != nil {
+		HashIndex:        lc.RFC6962ReadAPI,
+		NamesTiles:       *lc.NamesTiles,
+		BackfillPause:    b.backfillPause,
+		PartialTileGrace: lc.PartialTileGrace,
+		LowPriorityShare: lc.Admission.LowPriority.PoolShare,
+		Logger:           logger,
+		Clock:            b.clock,
+	}
+	if lc.KeepPartialTiles {
+		cfg.PartialTileGrace = 0
+	}
+	if db.ref != nil {
 		// With PostgreSQL, no round signs a timestamp more than
 		// clock.MaxSkew from the database's clock.
-		p.seqCfg.Reference = ref
+		cfg.Reference = db.ref
 	}
-	p.seqCfg.LowPriorityShare = lc.Admission.LowPriority.PoolShare
-	if pusher != nil {
-		// Mirrors get every committed checkpoint and its entries; rounds
-		// never wait for them (fail-open).
-		p.seqCfg.Followers = []sequencer.Publisher{pusher}
-	}
-	return p, nil
+	return cfg
 }
 
 // s3Config is the s3.Config of a log's storage.s3.
@@ -604,45 +571,10 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.tls = append(s.tls, lt)
 	}
 	for i := range c.Logs {
-		p, err := openLog(ctx, c, &c.Logs[i], s.b, reg, logger)
-		if err == nil && !p.archived {
-			p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
-			err = p.loadRoots(ctx)
-		}
+		p, err := s.loadLog(ctx, &c.Logs[i])
 		if err != nil {
 			s.b.close()
 			return nil, err
-		}
-		if p.archived {
-			cp, err := archivedCheckpoint(ctx, p)
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			p.log.SetStandbyState(ctlog.Standby{Published: cp})
-			logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", c.Logs[i].Storage.Archive)
-		} else if c.Standby != nil {
-			_, cp, err := sequencer.Committed(ctx, p.seqCfg)
-			if err == nil {
-				err = sequencer.CheckDedup(ctx, p.seqCfg)
-			}
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			// Until the elector's first look at the lease, this process
-			// does not know where to relay submissions: /health says so
-			// rather than routing clients to a process that refuses them.
-			p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
-			logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
-		} else {
-			seq, err := sequencer.Load(ctx, p.seqCfg)
-			if err != nil {
-				s.b.close()
-				return nil, err
-			}
-			p.log.SetSequencer(seq)
-			logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
 		}
 		s.logs = append(s.logs, p.log)
 		s.parts = append(s.parts, p)
@@ -690,6 +622,51 @@ func New(ctx context.Context, c *config.Config, logger *slog.Logger) (*Server, e
 		s.api.SetStats(p.log, httpapi.LogStats{Metrics: p.seqCfg.Metrics, PoolCapacity: p.seqCfg.PoolSize})
 	}
 	return s, nil
+}
+
+// loadLog opens one log for New and loads its state: an archived log's
+// checkpoint, a standby's committed checkpoint (after checking its dedup
+// cache), or else its sequencer.
+func (s *Server) loadLog(ctx context.Context, lc *config.Log) (*logParts, error) {
+	c, logger := s.cfg, s.logger
+	p, err := openLog(ctx, c, lc, s.b, s.reg, logger)
+	if err == nil && !p.archived {
+		p.policy.FastVerify, p.policy.FastCurves = s.fast, c.Limits.FastCurves()
+		err = p.loadRoots(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.archived:
+		cp, err := archivedCheckpoint(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		p.log.SetStandbyState(ctlog.Standby{Published: cp})
+		logger.Info("serving an archived log, read-only", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size, "archive", lc.Storage.Archive)
+	case c.Standby != nil:
+		_, cp, err := sequencer.Committed(ctx, p.seqCfg)
+		if err == nil {
+			err = sequencer.CheckDedup(ctx, p.seqCfg)
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Until the elector's first look at the lease, this process
+		// does not know where to relay submissions: /health says so
+		// rather than routing clients to a process that refuses them.
+		p.log.SetStandbyState(ctlog.Standby{Published: cp, LeaderErr: errLeaderNotYetKnown})
+		logger.Info("opened log as a standby", "log", p.log.Name, "origin", p.log.Origin, "tree_size", cp.Size)
+	default:
+		seq, err := sequencer.Load(ctx, p.seqCfg)
+		if err != nil {
+			return nil, err
+		}
+		p.log.SetSequencer(seq)
+		logger.Info("loaded log", "log", p.log.Name, "origin", p.log.Origin, "tree_size", seq.Published().Size)
+	}
+	return p, nil
 }
 
 // warnUnexemptStandby warns when a log limits each client's submissions
@@ -787,19 +764,9 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 		l.Workers = workers
 	}
 	defer s.api.FlushWarnings()
-	handler := s.api.Handler()
-	if s.witness != nil {
-		handler = s.witness.route(handler)
-		wctx, stopLists := context.WithCancel(ctx)
-		defer stopLists()
-		go s.witness.w.RunLogLists(wctx, s.witness.refresh)
-	}
-	if s.mirror != nil {
-		handler = s.mirror.route(handler)
-		mctx, stopMirror := context.WithCancel(ctx)
-		defer stopMirror()
-		s.mirror.m.Run(mctx)
-	}
+	netCtx, stopNetwork := context.WithCancel(ctx)
+	defer stopNetwork()
+	handler := s.startNetwork(netCtx, s.api.Handler())
 	exempt, err := s.cfg.PerClientExempt()
 	if err != nil {
 		return fmt.Errorf("limits.per_client_exempt: %w", err)
@@ -820,121 +787,151 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 	if err != nil {
 		return err
 	}
-	debugSrv, err := s.serveDebug()
-	if err != nil {
-		return err
-	}
-	if debugSrv != nil {
-		defer debugSrv.Close()
-	}
-	metricsSrv, err := s.serveMetrics()
-	if err != nil {
-		return err
-	}
-	if metricsSrv != nil {
-		defer metricsSrv.Close()
+	r := &running{seqErrs: make(chan error, len(s.logs)), serveErrs: make(chan error, len(lns))}
+	for _, serveSide := range []func() (*http.Server, error){s.serveDebug, s.serveMetrics} {
+		srv, err := serveSide()
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+			r.servers = append(r.servers, srv)
+		}
 	}
 	seqCtx, stopSeq := context.WithCancel(context.Background())
 	defer stopSeq()
-	var wg sync.WaitGroup
+	if err := s.startBackground(seqCtx, r, lns, exempt); err != nil {
+		return err
+	}
+	if err := s.serveListeners(r, lns, handler, trusted, limiter); err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down: sequencing pending entries")
+	case runErr = <-r.serveErrs:
+	case runErr = <-r.seqErrs:
+	}
+	return errors.Join(runErr, s.shutdown(r, stopSeq))
+}
+
+// running is the work Run starts and shutdown stops.
+type running struct {
+	// wg counts the goroutines of the background work and of the
+	// servers' shutdown.
+	wg sync.WaitGroup
+	// seqErrs has the sequencers' errors (buffered for every log), and
+	// serveErrs the listeners' (for every listener).
+	seqErrs, serveErrs chan error
+	// servers are the HTTP servers to shut down: the debug and metrics
+	// servers, then one per listener.
+	servers []interface{ Shutdown(context.Context) error }
+}
+
+// startNetwork starts the witness server's log list refreshes and the
+// mirror, until ctx is cancelled, and returns handler with their routes.
+func (s *Server) startNetwork(ctx context.Context, handler http.Handler) http.Handler {
+	if s.witness != nil {
+		handler = s.witness.route(handler)
+		go s.witness.w.RunLogLists(ctx, s.witness.refresh)
+	}
+	if s.mirror != nil {
+		handler = s.mirror.route(handler)
+		s.mirror.m.Run(ctx)
+	}
+	return handler
+}
+
+// startBackground starts, until seqCtx is cancelled, the work besides
+// serving requests: each log's roots refreshes, its sequencing (or its
+// elector in standby mode), its lifecycle and the dashboard, and the
+// listeners' certificate reloads.
+func (s *Server) startBackground(seqCtx context.Context, r *running, lns []net.Listener, exempt []netip.Prefix) error {
 	for _, p := range s.parts {
 		if p.archived {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.roots.Run(seqCtx, p.refresh)
-		}()
+		r.goRun(func() { p.roots.Run(seqCtx, p.refresh) })
 	}
-	seqErrs := make(chan error, len(s.logs))
-	if s.cfg.Standby != nil {
-		address, err := s.advertise(lns)
-		if err != nil {
-			return err
-		}
-		holder := newHolderID()
-		s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
-		s.warnUnexemptStandby(address, exempt)
-		leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mosaic_leader",
-			Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
-		}, []string{"log"})
-		if err := s.reg.Register(leading); err != nil {
-			return err
-		}
-		for _, p := range s.parts {
-			e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
-			e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e.run(seqCtx)
-			}()
-		}
-	} else {
-		for _, p := range s.parts {
-			if p.archived {
-				continue
-			}
-			l := p.log
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := l.Sequencer().Run(seqCtx); err != nil {
-					seqErrs <- err
-				}
-			}()
-		}
+	if err := s.startSequencing(seqCtx, r, lns, exempt); err != nil {
+		return err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.api.RunDashboard(seqCtx)
-	}()
+	r.goRun(func() { s.api.RunDashboard(seqCtx) })
 	// Fewer threads while the load is light (internal/base/procs); the Go
 	// collector's go_sched_gomaxprocs_threads shows how many.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		procs.Run(seqCtx, time.Second)
-	}()
+	r.goRun(func() { procs.Run(seqCtx, time.Second) })
 	for _, p := range s.parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger)
-		}()
-	}
-	var servers []interface{ Shutdown(context.Context) error }
-	if debugSrv != nil {
-		servers = append(servers, debugSrv)
-	}
-	if metricsSrv != nil {
-		servers = append(servers, metricsSrv)
-	}
-	tlsMetrics, err := newTLSMetrics(s.reg)
-	if err != nil {
-		return err
+		r.goRun(func() { runLifecycle(seqCtx, p.log, p.seqCfg.Storage, s.logger) })
 	}
 	for _, lt := range s.tls {
 		switch {
 		case lt == nil:
 		case lt.files != nil:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.watchFiles(seqCtx, lt)
-			}()
+			r.goRun(func() { s.watchFiles(seqCtx, lt) })
 		case lt.acme != nil:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				lt.acme.run(seqCtx, lt.index, s.logger)
-			}()
+			r.goRun(func() { lt.acme.run(seqCtx, lt.index, s.logger) })
 		}
 	}
-	serveErrs := make(chan error, len(lns))
+	return nil
+}
+
+// goRun runs fn in a goroutine that r.wg waits for.
+func (r *running) goRun(fn func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+}
+
+// startSequencing starts each log's sequencer, or in standby mode its
+// elector, which sequences the log while this process holds its lease.
+func (s *Server) startSequencing(seqCtx context.Context, r *running, lns []net.Listener, exempt []netip.Prefix) error {
+	if s.cfg.Standby == nil {
+		for _, p := range s.parts {
+			if p.archived {
+				continue
+			}
+			l := p.log
+			r.goRun(func() {
+				if err := l.Sequencer().Run(seqCtx); err != nil {
+					r.seqErrs <- err
+				}
+			})
+		}
+		return nil
+	}
+	address, err := s.advertise(lns)
+	if err != nil {
+		return err
+	}
+	holder := newHolderID()
+	s.logger.Info("standby mode: competing for each log's leader lease", "advertise", address, "lease", s.cfg.Standby.Lease, "holder", holder)
+	s.warnUnexemptStandby(address, exempt)
+	leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mosaic_leader",
+		Help: "1 while this process holds the log's leader lease and sequences it (standby mode).",
+	}, []string{"log"})
+	if err := s.reg.Register(leading); err != nil {
+		return err
+	}
+	for _, p := range s.parts {
+		e := newElector(p.log, p.seqCfg, clockedLeases{leases: p.pg, ref: p.ref}, holder, address, s.cfg.Standby.Lease, s.logger, leading.WithLabelValues(p.log.Name))
+		e.probeLeader = leaderProbe(p.log.Name, max(s.cfg.Standby.Lease/4, 250*time.Millisecond))
+		r.goRun(func() { e.run(seqCtx) })
+	}
+	return nil
+}
+
+// serveListeners serves handler on each of lns, as its listen entry says
+// (TLS, PROXY protocol, the lean path for submissions), within the
+// connection caps of limiter.
+func (s *Server) serveListeners(r *running, lns []net.Listener, handler http.Handler, trusted clientip.Trusted, limiter *netlimit.Limiter) error {
+	tlsMetrics, err := newTLSMetrics(s.reg)
+	if err != nil {
+		return err
+	}
 	leanPaths := s.api.SubmissionPaths()
 	for i, ln := range lns {
 		srv := &http.Server{
@@ -948,7 +945,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			ConnState:    limiter.ConnState,
 			ErrorLog:     slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 		}
-		servers = append(servers, srv)
+		r.servers = append(r.servers, srv)
 		lc := s.cfg.Listen[i]
 		refusal := netlimit.Answer503
 		lt := s.tls[i]
@@ -972,7 +969,7 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 			// Submissions on a lean path, everything else through srv
 			// (package leanhttp says why and how).
 			ls := &leanhttp.Server{HTTP: srv, IsLean: func(p string) bool { return leanPaths[p] }, MaxBody: httpapi.MaxBodyBytes, Logger: s.logger}
-			servers[len(servers)-1] = ls
+			r.servers[len(r.servers)-1] = ls
 			serve = ls.Serve
 		}
 		go func() {
@@ -983,39 +980,33 @@ func (s *Server) Run(ctx context.Context, lns []net.Listener) error {
 				err = serve(ln)
 			}
 			if !errors.Is(err, http.ErrServerClosed) {
-				serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
+				r.serveErrs <- fmt.Errorf("listen[%d] %s: %w", i, ln.Addr(), err)
 			}
 		}()
 		s.logger.Info("listening", "address", ln.Addr().String(), "tls", lc.TLS(), "acme", lc.ACME != nil, "lean_http", lean, "proxy_protocol", lc.ProxyProtocol)
 	}
+	return nil
+}
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-		s.logger.Info("shutting down: sequencing pending entries")
-	case runErr = <-serveErrs:
-	case runErr = <-seqErrs:
-	}
-	// Stop accepting connections and, at the same time, let the sequencers
-	// run their final round, which answers the submitters still waiting
-	// (http.Server.Shutdown waits for their handlers to return).
+// shutdown stops accepting connections and, at the same time, lets the
+// sequencers run their final round (stopSeq), which answers the submitters
+// still waiting (http.Server.Shutdown waits for their handlers to return).
+// It returns once all of r's work has stopped, with the sequencers' errors.
+func (s *Server) shutdown(r *running, stopSeq context.CancelFunc) error {
 	stopSeq()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	for _, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			srv.Shutdown(shutCtx)
-		}()
+	for _, srv := range r.servers {
+		r.goRun(func() { srv.Shutdown(shutCtx) })
 	}
-	wg.Wait()
-	close(seqErrs)
-	for err := range seqErrs {
-		runErr = errors.Join(runErr, err)
+	r.wg.Wait()
+	close(r.seqErrs)
+	var err error
+	for e := range r.seqErrs {
+		err = errors.Join(err, e)
 	}
 	s.logger.Info("stopped")
-	return runErr
+	return err
 }
 
 // witnessStatuses is a witness.Publisher as the ctlog.Witnesses the log

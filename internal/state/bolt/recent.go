@@ -420,7 +420,7 @@ func nextFrame(b []byte) (body, rest []byte, status int) {
 	return body, rest, frameOK
 }
 
-const recordSize = 32 + 8 + 8 + 1
+const recordSize = 32 + dedup.ValueSize + 1
 
 func appendFrame(dst []byte, logID [32]byte, records []dedup.Record) []byte {
 	start := len(dst)
@@ -429,8 +429,7 @@ func appendFrame(dst []byte, logID [32]byte, records []dedup.Record) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
 	for _, r := range records {
 		dst = append(dst, r.Key[:]...)
-		dst = binary.BigEndian.AppendUint64(dst, r.Value.Index)
-		dst = binary.BigEndian.AppendUint64(dst, r.Value.Timestamp)
+		dst = dedup.AppendValue(dst, r.Value)
 		if r.LeafHash == ([32]byte{}) {
 			dst = append(dst, 0)
 		} else {
@@ -468,8 +467,7 @@ func decodeFrame(body []byte) (logID [32]byte, records []frameRecord, ok bool) {
 		}
 		var r frameRecord
 		copy(r.key[:], body)
-		r.value.Index = binary.BigEndian.Uint64(body[32:])
-		r.value.Timestamp = binary.BigEndian.Uint64(body[40:])
+		r.value, _ = dedup.DecodeValue(body[32 : 32+dedup.ValueSize]) // the length is checked above
 		flag := body[48]
 		body = body[recordSize:]
 		switch flag {

@@ -321,8 +321,7 @@ func (d *DB) writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*f
 		kw := blockWriter{k: keyKind}
 		for _, r := range keys {
 			copy(rec[:], r.k[:])
-			binary.BigEndian.PutUint64(rec[32:], r.v.Index)
-			binary.BigEndian.PutUint64(rec[40:], r.v.Timestamp)
+			dedup.AppendValue(rec[:32], r.v) // into rec[32:], which has the room
 			if err := kw.add(rb, rec[:]); err != nil {
 				return err
 			}

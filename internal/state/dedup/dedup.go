@@ -129,12 +129,19 @@ type Rebuilder interface {
 // ValueSize is the size of an encoded Value.
 const ValueSize = 16
 
-// EncodeValue returns the compact 16-byte encoding of v used by the backends.
+// EncodeValue returns the compact 16-byte encoding of v used by the
+// backends: the leaf index, then the timestamp, each 8 bytes big-endian.
+// It is on disk (the embedded database's records, runs and journal), so it
+// never changes.
 func EncodeValue(v Value) []byte {
-	b := make([]byte, ValueSize)
-	binary.BigEndian.PutUint64(b, v.Index)
-	binary.BigEndian.PutUint64(b[8:], v.Timestamp)
-	return b
+	return AppendValue(make([]byte, 0, ValueSize), v)
+}
+
+// AppendValue appends EncodeValue(v) to b, for records that hold a value
+// after other fields (in place when b has the room).
+func AppendValue(b []byte, v Value) []byte {
+	b = binary.BigEndian.AppendUint64(b, v.Index)
+	return binary.BigEndian.AppendUint64(b, v.Timestamp)
 }
 
 // DecodeValue reverses EncodeValue.

@@ -11,39 +11,20 @@
 package cache
 
 import (
-	"container/list"
 	"context"
-	"errors"
-	"sync"
+	"sync/atomic"
 
+	"github.com/mosaic-ct/mosaic/internal/base/sharedcache"
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
 )
 
 // Reader is a storage.Backend that caches immutable objects read through
-// it. Writes go straight to the backend. It is safe for concurrent use.
+// it, in a sharedcache.Cache. Writes go straight to the backend. It is safe for
+// concurrent use.
 type Reader struct {
 	backend  storage.Backend
-	maxBytes int64
-
-	mu       sync.Mutex
-	bytes    int64
-	lru      *list.List               // of *entry, most recently used first
-	entries  map[string]*list.Element // by key
-	inflight map[string]*fetch        // Gets of uncached keys in progress
-	stats    Stats
-}
-
-type entry struct {
-	key  string
-	data []byte
-}
-
-// fetch is one backend Get that concurrent cache misses of the same key
-// share, so a burst of requests for a new tile costs one backend request.
-type fetch struct {
-	done chan struct{}
-	data []byte
-	err  error
+	objects  *sharedcache.Cache[[]byte]
+	bypassed atomic.Uint64
 }
 
 // Stats counts the cache's activity.
@@ -60,13 +41,7 @@ type Stats struct {
 // Objects larger than maxBytes/4 are not cached, so one object cannot flush
 // the cache.
 func New(b storage.Backend, maxBytes int64) *Reader {
-	return &Reader{
-		backend:  b,
-		maxBytes: maxBytes,
-		lru:      list.New(),
-		entries:  make(map[string]*list.Element),
-		inflight: make(map[string]*fetch),
-	}
+	return &Reader{backend: b, objects: sharedcache.New(maxBytes, func(data []byte) int64 { return int64(len(data)) })}
 }
 
 var _ storage.Backend = (*Reader)(nil)
@@ -87,94 +62,23 @@ func (r *Reader) Delete(ctx context.Context, key string) error {
 // slice is the caller's to keep or modify.
 func (r *Reader) Get(ctx context.Context, key string) ([]byte, error) {
 	if !storage.Options(key).Immutable {
-		r.mu.Lock()
-		r.stats.Bypassed++
-		r.mu.Unlock()
+		r.bypassed.Add(1)
 		return r.backend.Get(ctx, key)
 	}
-	for {
-		r.mu.Lock()
-		if el, ok := r.entries[key]; ok {
-			r.lru.MoveToFront(el)
-			r.stats.Hits++
-			data := el.Value.(*entry).data
-			r.mu.Unlock()
-			return clone(data), nil
-		}
-		if f, ok := r.inflight[key]; ok {
-			r.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			if f.err != nil && ctx.Err() == nil && isContextErr(f.err) {
-				// The shared fetch was cancelled by its caller's context,
-				// not ours: try again.
-				continue
-			}
-			if f.err != nil {
-				return nil, f.err
-			}
-			return clone(f.data), nil
-		}
-		f := &fetch{done: make(chan struct{})}
-		r.inflight[key] = f
-		r.stats.Misses++
-		r.mu.Unlock()
-
-		f.data, f.err = r.backend.Get(ctx, key)
-
-		r.mu.Lock()
-		delete(r.inflight, key)
-		if f.err == nil {
-			r.add(key, f.data)
-		}
-		r.mu.Unlock()
-		close(f.done)
-		if f.err != nil {
-			return nil, f.err
-		}
-		return clone(f.data), nil
+	o, err := r.objects.Acquire(ctx, key, r.backend.Get)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// add caches data under key and evicts the least recently used objects
-// beyond the bound. r.mu is held.
-func (r *Reader) add(key string, data []byte) {
-	size := int64(len(data))
-	if size > r.maxBytes/4 {
-		return
-	}
-	if _, ok := r.entries[key]; ok {
-		return
-	}
-	r.entries[key] = r.lru.PushFront(&entry{key: key, data: data})
-	r.bytes += size
-	for r.bytes > r.maxBytes {
-		el := r.lru.Back()
-		e := el.Value.(*entry)
-		r.lru.Remove(el)
-		delete(r.entries, e.key)
-		r.bytes -= int64(len(e.data))
-		r.stats.Evictions++
-	}
+	defer r.objects.Release(o)
+	return clone(o.Value), nil
 }
 
 // Stats returns the cache's counters.
 func (r *Reader) Stats() Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.stats
-	s.Objects = len(r.entries)
-	s.Bytes = r.bytes
-	return s
+	s := r.objects.Stats()
+	return Stats{Hits: s.Hits, Misses: s.Misses, Bypassed: r.bypassed.Load(), Evictions: s.Evictions, Objects: s.Objects, Bytes: s.Bytes}
 }
 
 func clone(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
-}
-
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

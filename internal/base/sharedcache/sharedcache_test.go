@@ -1,4 +1,4 @@
-package httpapi
+package sharedcache
 
 import (
 	"bytes"
@@ -11,15 +11,18 @@ import (
 	"testing"
 )
 
-// TestTileCacheBound: whatever is read through it, the cache never holds
+// The tests read tiles (as the read path does through a Cache): "tile"
+// below is any object.
+
+// TestBound: whatever is read through it, the cache never holds
 // more than its bound, keeps the most recently used tiles, and does not
 // cache a tile larger than a quarter of the bound.
-func TestTileCacheBound(t *testing.T) {
-	c := newTileCache(1000)
+func TestBound(t *testing.T) {
+	c := newBytes(1000)
 	var loads atomic.Int64
 	get := func(key string, size int) []byte {
 		t.Helper()
-		b, release, err := c.get(context.Background(), key, func(context.Context) ([]byte, error) {
+		b, release, err := acquireBytes(c, context.Background(), key, func(context.Context) ([]byte, error) {
 			loads.Add(1)
 			return bytes.Repeat([]byte{key[0]}, size), nil
 		})
@@ -34,7 +37,7 @@ func TestTileCacheBound(t *testing.T) {
 		c.mu.Lock()
 		var held int64
 		for _, ct := range c.byKey {
-			held += int64(len(ct.data))
+			held += int64(len(ct.Value))
 		}
 		if c.bytes > c.max || held != c.bytes || len(c.byKey) != c.lru.Len() {
 			t.Fatalf("after %d tiles (none in use) the cache holds %d bytes in %d tiles, %d in its LRU (%d tiles), bound %d", i+1, held, len(c.byKey), c.bytes, c.lru.Len(), c.max)
@@ -57,11 +60,11 @@ func TestTileCacheBound(t *testing.T) {
 	}
 }
 
-// TestTileCacheSharesLoads: concurrent misses of one tile cost one storage
+// TestSharesLoads: concurrent misses of one tile cost one storage
 // read; a failed read is not cached; a read whose own client went away
 // does not fail the others waiting for it.
-func TestTileCacheSharesLoads(t *testing.T) {
-	c := newTileCache(1 << 20)
+func TestSharesLoads(t *testing.T) {
+	c := newBytes(1 << 20)
 	release := make(chan struct{})
 	var loads atomic.Int64
 	load := func(context.Context) ([]byte, error) {
@@ -74,7 +77,7 @@ func TestTileCacheSharesLoads(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, release, err := c.get(context.Background(), "k", load)
+			b, release, err := acquireBytes(c, context.Background(), "k", load)
 			if err != nil || string(b) != "tile" {
 				t.Errorf("get: %q, %v", b, err)
 				return
@@ -98,10 +101,10 @@ func TestTileCacheSharesLoads(t *testing.T) {
 	}
 
 	boom := errors.New("storage down")
-	if _, _, err := c.get(context.Background(), "e", func(context.Context) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+	if _, _, err := acquireBytes(c, context.Background(), "e", func(context.Context) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed read: %v", err)
 	}
-	if b, _, err := c.get(context.Background(), "e", func(context.Context) ([]byte, error) { return []byte("ok"), nil }); err != nil || string(b) != "ok" {
+	if b, _, err := acquireBytes(c, context.Background(), "e", func(context.Context) ([]byte, error) { return []byte("ok"), nil }); err != nil || string(b) != "ok" {
 		t.Fatalf("after a failed read: %q, %v (the failure was cached)", b, err)
 	}
 
@@ -110,7 +113,7 @@ func TestTileCacheSharesLoads(t *testing.T) {
 	started := make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := c.get(ctx, "c", func(ctx context.Context) ([]byte, error) {
+		_, _, err := acquireBytes(c, ctx, "c", func(ctx context.Context) ([]byte, error) {
 			close(started)
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -120,7 +123,7 @@ func TestTileCacheSharesLoads(t *testing.T) {
 	<-started
 	second := make(chan []byte, 1)
 	go func() {
-		b, _, err := c.get(context.Background(), "c", func(context.Context) ([]byte, error) { return []byte("again"), nil })
+		b, _, err := acquireBytes(c, context.Background(), "c", func(context.Context) ([]byte, error) { return []byte("again"), nil })
 		if err != nil {
 			t.Errorf("waiter after the loader's client left: %v", err)
 		}
@@ -138,11 +141,11 @@ func TestTileCacheSharesLoads(t *testing.T) {
 	}
 }
 
-// TestTileCacheSharesTilesInUse: a tile being served stays the one copy
+// TestSharesObjectsInUse: a tile being served stays the one copy
 // every request for it gets, even once the LRU has evicted it or when it
 // is too large to keep, and is dropped when its last request releases it.
-func TestTileCacheSharesTilesInUse(t *testing.T) {
-	c := newTileCache(1000)
+func TestSharesObjectsInUse(t *testing.T) {
+	c := newBytes(1000)
 	var loads atomic.Int64
 	load := func(size int) func(context.Context) ([]byte, error) {
 		return func(context.Context) ([]byte, error) {
@@ -150,24 +153,24 @@ func TestTileCacheSharesTilesInUse(t *testing.T) {
 			return make([]byte, size), nil
 		}
 	}
-	big1, releaseBig1, err := c.get(context.Background(), "big", load(600)) // too large to keep
+	big1, releaseBig1, err := acquireBytes(c, context.Background(), "big", load(600)) // too large to keep
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1, releaseA1, err := c.get(context.Background(), "a", load(200))
+	a1, releaseA1, err := acquireBytes(c, context.Background(), "a", load(200))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 { // evicts "a" from the LRU
-		_, release, err := c.get(context.Background(), strconv.Itoa(i), load(200))
+		_, release, err := acquireBytes(c, context.Background(), strconv.Itoa(i), load(200))
 		if err != nil {
 			t.Fatal(err)
 		}
 		release()
 	}
 	n := loads.Load()
-	big2, releaseBig2, _ := c.get(context.Background(), "big", load(600))
-	a2, releaseA2, _ := c.get(context.Background(), "a", load(200))
+	big2, releaseBig2, _ := acquireBytes(c, context.Background(), "big", load(600))
+	a2, releaseA2, _ := acquireBytes(c, context.Background(), "a", load(200))
 	if loads.Load() != n || &big1[0] != &big2[0] || &a1[0] != &a2[0] {
 		t.Fatalf("tiles in use were read again (%d reads) instead of shared", loads.Load()-n)
 	}
@@ -184,21 +187,27 @@ func TestTileCacheSharesTilesInUse(t *testing.T) {
 	if bigKept || aKept || tiles != inLRU {
 		t.Errorf("released tiles not in the LRU are still held (big %v, a %v; %d tiles, %d in the LRU)", bigKept, aKept, tiles, inLRU)
 	}
-	if _, release, _ := c.get(context.Background(), "a", load(200)); loads.Load() != n+1 {
+	if _, release, _ := acquireBytes(c, context.Background(), "a", load(200)); loads.Load() != n+1 {
 		t.Errorf("a released, evicted tile was not read again")
 	} else {
 		release()
 	}
 }
 
-// get returns the tile at key, from memory or read with load (once for
-// concurrent callers), and a release function the caller must call once
-// it no longer uses the tile. The returned slice is shared: the caller
-// must not modify it.
-func (c *tileCache) get(ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
-	t, err := c.acquire(ctx, key, func(ctx context.Context, _ string) ([]byte, error) { return load(ctx) })
+// newBytes is a Cache of byte slices, as Reader and the HTTP read
+// path use it.
+func newBytes(max int64) *Cache[[]byte] {
+	return New(max, func(b []byte) int64 { return int64(len(b)) })
+}
+
+// acquireBytes returns the object at key, from memory or read with load
+// (once for concurrent callers), and a release function the caller must
+// call once it no longer uses the object. The returned slice is shared:
+// the caller must not modify it.
+func acquireBytes(c *Cache[[]byte], ctx context.Context, key string, load func(context.Context) ([]byte, error)) ([]byte, func(), error) {
+	o, err := c.Acquire(ctx, key, func(ctx context.Context, _ string) ([]byte, error) { return load(ctx) })
 	if err != nil {
 		return nil, nil, err
 	}
-	return t.data, func() { c.release(t) }, nil
+	return o.Value, func() { c.Release(o) }, nil
 }
