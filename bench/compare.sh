@@ -42,8 +42,13 @@
 #                                    runs for each (production: the mix of real entries,
 #                                    89% P-384 and 11% RSA-2048 issuers; p256: one P-256
 #                                    issuer, as every benchmark before 2026-11-28)
-#   DUP=0.1  PRECERT=                hammer -dup and -precert (empty: each mix's own share;
-#                                    production's entries are all precertificates)
+#   DUP=0.1  PRECERT=1               hammer -dup and -precert (empty: each mix's own share,
+#                                    0.5 for KIND=WEIGHT mixes). 1: all precertificates, as
+#                                    production's entries are, so that every mix submits the
+#                                    same kind of entry: the hammer's final certificates carry
+#                                    their SCT list, as in production, and Mosaic defers those
+#                                    (low priority) while busy with Retry-After 10-30 s, which
+#                                    the hammer honours for every worker
 #   KEEP=0                           1 keeps the logs' directories for inspection
 #   EXTRA_HAMMER_FLAGS=              more hammer flags for every log, space-separated
 #                                    (for example -lean-http=false)
@@ -63,7 +68,7 @@ RATES=${RATES:-1000,0}
 STEP=${STEP:-30s}
 WORKERS=${WORKERS:-3000}
 DUP=${DUP:-0.1}
-PRECERT=${PRECERT:-}
+PRECERT=${PRECERT-1}
 ISSUERS=${ISSUERS:-production;p256}
 KEEP=${KEEP:-0}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mosaic/compare

@@ -31,8 +31,13 @@
 #                                    ladder runs for each (production: the mix of real
 #                                    entries, 89% P-384 and 11% RSA-2048 issuers; p256: one
 #                                    P-256 issuer, as every benchmark before 2026-11-28)
-#   DUP=0.1  PRECERT=                hammer -dup and -precert (empty: each mix's own share;
-#                                    production's entries are all precertificates)
+#   DUP=0.1  PRECERT=1               hammer -dup and -precert (empty: each mix's own share,
+#                                    0.5 for KIND=WEIGHT mixes). 1: all precertificates, as
+#                                    production's entries are, so that every mix submits the
+#                                    same kind of entry: the hammer's final certificates carry
+#                                    their SCT list, as in production, and Mosaic defers those
+#                                    (low priority) while busy with Retry-After 10-30 s, which
+#                                    the hammer honours for every worker
 #   READERS=0  READ_RATE=20          hammer -readers and -read-rate
 #   KEEP=0                           1 keeps the dev log directory (and MinIO's data) for inspection
 #   PGHOST=127.0.0.1 PGPORT=5432     PostgreSQL for BACKEND=s3 (database test must exist)
@@ -48,7 +53,7 @@ RATES=${RATES:-250,500,1000,2000,3000,0}
 STEP=${STEP:-25s}
 WORKERS=${WORKERS:-1000}
 DUP=${DUP:-0.1}
-PRECERT=${PRECERT:-}
+PRECERT=${PRECERT-1}
 ISSUERS=${ISSUERS:-production;p256}
 READERS=${READERS:-0}
 READ_RATE=${READ_RATE:-20}

@@ -133,6 +133,10 @@ type hammer struct {
 	// premint exhausted or not asked for), whose cost the run's CPU
 	// includes.
 	mintedLive atomic.Int64
+	// pushbackPause is the time, in ns, submissions were held back by the
+	// log's pushback (503/429 with Retry-After), overlapping pauses
+	// counted once.
+	pushbackPause atomic.Int64
 }
 
 // Run runs the hammer until Duration or Count is reached, the user quits,
@@ -365,7 +369,7 @@ func (h *hammer) send(ctx context.Context, cert *Cert) (resp *sct.Response, ok b
 			if !ok {
 				d = time.Second
 			}
-			h.limiter.PauseUntil(time.Now().Add(d))
+			h.pushbackPause.Add(int64(h.limiter.PauseUntil(time.Now().Add(d))))
 			return nil, false
 		}
 		h.st.submitError(err)
@@ -553,6 +557,11 @@ type Report struct {
 	// preminted), a cost HammerCPUS includes: an RSA issuer's signature
 	// takes about a millisecond, which -premint keeps off the log's CPU.
 	MintedDuringRun int64 `json:"minted_during_run"`
+	// PushbackPausedS is how long, of DurationS, the log's pushback (429
+	// or 503 with Retry-After, honoured by the whole hammer) held every
+	// submission back: a run throttled so is not a measure of the log's
+	// capacity, and its result message says so.
+	PushbackPausedS float64 `json:"pushback_paused_s"`
 
 	// MaxReject is the share of submissions the log could refuse before
 	// the run failed (Config.MaxReject).
@@ -583,6 +592,12 @@ func (h *hammer) report(size0 int64, start, submitEnd, end time.Time, cpu time.D
 	r.Config.Rate, r.Config.Workers, r.Config.Dup, r.Config.Precert = h.cfg.Rate, h.cfg.Workers, h.cfg.Dup, h.cfg.Precert
 	r.Config.Issuers, r.Config.Mix, r.Config.Premint = h.minter.Mix().Flag(), h.minter.Mix().String(), h.cfg.Premint
 	r.MintedDuringRun = h.mintedLive.Load()
+	// A pause running past the end of submitting held nothing back.
+	paused := time.Duration(h.pushbackPause.Load())
+	if over := h.limiter.PausedUntil().Sub(submitEnd); over > 0 {
+		paused = max(paused-over, 0)
+	}
+	r.PushbackPausedS = min(paused, submitEnd.Sub(start)).Seconds()
 	r.Config.Readers, r.Config.ReadRate, r.Config.Count = h.cfg.Readers, h.cfg.ReadRate, h.cfg.Count
 	for _, k := range errorKinds {
 		r.Errors[string(k)] = s.Errors[k]

@@ -116,6 +116,12 @@ func TestPushback(t *testing.T) {
 	if time.Since(start) < time.Second {
 		t.Errorf("run took %v: Retry-After was not honoured", time.Since(start))
 	}
+	// ...and is reported: the run is OK (pushback is no failure), but its
+	// message says the log held it back, and for how long.
+	if r.Result != ResultOK || r.PushbackPausedS <= 0 || r.PushbackPausedS > r.DurationS ||
+		!strings.Contains(r.ResultMessage, "the log pushed back 1 submissions") || !strings.Contains(r.ResultMessage, "held submitting back for") {
+		t.Errorf("result %q, paused %.2f s of %.2f s: %q; want OK with the pushback and its pause named", r.Result, r.PushbackPausedS, r.DurationS, r.ResultMessage)
+	}
 }
 
 // TestVerifier feeds the verifier submissions that the log did or did not

@@ -126,7 +126,10 @@ func TestVerdict(t *testing.T) {
 		code   int
 		msg    string
 	}{
-		{"clean", Report{Offered: 10, Accepted: 10, InclusionsVerified: 10}, ResultOK, ExitOK, "OK"},
+		{"clean", Report{Offered: 10, Accepted: 10, InclusionsVerified: 10}, ResultOK, ExitOK, "no failures"},
+		{"held back by pushback", Report{Offered: 10, Accepted: 8, InclusionsVerified: 8, DurationS: 30, PushbackPausedS: 25,
+			FailedSubmissions: map[string]int64{KindOverloaded: 2}, FailedByReason: []ErrorGroup{{Kind: KindOverloaded, Status: 503, Reason: "busy", Count: 2}}},
+			ResultOK, ExitOK, `pushed back 2 submissions (503 "busy" ×2), which held submitting back for 25.0 s of the 30.0 s run`},
 		{"verification beats everything", Report{Offered: 10, VerificationFailures: 1, VerificationFailuresByKind: map[string]int64{"sct": 1},
 			FailedSubmissions: map[string]int64{KindRejected: 9, KindUnreachable: 1}}, ResultVerification, ExitVerification, "sct 1"},
 		{"refusals beat unreachable", Report{Offered: 10, Accepted: 1, FailedSubmissions: map[string]int64{KindRejected: 5, KindUnreachable: 4},

@@ -95,14 +95,22 @@ func (l *Limiter) wake() {
 }
 
 // PauseUntil stops slots from starting before t. An earlier pause is never
-// shortened.
-func (l *Limiter) PauseUntil(t time.Time) {
+// shortened. It returns how much longer than before slots are now held
+// back: t less the later of now and the previous pause's end (0 if t
+// adds nothing).
+func (l *Limiter) PauseUntil(t time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t.After(l.paused) {
-		l.paused = t
-		l.fresh = true
+	if !t.After(l.paused) {
+		return 0
 	}
+	from := l.now()
+	if l.paused.After(from) {
+		from = l.paused
+	}
+	l.paused = t
+	l.fresh = true
+	return max(t.Sub(from), 0)
 }
 
 // PausedUntil returns the end of the current pause (zero if none was set).

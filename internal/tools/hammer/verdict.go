@@ -79,7 +79,15 @@ func (r *Report) verdict() (result string, code int, msg string) {
 	case r.Interrupted:
 		return ResultOK, ExitOK, fmt.Sprintf("interrupted: no failures, but %d accepted submissions were not verified", r.Unverified)
 	}
-	return ResultOK, ExitOK, fmt.Sprintf("OK: %d submissions accepted, %d inclusions verified, no failures", r.Accepted, r.InclusionsVerified)
+	msg = fmt.Sprintf("OK: %d submissions accepted, %d inclusions verified, no failures", r.Accepted, r.InclusionsVerified)
+	if n := r.FailedSubmissions[KindOverloaded]; n > 0 {
+		// Pushback is the log working as it should, not a failure; but a
+		// run that spent much of its time held back did not measure what
+		// the log can take, and must not read as if it had.
+		msg += fmt.Sprintf(", but the log pushed back %d submissions (%s), which held submitting back for %.1f s of the %.1f s run",
+			n, r.topReason(KindOverloaded), r.PushbackPausedS, r.DurationS)
+	}
+	return ResultOK, ExitOK, msg
 }
 
 // topReason describes the most frequent failed-submission group of the
