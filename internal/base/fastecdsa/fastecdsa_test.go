@@ -219,9 +219,9 @@ func BenchmarkWindows(b *testing.B) {
 	q, _ := nistec.NewP384Point().SetBytes(raw)
 	u1 := digest(sha512.New384, []byte("u1"))
 	u2 := digest(sha512.New384, []byte("u2"))
-	for _, gw := range []int{7, 8, 9} {
+	for _, gw := range []int{8, 9, 10} {
 		g := newTable[nistec.P384Point, *nistec.P384Point](nistec.NewP384Point().SetGenerator(), 384, gw, nistec.NewP384Point)
-		for _, qw := range []int{5, 6, 7, 8} {
+		for _, qw := range []int{6, 7, 8} {
 			t := newTable[nistec.P384Point, *nistec.P384Point](q, 384, qw, nistec.NewP384Point)
 			b.Run(fmt.Sprintf("g%d/q%d", gw, qw), func(b *testing.B) {
 				for b.Loop() {
@@ -256,7 +256,7 @@ func edgeScalars(n *big.Int, bits, window int) []*big.Int {
 // stay within ±2ᶜ⁻¹, at the edges and for random values, for every
 // window a table uses or BenchmarkWindows tries.
 func TestDigits(t *testing.T) {
-	for _, c := range []struct{ bits, window int }{{256, 9}, {384, 5}, {384, 6}, {384, 7}, {384, 8}, {384, 9}} {
+	for _, c := range []struct{ bits, window int }{{256, 9}, {384, 5}, {384, 6}, {384, 7}, {384, 8}, {384, 9}, {384, 10}} {
 		n := elliptic.P256().Params().N
 		if c.bits == 384 {
 			n = elliptic.P384().Params().N
