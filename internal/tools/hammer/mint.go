@@ -104,6 +104,11 @@ type template struct {
 	// nameOffs and finalNameOffs are where the DNS names' label "hammer"
 	// is in tbs and final (MintOptions.Unsigned replaces it).
 	nameOffs, finalNameOffs []int
+	// namesTail is, for an unsigned template, its names tile line's tail
+	// (tile.NamesTail), and tailNameOffs where the label is in it: the
+	// label is the only part of the tail Mint changes.
+	namesTail    []byte
+	tailNameOffs []int
 	// final is, for a precertificate, the TBSCertificate a log records
 	// (poison extension removed), with its own serial offset.
 	final    []byte
@@ -138,6 +143,10 @@ type Cert struct {
 	Chain [][]byte
 	// Entry is the expected log entry (Timestamp and LeafIndex unset).
 	Entry tile.Entry
+	// NamesTail is, for an unsigned certificate, what
+	// tile.EntryNamesTail(&Entry) returns, made without parsing the
+	// certificate (bench/fill writes it into names tiles); nil otherwise.
+	NamesTail []byte
 }
 
 // NewMinter creates the mix's intermediates under root, a leaf key of
@@ -277,6 +286,17 @@ func (m *Minter) makeTemplate(key templateKey) error {
 			return err
 		}
 		t.nameOffs, t.finalNameOffs = indexAll(t.tbs, nameLabel), indexAll(t.final, nameLabel)
+		// Every occurrence of the label in the certificate is replaced by
+		// the same random label, and the tail is JSON of the
+		// certificate's names and subject, in which lowercase letters are
+		// not escaped: so the tail of a minted certificate is this one
+		// with the label replaced wherever it occurs.
+		leaf, err := x509.ParseCertificate(der)
+		if err != nil {
+			return fmt.Errorf("parsing a template certificate: %w", err)
+		}
+		t.namesTail = tile.NamesTail(leaf)
+		t.tailNameOffs = indexAll(t.namesTail, nameLabel)
 	}
 	m.templates[key] = &t
 	return nil
@@ -498,7 +518,7 @@ func (m *Minter) Mint(precert bool) (*Cert, error) {
 	t := m.templates[key]
 	iss := m.issuers[key.issuer]
 	tbs := patchSerial(t.tbs, t.serialOff, n)
-	var sig, ski, pub, serial, label []byte
+	var sig, ski, pub, serial, label, names []byte
 	if m.unsigned {
 		sig, ski = randomBytes(t.sigLen), randomBytes(20)
 		if t.points != nil {
@@ -513,6 +533,10 @@ func (m *Minter) Mint(precert bool) (*Cert, error) {
 		serial = randomBytes(counterStart - 1)
 		label = randomLabel(len(nameLabel))
 		patchUnsigned(tbs, t.skiOff, ski, t.keyOff, pub, t.serialOff+1, serial, t.nameOffs, label)
+		names = slices.Clone(t.namesTail)
+		for _, o := range t.tailNameOffs {
+			copy(names[o:], label)
+		}
 	} else {
 		var err error
 		if sig, err = iss.signer.sign(tbs); err != nil {
@@ -529,7 +553,7 @@ func (m *Minter) Mint(precert bool) (*Cert, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding certificate: %w", err)
 	}
-	c := &Cert{Chain: [][]byte{der, iss.chain[0], iss.chain[1]}}
+	c := &Cert{Chain: [][]byte{der, iss.chain[0], iss.chain[1]}, NamesTail: names}
 	c.Entry.ChainFingerprints = iss.fps
 	if precert {
 		c.Entry.IsPrecert = true

@@ -158,11 +158,12 @@ func BenchmarkMint(b *testing.B) {
 
 // TestMintUnsigned: unsigned certificates (for bench/fill) parse, differ
 // in their subject key identifiers and signatures, keep the precertificate
-// entry a log derives, and do not verify.
+// entry a log derives, and do not verify; their NamesTail, made without a
+// parse, is what a parse of the certificate gives.
 func TestMintUnsigned(t *testing.T) {
 	m, _ := newTestMinter(t, MintOptions{Unsigned: true})
 	seen := map[string]bool{}
-	for i := range 20 {
+	for i := range 200 {
 		c, err := m.Mint(i%2 == 0)
 		if err != nil {
 			t.Fatal(err)
@@ -182,6 +183,12 @@ func TestMintUnsigned(t *testing.T) {
 			t.Fatal("two unsigned certificates share a subject key identifier or a signature")
 		}
 		seen[string(leaf.SubjectKeyId)], seen[string(leaf.Signature)] = true, true
+		if want := tile.EntryNamesTail(&c.Entry); !bytes.Equal(c.NamesTail, want) {
+			t.Fatalf("NamesTail %q, but the certificate's names tile tail is %q", c.NamesTail, want)
+		}
+		if bytes.Contains(c.NamesTail, nameLabel) {
+			t.Fatalf("NamesTail %q still holds the template's label", c.NamesTail)
+		}
 		if c.Entry.IsPrecert {
 			want, err := ctx509.BuildPrecertTBS(leaf.RawTBSCertificate, nil)
 			if err != nil || !bytes.Equal(c.Entry.Certificate, want) {
