@@ -17,6 +17,12 @@
 #   - get-entries at random deep offsets; partial tiles left and collected;
 #   - fsck of the whole log from its storage directory (time and MB/s);
 #     backup and restore of the embedded database;
+#   - with MEMORY_LIMIT (e.g. 512M), the filled log served again from a
+#     cold page cache inside a memory cgroup of that size (Linux, root:
+#     cgroup v1 or v2 with the memory controller), and the same load: the
+#     RSS the kernel holds it to (bbolt's map and the dedup filters are
+#     file pages it reclaims), the CPU and latency that cost, and whether
+#     the cgroup ever had to kill it;
 #   - with KILL=1, a kill -9 of the fill midway and of the server under
 #     load, after which nothing acknowledged may be missing (the fill's
 #     committed rounds; every SCT the hammer got is verified included) and
@@ -38,6 +44,7 @@
 #   FRESH=1              0: no fresh log to compare with
 #   BACKUP=1             0: no backup and restore (local only)
 #   KEEP=0               1: keep the work directory
+#   MEMORY_LIMIT=        e.g. 512M: the load again under that memory limit
 #   SCALE_TMP=$TMPDIR    where the logs go: it needs about 420 bytes per
 #                        entry on local disk (42 GB at 10⁸, see
 #                        docs/BENCHMARKS.md "Scale")
@@ -63,6 +70,7 @@ KILL=${KILL:-0}
 FRESH=${FRESH:-1}
 BACKUP=${BACKUP:-1}
 KEEP=${KEEP:-0}
+MEMORY_LIMIT=${MEMORY_LIMIT:-}
 PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
 case $BACKEND in
@@ -82,7 +90,7 @@ mkdir -p "$out"
 work=$(mktemp -d "${SCALE_TMP:-${TMPDIR:-/tmp}}/mosaic-scale.XXXXXX")
 bin=$work/bin
 server_pid= bench_pid= fill_pid= hammer_pid=
-dbs=() pg_role=
+dbs=() pg_role= cgroup=
 
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
@@ -91,6 +99,7 @@ cleanup() {
 	for p in "$hammer_pid" "$bench_pid" "$fill_pid" "$server_pid"; do
 		stop "$p"
 	done
+	[[ -n $cgroup ]] && rmdir "$cgroup" 2>/dev/null
 	for d in "${dbs[@]}"; do
 		psql_admin -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true
 	done
@@ -148,11 +157,46 @@ new_log() {
 
 dev_field() { sed -n 's/^ *"'"$2"'": *"\([^"]*\)".*/\1/p' "$1/dev.json"; }
 
-# serve DIR: start mosaic serve on DIR's config; sets server_pid and t_serve.
+# serve DIR [CGROUP]: start mosaic serve on DIR's config (in the memory
+# cgroup CGROUP, joined before exec, so that all its memory is charged
+# there); sets server_pid and t_serve.
 serve() {
-	"$bin/mosaic" serve -config "$1/config.yaml" >>"$1.serve.log" 2>&1 &
+	if [[ -n ${2:-} ]]; then
+		(echo "$BASHPID" >"$2/cgroup.procs" && exec "$bin/mosaic" serve -config "$1/config.yaml") >>"$1.serve.log" 2>&1 &
+	else
+		"$bin/mosaic" serve -config "$1/config.yaml" >>"$1.serve.log" 2>&1 &
+	fi
 	server_pid=$!
 	t_serve=$(date +%s.%N)
+}
+
+# memory_cgroup LIMIT: creates a memory cgroup of LIMIT bytes (a number
+# with K, M or G) below this shell's own, v1 or v2, and prints its path.
+memory_cgroup() {
+	local rel d
+	rel=$(sed -n 's/^[0-9]*:memory:\(.*\)/\1/p' /proc/self/cgroup)
+	if [[ -n $rel && -w /sys/fs/cgroup/memory$rel ]]; then
+		d=/sys/fs/cgroup/memory$rel/mosaic-scale-$$
+		mkdir "$d" && echo "$1" >"$d/memory.limit_in_bytes" && echo "$d"
+		return
+	fi
+	rel=$(sed -n 's/^0::\(.*\)/\1/p' /proc/self/cgroup)
+	if grep -qw memory "/sys/fs/cgroup$rel/cgroup.subtree_control" 2>/dev/null; then
+		d=/sys/fs/cgroup$rel/mosaic-scale-$$
+		mkdir "$d" && echo "$1" >"$d/memory.max" && echo "$d"
+		return
+	fi
+	echo "scale: MEMORY_LIMIT needs a memory cgroup this user can create (cgroup v1's memory hierarchy, or v2 with the memory controller enabled)" >&2
+	return 1
+}
+
+# cgroup_ooms CGROUP: how often the cgroup's limit killed a process in it.
+cgroup_ooms() {
+	if [[ -f $1/memory.oom_control ]]; then
+		awk '$1 == "oom_kill" { print $2 }' "$1/memory.oom_control"
+	else
+		awk '$1 == "oom_kill" { print $2 }' "$1/memory.events"
+	fi
 }
 
 # first_sct DIR: seconds from t_serve until an add-chain of a new
@@ -203,6 +247,11 @@ step_field() {
 }
 
 du_b() { du -sb "$@" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+
+if [[ -n $MEMORY_LIMIT ]]; then
+	# Found out now, not after the fill.
+	cg=$(memory_cgroup "$MEMORY_LIMIT") && rmdir "$cg" || exit 1
+fi
 
 log=$work/log
 mkdir -p "$log"
@@ -355,6 +404,30 @@ if [[ $BACKUP == 1 && $BACKEND == local ]]; then
 	restore_s=$(echo "$(date +%s.%N) - $t0" | bc)
 fi
 
+# --- under a memory limit, from a cold page cache ------------------------------
+capped_first= capped_cpu= capped_p99= capped_rss= capped_anon= capped_ooms=
+if [[ -n $MEMORY_LIMIT ]]; then
+	say "the filled log under a memory limit of $MEMORY_LIMIT, from a cold page cache"
+	cgroup=$(memory_cgroup "$MEMORY_LIMIT")
+	sync
+	echo 3 >/proc/sys/vm/drop_caches || say "could not drop the page cache: the capped run starts warm"
+	serve "$log" "$cgroup"
+	capped_first=$(first_sct "$log")
+	load "$log" capped
+	stop "$server_pid"
+	server_pid=
+	capped_cpu=$(step_field capped 0 server_cpu_us_per_entry)
+	capped_p99=$(step_field capped 1000 add_chain_p99_ms)
+	capped_rss=$(step_field capped max rss_max_mb)
+	capped_anon=$(step_field capped max rss_anon_max_mb)
+	capped_ooms=$(cgroup_ooms "$cgroup")
+	rmdir "$cgroup" 2>/dev/null && cgroup=
+	if [[ ${capped_ooms:-0} != 0 ]]; then
+		echo "scale: the memory limit of $MEMORY_LIMIT killed mosaic serve $capped_ooms times" >&2
+		exit 1
+	fi
+fi
+
 # --- a fresh log, same load, same hour ----------------------------------------
 fresh_cpu= fresh_p99=
 if [[ $FRESH == 1 ]]; then
@@ -404,6 +477,9 @@ f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
 	echo "| partial tiles: left by the fill, deleted under load, left after | $partials_before, $partials_deleted, $partials_after |"
 	echo "| fsck from the storage directory: s, MB/s | $(f "$fsck_s" 1), $(f "$fsck_mb_s" 0) |"
 	echo "| backup, restore of the embedded database, s | $(f "$backup_s" 2), $(f "$restore_s" 2) |"
+	if [[ -n $MEMORY_LIMIT ]]; then
+		echo "| under a $MEMORY_LIMIT memory limit, cold page cache: first SCT s; RSS MiB (anonymous); CPU µs/entry as fast as possible; p99 ms at 1,000/s; killed by the limit | $(f "$capped_first" 2); $(f "$capped_rss" 0) ($(f "$capped_anon" 0)); $(f "$capped_cpu" 0); $(f "$capped_p99" 0); ${capped_ooms:-0} times |"
+	fi
 	if [[ $KILL == 1 ]]; then
 		echo "| kill -9 of the fill after $acked committed entries | resumed at $resumed_at: nothing lost |"
 		echo "| kill -9 of the server under load | $kill_result |"
@@ -412,11 +488,11 @@ f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
 	echo "fsck: $(grep '^checked:' "$out/fsck.txt")"
 } >"$out/results.md"
 cat "$out/results.md"
-json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s}' \
+json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s,"capped_rss_mib":%s,"capped_cpu_us_per_entry":%s,"capped_p99_ms":%s,"capped_first_sct_s":%s}' \
 	"$entries" "$BACKEND" "$(f "$fill_rate" 0)" "$(f "$first_sct_s" 3)" "$(f "${backfill_s:-}" 1)" "$(f "$(echo "$rss_idle / 1024" | bc -l)" 1)" \
 	"$(f "$(echo "$heap_idle / 1048576" | bc -l)" 1)" "$(f "$rss_load" 1)" "$(f "$cpu" 1)" "$(f "$rate" 0)" "$(f "$fresh_cpu" 1)" "$(f "$p50" 1)" "$(f "$p99" 1)" "$(f "$fresh_p99" 1)" \
 	"$(f "$p99max" 1)" "$(f "$max_stall_ms" 1)" "$(f "$lookup_us" 2)" "$(f "$put_us" 2)" "$(f "$get_p99" 1)" "$(f "$fsck_s" 2)" "$(f "$fsck_mb_s" 1)" \
 	"$(f "$backup_s" 2)" "$(f "$restore_s" 2)" "$(f "$(echo "$total_b / $entries" | bc -l)" 1)" "$(f "$(echo "$data_b / $entries" | bc -l)" 1)" \
-	"$(f "$(echo "$hash_b / $entries" | bc -l)" 1)" "$(f "$(echo "$db_b / $entries" | bc -l)" 1)" "${final_entries:-0}" | sed 's/—/null/g')
+	"$(f "$(echo "$hash_b / $entries" | bc -l)" 1)" "$(f "$(echo "$db_b / $entries" | bc -l)" 1)" "${final_entries:-0}" "$(f "$capped_rss" 1)" "$(f "$capped_cpu" 1)" "$(f "$capped_p99" 1)" "$(f "$capped_first" 3)" | sed 's/—/null/g')
 echo "$json" >"$out/results.json"
 echo "$json"
