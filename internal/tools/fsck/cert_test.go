@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	ctx509 "github.com/google/certificate-transparency-go/x509"
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 
 	"github.com/mosaic-ct/mosaic/internal/format/tile"
 	"github.com/mosaic-ct/mosaic/internal/tools/testca"
@@ -67,6 +69,93 @@ func TestRemovePoison(t *testing.T) {
 	if _, err := removePoison([]byte{0x30, 0x03, 0x02}); err == nil {
 		t.Error("removePoison accepted garbage")
 	}
+}
+
+// TestRemovePoisonSplices: on TBSCertificates built from parts, the poison
+// first, last, between others or alone, and lengths on either side of
+// DER's one-, two- and three-byte length forms, removePoison gives the same
+// parts built without it (and no extensions field when the poison was
+// the only extension).
+func TestRemovePoisonSplices(t *testing.T) {
+	poison := ext(poisonOID, nil)
+	before := []byte{0x02, 0x01, 0x05} // INTEGER 5, standing for the fields before
+	for _, c := range []struct {
+		name       string
+		exts       [][]byte
+		afterBytes int // an OCTET STRING of this many bytes after the extensions
+	}{
+		{"alone", [][]byte{poison}, 0},
+		{"first", [][]byte{poison, ext([]byte{0x06, 0x03, 0x55, 0x1d, 0x11}, []byte("san"))}, 0},
+		{"last", [][]byte{ext([]byte{0x06, 0x03, 0x55, 0x1d, 0x0e}, []byte("ski")), poison}, 3},
+		{"between", [][]byte{ext([]byte{0x06, 0x03, 0x55, 0x1d, 0x0e}, []byte("ski")), poison, ext([]byte{0x06, 0x03, 0x55, 0x1d, 0x11}, []byte("san"))}, 0},
+	} {
+		// Every size across the one-to-two and two-to-three byte length
+		// boundaries of each enclosing element.
+		sizes := []int{0}
+		for n := 90; n <= 300; n++ {
+			sizes = append(sizes, n)
+		}
+		for n := 65480; n <= 65560; n++ {
+			sizes = append(sizes, n)
+		}
+		for _, size := range sizes {
+			big := ext([]byte{0x06, 0x03, 0x55, 0x1d, 0x1f}, bytes.Repeat([]byte{'x'}, size))
+			exts := append([][]byte{big}, c.exts...)
+			var kept [][]byte
+			for _, e := range exts {
+				if !bytes.Equal(e, poison) {
+					kept = append(kept, e)
+				}
+			}
+			after := []byte{}
+			if c.afterBytes > 0 {
+				after = append([]byte{0x04, byte(c.afterBytes)}, bytes.Repeat([]byte{'y'}, c.afterBytes)...)
+			}
+			in, want := buildTBS(before, exts, after), buildTBS(before, kept, after)
+			if size == 0 {
+				// And without the big extension.
+				in, want = buildTBS(before, c.exts, after), buildTBS(before, kept[1:], after)
+			}
+			got, err := removePoison(in)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, %d bytes: removePoison gave %x (%v), want %x", c.name, size, got, err, want)
+			}
+		}
+	}
+	twice := buildTBS(before, [][]byte{poison, poison}, nil)
+	if _, err := removePoison(twice); err == nil {
+		t.Error("removePoison accepted two poison extensions")
+	}
+}
+
+// ext is the DER of an extension with the given OID element and value.
+func ext(oid, value []byte) []byte {
+	b := cryptobyte.NewBuilder(nil)
+	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddBytes(oid)
+		b.AddASN1OctetString(value)
+	})
+	return b.BytesOrPanic()
+}
+
+// buildTBS is SEQUENCE { before, [3] { SEQUENCE { exts } } (left out when
+// exts is empty), after }.
+func buildTBS(before []byte, exts [][]byte, after []byte) []byte {
+	b := cryptobyte.NewBuilder(nil)
+	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddBytes(before)
+		if len(exts) > 0 {
+			b.AddASN1(cbasn1.Tag(3).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) {
+				b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+					for _, e := range exts {
+						b.AddBytes(e)
+					}
+				})
+			})
+		}
+		b.AddBytes(after)
+	})
+	return b.BytesOrPanic()
 }
 
 func mustRawTBS(t *testing.T, der []byte) []byte {
