@@ -36,7 +36,7 @@ func runFsck(ctx context.Context, args []string) error {
 	issuers := fs.Bool("issuers", true, "fetch and check every issuer the entries refer to")
 	certs := fs.Bool("certificates", false, "also parse every logged certificate and precertificate with crypto/x509, report those that do not parse, and check each names tile line's names against its certificate (about four times slower)")
 	names := fs.Bool("names", true, "check the names tiles (tile/names/...) the log serves: one JSON line per entry with its timestamp (and, with -certificates, its certificate's names); a log without them is fine")
-	parallel := fs.Int("parallel", 16, "concurrent fetches")
+	parallel := fs.Int("parallel", 0, "concurrent fetches (default 16 over HTTP; 64 from a storage directory or an archive, whose disk wants a deep queue)")
 	maxProblems := fs.Int("max-problems", 20, "how many problems to list")
 	retries := fs.Int("retries", 3, "retries of a failed fetch (5xx, pushback, timeouts, connection errors)")
 	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
@@ -114,6 +114,16 @@ func runFsck(ctx context.Context, args []string) error {
 		var err error
 		if pub, err = staticct.DecodePublicKey(tg.pubkey); err != nil {
 			return fmt.Errorf("-pubkey: %w", err)
+		}
+	}
+	if *parallel <= 0 {
+		// Over HTTP, 16 is polite to someone else's server. A local disk
+		// is read fastest with many reads queued: on a cloud volume with
+		// a few ms per read, 10⁴ tiles of a log of 10⁸ entries not in the
+		// page cache took 33.9 s at 16 and 12.0 s at 64.
+		*parallel = 16
+		if arch != nil || strings.HasPrefix(tg.monitoring, "file://") {
+			*parallel = 64
 		}
 	}
 	cfg := staticct.Config{
