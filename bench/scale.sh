@@ -44,6 +44,12 @@
 #   FRESH=1              0: no fresh log to compare with
 #   BACKUP=1             0: no backup and restore (local only)
 #   KEEP=0               1: keep the work directory
+#   RFC6962=1            0: rfc6962_read_api off on both logs (no leaf hash
+#                        index, so no backfill and no get-entries)
+#   RESUME=              (local only) the work directory of an interrupted run of this
+#                        script (kept: kill it with SIGKILL, or KEEP=1)
+#                        whose log is filled: go on from the fill, with the
+#                        same OUTDIR (its fill results); never deleted
 #   MEMORY_LIMIT=        e.g. 512M: the load again under that memory limit
 #   SCALE_TMP=$TMPDIR    where the logs go: it needs about 420 bytes per
 #                        entry on local disk (42 GB at 10⁸, see
@@ -70,6 +76,9 @@ KILL=${KILL:-0}
 FRESH=${FRESH:-1}
 BACKUP=${BACKUP:-1}
 KEEP=${KEEP:-0}
+RFC6962=${RFC6962:-1}
+RESUME=${RESUME:-}
+[[ -n $RESUME ]] && KEEP=1
 MEMORY_LIMIT=${MEMORY_LIMIT:-}
 PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
@@ -87,7 +96,14 @@ done
 
 out=${1:-$root/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-scale-$N}
 mkdir -p "$out"
-work=$(mktemp -d "${SCALE_TMP:-${TMPDIR:-/tmp}}/mosaic-scale.XXXXXX")
+if [[ -n $RESUME ]]; then
+	[[ $BACKEND == local ]] || { echo "scale: RESUME takes a log on local disk (BACKEND=local)" >&2; exit 2; }
+	[[ -f $RESUME/log/config.yaml ]] || { echo "scale: RESUME=$RESUME holds no log (log/config.yaml)" >&2; exit 2; }
+	[[ -f $out/fill.json ]] || { echo "scale: RESUME needs the interrupted run's OUTDIR, with its fill.json: $out has none" >&2; exit 2; }
+	work=$(cd "$RESUME" && pwd)
+else
+	work=$(mktemp -d "${SCALE_TMP:-${TMPDIR:-/tmp}}/mosaic-scale.XXXXXX")
+fi
 bin=$work/bin
 server_pid= bench_pid= fill_pid= hammer_pid=
 dbs=() pg_role= cgroup=
@@ -254,6 +270,16 @@ if [[ -n $MEMORY_LIMIT ]]; then
 fi
 
 log=$work/log
+acked=0
+if [[ -n $RESUME ]]; then
+	say "resuming from the filled log in $work"
+	fill_json=$(tail -n 1 "$out/fill.json")
+	entries=$(sed -n 's/.*"entries":\([0-9]*\).*/\1/p' <<<"$fill_json")
+	added=$(sed -n 's/.*"added":\([0-9]*\).*/\1/p' <<<"$fill_json")
+	fill_rate=$(sed -n 's/.*"entries_per_s":\([0-9.]*\).*/\1/p' <<<"$fill_json")
+	resumed_at=$((entries - added))
+	[[ -f $out/fill-killed.log ]] && acked=$(sed -n 's/^[0-9:]*: \([0-9]*\) entries.*/\1/p' "$out/fill-killed.log" | tail -n 1)
+else
 mkdir -p "$log"
 say "creating the log ($BACKEND)"
 new_log "$log"
@@ -290,6 +316,7 @@ if [[ $KILL == 1 ]] && ((resumed_at < acked)); then
 fi
 fill_rate=$(echo "$added / $fill_s" | bc -l)
 say "filled: $entries entries ($added in ${fill_s}s, $(printf %.0f "$fill_rate")/s)"
+fi
 
 # --- disk --------------------------------------------------------------
 data_b=$(du_b "$log/data/tile/data")
@@ -304,13 +331,23 @@ fi
 partials_before=$(find "$log/data/tile" -path '*.p/*' -type f | wc -l)
 
 # --- serve, first SCT, backfill, idle ------------------------------------
-sed -i 's/rfc6962_read_api: false/rfc6962_read_api: true/' "$log/config.yaml"
+# rfc6962_read_api as RFC6962 says (the fill left it off; RESUME may find
+# it on).
+set_rfc6962() {
+	if [[ $RFC6962 == 1 ]]; then
+		sed -i 's/rfc6962_read_api: false/rfc6962_read_api: true/' "$1/config.yaml"
+	else
+		sed -i 's/rfc6962_read_api: true/rfc6962_read_api: false/' "$1/config.yaml"
+	fi
+}
+set_rfc6962 "$log"
 say "serving the filled log"
 serve "$log"
 first_sct_s=$(first_sct "$log")
 say "first SCT after ${first_sct_s}s"
 backfill_s=
 for _ in $(seq 1 86400); do
+	[[ $RFC6962 == 1 ]] || break
 	idx=$(metric "$log" 'mosaic_hash_index_entries{log="dev"}')
 	if [[ ${idx%.*} -ge $entries ]]; then
 		backfill_s=$(echo "$(date +%s.%N) - $t_serve" | bc)
@@ -319,13 +356,14 @@ for _ in $(seq 1 86400); do
 	alive "$server_pid" || { echo "scale: mosaic serve exited during the backfill" >&2; exit 1; }
 	sleep 1
 done
-say "leaf hash index backfilled after ${backfill_s}s"
+[[ $RFC6962 == 1 ]] && say "leaf hash index backfilled after ${backfill_s}s"
 sleep 10
 rss_idle=$(status_kb "$server_pid" VmRSS)
 anon_idle=$(status_kb "$server_pid" RssAnon)
 heap_idle=$(metric "$log" go_memstats_heap_inuse_bytes)
 
 # --- random get-entries at deep offsets ---------------------------------
+[[ $RFC6962 == 1 ]] || GETS=0
 say "get-entries at $GETS random offsets"
 prefix=$(dev_field "$log" submission_prefix)
 : >"$out/get-entries.txt"
@@ -435,7 +473,7 @@ if [[ $FRESH == 1 ]]; then
 	fresh=$work/fresh
 	mkdir -p "$fresh"
 	new_log "$fresh"
-	sed -i 's/rfc6962_read_api: false/rfc6962_read_api: true/' "$fresh/config.yaml"
+	set_rfc6962 "$fresh"
 	serve "$fresh"
 	first_sct "$fresh" >/dev/null
 	load "$fresh" fresh
