@@ -127,9 +127,9 @@ func removePoison(tbs []byte) ([]byte, error) {
 		return nil, errors.New("no poison extension")
 	}
 	keptLen := len(keptBefore) + len(keptAfter)
-	extsLen := 0
+	seqLen := derHeaderLen(keptLen) + keptLen // SEQUENCE { kept extensions }
+	extsLen := 0                              // [3] { that SEQUENCE }, gone if nothing is kept
 	if keptLen > 0 {
-		seqLen := derHeaderLen(keptLen) + keptLen
 		extsLen = derHeaderLen(seqLen) + seqLen
 	}
 	bodyLen := len(before) + extsLen + len(after)
@@ -137,7 +137,6 @@ func removePoison(tbs []byte) ([]byte, error) {
 	out = appendDERHeader(out, byte(cbasn1.SEQUENCE), bodyLen)
 	out = append(out, before...)
 	if keptLen > 0 {
-		seqLen := derHeaderLen(keptLen) + keptLen
 		out = appendDERHeader(out, byte(extsTag), seqLen)
 		out = appendDERHeader(out, byte(cbasn1.SEQUENCE), keptLen)
 		out = append(out, keptBefore...)
