@@ -207,7 +207,7 @@ func BenchmarkHashIndexBackfill(b *testing.B) {
 		}
 		b.StartTimer()
 		for lo := int64(0); lo < n; lo += backfillTiles * tile.Width {
-			if err := s.backfillRange(ctx, lo, min(n, lo+backfillTiles*tile.Width), cp.Size, cp.Hash, e.db); err != nil {
+			if err := s.backfillRange(ctx, lo, min(n, lo+backfillTiles*tile.Width), cp.Size, cp.Hash); err != nil {
 				b.Fatal(err)
 			}
 		}
