@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-ct/mosaic/internal/process/devmode"
+	"github.com/mosaic-ct/mosaic/internal/state/bolt"
 	"github.com/mosaic-ct/mosaic/internal/tools/testca"
 )
 
@@ -125,6 +127,15 @@ func TestBackupRestore(t *testing.T) {
 	out, code = runMosaic(t, "restore", "-config", cfgPath, "-from", hot)
 	if code != 0 || !strings.Contains(out, "log dev: continues its storage from tree size 3") || !strings.Contains(out, "before-restore") {
 		t.Fatalf("restoring the latest (hot) backup: exit %d\n%s", code, out)
+	}
+	// The replaced database's head file (its latest checkpoints) went
+	// aside with it: left in place, it would be taken for the restored
+	// database's (bolt, head.go).
+	if !strings.Contains(out, "its head file is kept beside it") {
+		t.Errorf("restore did not move the replaced database's head file aside\n%s", out)
+	}
+	if _, err := os.Stat(bolt.HeadPath(dbPath)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after restore, before serve: %s is there (%v), want it moved aside", bolt.HeadPath(dbPath), err)
 	}
 	// The log signed the tree again after the backup (idle rounds, and
 	// the clean stop's): restore says so, not that a process died.

@@ -379,8 +379,10 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 		return nil, err
 	}
 	// Filter files the candidate writes are named after its temporary
-	// name: the restored database writes its own (bolt, filter.go).
+	// name: the restored database writes its own (bolt, filter.go). So
+	// is its head file, which its Close copied into it (bolt, head.go).
 	defer bolt.RemoveFilterFiles(tmp)
+	defer os.Remove(bolt.HeadPath(tmp))
 	b := newBackends()
 	b.bolt[db.path] = cand
 	err = func() error {
@@ -428,6 +430,13 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 			return nil, err
 		}
 		report = append(report, "the replaced database is kept as "+old)
+	}
+	// So does its head file, which holds its latest checkpoints: left
+	// in place, it would be taken for the restored database's.
+	if moved, err := bolt.MoveHead(db.path, old); err != nil {
+		return nil, err
+	} else if moved {
+		report = append(report, "its head file is kept beside it as "+bolt.HeadPath(old))
 	}
 	if n, err := bolt.MoveJournals(db.path, old); err != nil {
 		return nil, err

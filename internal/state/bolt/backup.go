@@ -31,6 +31,9 @@ func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 	}
 	d := &DB{db: db}
 	id, err := readDatabaseID(db)
+	if err == nil {
+		d.head, err = openHeadReadOnly(db, id, timeout)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
@@ -54,6 +57,9 @@ func (d *DB) WriteBackup(w io.Writer, before func(size int64)) (int64, error) {
 	// copy is done: see compactor.pause.
 	d.compact.pause.Lock()
 	defer d.compact.pause.Unlock()
+	if d.filters.readOnly && d.head.db != nil && !d.head.clean {
+		return 0, fmt.Errorf("the last process that opened %s did not close it (a crash?), so its latest checkpoints are only in %s; start mosaic serve with it and stop it, then copy it", d.db.Path(), HeadPath(d.db.Path()))
+	}
 	tx, err := d.merged()
 	if err != nil {
 		return 0, err
@@ -75,6 +81,10 @@ func (d *DB) merged() (*bbolt.Tx, error) {
 	if r.journal != nil {
 		if err := d.flush(context.Background()); err != nil {
 			return nil, fmt.Errorf("merging the dedup journal before the copy: %w", err)
+		}
+		// The checkpoints too (head.go).
+		if err := d.copyHead(false); err != nil {
+			return nil, fmt.Errorf("copying the head file into the database file before the copy: %w", err)
 		}
 	}
 	return d.db.Begin(false)

@@ -1,8 +1,10 @@
 // Package bolt is the embedded database behind a single-machine Mosaic: one
-// bbolt file holds every log's checkpoint (the lock backend) and dedup cache.
-// The dedup cache's latest records are in a journal beside the file and in
-// memory until they are written to it as sorted runs (recent.go), which
-// are merged with one another in the background (runs.go).
+// bbolt file holds every log's dedup cache, and a small one beside it, the
+// head file, every log's checkpoint (the lock backend) and leaf hash index
+// progress, which the database file keeps a copy of (head.go). The dedup
+// cache's latest records are in a journal beside the file and in memory
+// until they are written to it as sorted runs (recent.go), which are
+// merged with one another in the background (runs.go).
 //
 // bbolt was chosen over SQLite because it is pure Go (no cgo, one static
 // binary), small, and gives exactly what is needed: serializable read-write
@@ -65,6 +67,9 @@ type DB struct {
 	compact compactor
 	// filters holds the filters of the runs' dedup keys (filter.go).
 	filters filters
+	// head is the head file, which holds the checkpoints and the leaf
+	// hash index progress (head.go).
+	head head
 }
 
 // startMerges: Open starts the background merges of the dedup cache's
@@ -111,6 +116,9 @@ func Open(path string) (*DB, error) {
 	}
 	d := &DB{db: db, recent: recent{max: defaultRecentMax}}
 	if d.id, err = databaseID(db); err == nil {
+		d.head.db, err = openHead(db, d.id)
+	}
+	if err == nil {
 		d.filters = filters{prefix: db.Path() + filterSuffix, dbID: d.id, wake: d.wakeCompactor}
 		// Orphaned filter files first (a crash before their run's
 		// commit), then the journals a crash left.
@@ -122,6 +130,9 @@ func Open(path string) (*DB, error) {
 		}
 	}
 	if err != nil {
+		if d.head.db != nil {
+			d.head.db.Close()
+		}
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
@@ -164,6 +175,17 @@ func (d *DB) Close() error {
 		err = rerr
 	}
 	d.filters.closeAll()
+	if d.head.db != nil {
+		// The database file is made whole again (head.go).
+		if !d.filters.readOnly {
+			if cerr := d.copyHead(true); err == nil && cerr != nil {
+				err = fmt.Errorf("copying the head file into the database file: %w", cerr)
+			}
+		}
+		if cerr := d.head.db.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if cerr := d.db.Close(); err == nil {
 		err = cerr
 	}
@@ -192,45 +214,39 @@ func (d *DB) queueLegacyFilters() error {
 	})
 }
 
-// Fetch implements lock.Backend.
+// Fetch implements lock.Backend, from the head file (head.go).
 func (d *DB) Fetch(ctx context.Context, logID [32]byte) ([]byte, error) {
-	var out []byte
-	err := d.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(checkpointsBucket).Get(logID[:])
-		if v == nil {
-			return lock.ErrLogNotFound
-		}
-		out = bytes.Clone(v)
-		return nil
-	})
-	return out, err
+	v, err := d.headGet(checkpointsBucket, logID[:])
+	if err == nil && v == nil {
+		err = lock.ErrLogNotFound
+	}
+	return v, err
 }
 
-// Create implements lock.Backend.
+// Create implements lock.Backend, in the head file (head.go).
 func (d *DB) Create(ctx context.Context, logID [32]byte, checkpoint []byte) error {
-	return d.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(checkpointsBucket)
-		if b.Get(logID[:]) != nil {
-			return fmt.Errorf("creating log: %w", lock.ErrConflict)
+	return d.headUpdate(checkpointsBucket, logID[:], func(cur []byte) ([]byte, error) {
+		if cur != nil {
+			return nil, fmt.Errorf("creating log: %w", lock.ErrConflict)
 		}
-		return b.Put(logID[:], checkpoint)
+		return checkpoint, nil
 	})
 }
 
-// Replace implements lock.Backend. bbolt runs read-write transactions one at
-// a time, so the comparison and the write below are atomic with respect to
-// every other writer of this file; the commit is fsynced before it returns.
+// Replace implements lock.Backend, in the head file (head.go). bbolt runs
+// read-write transactions of a file one at a time, and only the head
+// file's transactions write checkpoints while the database is open, so the
+// comparison and the write below are atomic with respect to every other
+// writer; the commit is fsynced before it returns.
 func (d *DB) Replace(ctx context.Context, logID [32]byte, old, new []byte) error {
-	return d.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(checkpointsBucket)
-		cur := b.Get(logID[:])
+	return d.headUpdate(checkpointsBucket, logID[:], func(cur []byte) ([]byte, error) {
 		if cur == nil {
-			return fmt.Errorf("replacing checkpoint: %w (%w)", lock.ErrConflict, lock.ErrLogNotFound)
+			return nil, fmt.Errorf("replacing checkpoint: %w (%w)", lock.ErrConflict, lock.ErrLogNotFound)
 		}
 		if !bytes.Equal(cur, old) {
-			return lock.ErrConflict
+			return nil, lock.ErrConflict
 		}
-		return b.Put(logID[:], new)
+		return new, nil
 	})
 }
 
@@ -343,33 +359,28 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 	return idx, ok, err
 }
 
-// HashIndexed implements dedup.HashIndexProgress.
+// HashIndexed implements dedup.HashIndexProgress, from the head file
+// (head.go).
 func (d *DB) HashIndexed(ctx context.Context, logID [32]byte) (uint64, error) {
-	var n uint64
-	err := d.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(hashIndexedBucket).Get(logID[:])
-		if v == nil {
-			return nil
-		}
-		if len(v) != 8 {
-			return fmt.Errorf("the leaf hash index progress of log %x is %d bytes, want 8", logID, len(v))
-		}
-		n = binary.BigEndian.Uint64(v)
-		return nil
-	})
-	return n, err
+	v, err := d.headGet(hashIndexedBucket, logID[:])
+	if err != nil || v == nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("the leaf hash index progress of log %x is %d bytes, want 8", logID, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // SetHashIndexed implements dedup.HashIndexProgress in one fsynced
-// transaction. The records it vouches for are durable already: Put
-// returns once they are in the fsynced journal.
+// transaction of the head file (head.go). The records it vouches for are
+// durable already: Put returns once they are in the fsynced journal.
 func (d *DB) SetHashIndexed(ctx context.Context, logID [32]byte, n uint64) error {
-	return d.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(hashIndexedBucket)
-		if v := b.Get(logID[:]); len(v) == 8 && binary.BigEndian.Uint64(v) >= n {
-			return nil
+	return d.headUpdate(hashIndexedBucket, logID[:], func(cur []byte) ([]byte, error) {
+		if len(cur) == 8 && binary.BigEndian.Uint64(cur) >= n {
+			return nil, nil
 		}
-		return b.Put(logID[:], binary.BigEndian.AppendUint64(nil, n))
+		return binary.BigEndian.AppendUint64(nil, n), nil
 	})
 }
 
@@ -419,6 +430,15 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 		delete(r.rebuilding, logID)
 		r.put.Unlock()
 	}()
+	// The index's progress goes first, from the head file: a crash
+	// before the transaction below leaves the index whole, with the
+	// database file's copy of its progress, which is true of it.
+	err = d.head.db.Update(func(htx *bbolt.Tx) error {
+		return htx.Bucket(hashIndexedBucket).Delete(logID[:])
+	})
+	if err != nil {
+		return fmt.Errorf("starting the rebuild: %w", err)
+	}
 	err = d.db.Update(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(rebuildingBucket).Put(logID[:], []byte{1}); err != nil {
 			return err

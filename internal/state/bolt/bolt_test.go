@@ -805,3 +805,70 @@ func TestFreelistTypesShareTheFile(t *testing.T) {
 	defer closeT(t, db)
 	checkRange(t, db, id, 0, 900, true)
 }
+
+// BenchmarkReplaceFreelist measures a round's checkpoint commit (Replace)
+// in a database file with free pages, which the merges of a large log's
+// runs leave behind (237,000 at 2×10⁷ entries with both indexes). bbolt
+// writes its whole freelist, 8 bytes a free page, and sorts it, with every
+// commit: in the database file, a Replace at 2²⁰ free pages took 12.9 ms
+// (10.6 ms of CPU) and wrote 8 MB of freelist, against 0.3 ms in a fresh
+// file. It now commits to the head file (head.go), whatever the database
+// file's free pages. Reports the commit's CPU time and the freelist it
+// wrote (the head file's).
+func BenchmarkReplaceFreelist(b *testing.B) {
+	for _, free := range []int{0, 1 << 16, 1 << 18, 1 << 20} {
+		b.Run(fmt.Sprintf("free=%d", free), func(b *testing.B) {
+			ctx := context.Background()
+			db := openNth(b, 0)
+			defer db.Close()
+			// free pages: a bucket of single-page values, deleted.
+			value := make([]byte, 3900)
+			for i := 0; i < free; i += 1 << 14 {
+				err := db.db.Update(func(tx *bbolt.Tx) error {
+					fb, err := tx.CreateBucketIfNotExists([]byte("bench-free"))
+					if err != nil {
+						return err
+					}
+					fb.FillPercent = 1
+					for j := i; j < min(free, i+1<<14); j++ {
+						if err := fb.Put(binary.BigEndian.AppendUint64(nil, uint64(j)), value); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := db.db.Update(func(tx *bbolt.Tx) error {
+				if tx.Bucket([]byte("bench-free")) == nil {
+					return nil
+				}
+				return tx.DeleteBucket([]byte("bench-free"))
+			}); err != nil {
+				b.Fatal(err)
+			}
+			id := sha256.Sum256([]byte("log"))
+			cur := []byte("checkpoint 0")
+			if err := db.Create(ctx, id, cur); err != nil {
+				b.Fatal(err)
+			}
+			cpu, _ := procs.CPUTime()
+			n := 0
+			for b.Loop() {
+				n++
+				next := fmt.Appendf(nil, "checkpoint %d", n)
+				if err := db.Replace(ctx, id, cur, next); err != nil {
+					b.Fatal(err)
+				}
+				cur = next
+			}
+			if after, ok := procs.CPUTime(); ok {
+				b.ReportMetric(float64((after-cpu).Microseconds())/float64(n), "cpu-µs/op")
+			}
+			// What each commit wrote besides its own pages.
+			b.ReportMetric(float64(db.head.db.Stats().FreelistInuse), "freelist-B/op")
+		})
+	}
+}

@@ -778,8 +778,18 @@ func (d *DB) merge(t *tier) error {
 // dedup records or leaf hash index records in it, or records in the
 // readable part of the damaged journal, t) as needing a rebuild.
 func (d *DB) markAllForRebuild(t *tier) error {
+	// A log created since head files has its checkpoint only there.
+	inHead, err := d.headKeys(checkpointsBucket)
+	if err != nil {
+		return err
+	}
 	return d.db.Update(func(tx *bbolt.Tx) error {
 		mark := tx.Bucket(rebuildingBucket)
+		for _, id := range inHead {
+			if err := mark.Put(id, []byte{markDamagedJournal}); err != nil {
+				return err
+			}
+		}
 		for id := range t.logs {
 			if err := mark.Put(id[:], []byte{markDamagedJournal}); err != nil {
 				return err

@@ -57,6 +57,10 @@ func crash(t *testing.T, db *DB) {
 	r.journal = nil
 	r.put.Unlock()
 	db.filters.closeAll() // the mappings go with the process
+	// The head file without Close's copy into the database file.
+	if err := db.head.db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.db.Close(); err != nil {
 		t.Fatal(err)
 	}
