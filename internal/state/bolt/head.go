@@ -124,21 +124,7 @@ func openHead(db *bbolt.DB, id [16]byte) (*bbolt.DB, error) {
 		if bytes.Equal(meta.Get(headCleanKey), []byte{1}) {
 			// Whatever the database file holds that differs was
 			// written after the last Close's copy.
-			err := db.View(func(tx *bbolt.Tx) error {
-				for _, name := range headBuckets {
-					hb := htx.Bucket(name)
-					err := tx.Bucket(name).ForEach(func(k, v []byte) error {
-						if !bytes.Equal(hb.Get(k), v) {
-							return hb.Put(bytes.Clone(k), bytes.Clone(v))
-						}
-						return nil
-					})
-					if err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			err := db.View(func(tx *bbolt.Tx) error { return copyRecords(tx, htx) })
 			if err != nil {
 				return err
 			}
@@ -207,7 +193,11 @@ func (d *DB) headGet(name, k []byte) ([]byte, error) {
 	}
 	var v []byte
 	err := d.db.View(func(tx *bbolt.Tx) error {
-		v = bytes.Clone(tx.Bucket(name).Get(k))
+		// A database file of an older Mosaic, opened read-only, may
+		// lack the bucket.
+		if b := tx.Bucket(name); b != nil {
+			v = bytes.Clone(b.Get(k))
+		}
 		return nil
 	})
 	if v == nil {
@@ -252,21 +242,7 @@ func (d *DB) copyHead(clean bool) error {
 		return nil
 	}
 	fn := func(htx *bbolt.Tx) error {
-		err := d.db.Update(func(tx *bbolt.Tx) error {
-			for _, name := range headBuckets {
-				b := tx.Bucket(name)
-				err := htx.Bucket(name).ForEach(func(k, v []byte) error {
-					if bytes.Equal(b.Get(k), v) {
-						return nil
-					}
-					return b.Put(bytes.Clone(k), bytes.Clone(v))
-				})
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := d.db.Update(func(tx *bbolt.Tx) error { return copyRecords(htx, tx) })
 		if err != nil || !clean {
 			return err
 		}
@@ -276,6 +252,25 @@ func (d *DB) copyHead(clean bool) error {
 		return d.head.db.Update(fn)
 	}
 	return d.head.db.View(fn)
+}
+
+// copyRecords writes into to's buckets of headBuckets the records of
+// from's that differ (both transactions' files have the buckets: Open and
+// openHead create them).
+func copyRecords(from, to *bbolt.Tx) error {
+	for _, name := range headBuckets {
+		dst := to.Bucket(name)
+		err := from.Bucket(name).ForEach(func(k, v []byte) error {
+			if bytes.Equal(dst.Get(k), v) {
+				return nil
+			}
+			return dst.Put(bytes.Clone(k), bytes.Clone(v))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // headKeys returns the keys of bucket name in the head file.

@@ -229,14 +229,7 @@ func TestHeadBackupHoldsLatest(t *testing.T) {
 	if err := db.Replace(ctx, id, []byte("cp0"), []byte("cp1")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(dir, "copy.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.WriteBackup(f, nil); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeBackupFile(t, db, filepath.Join(dir, "copy.db"))
 	if _, err := os.Stat(HeadPath(filepath.Join(dir, "copy.db"))); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the backup has a head file: %v", err)
 	}

@@ -66,6 +66,22 @@ func crash(t *testing.T, db *DB) {
 	}
 }
 
+// writeBackupFile writes db's backup (WriteBackup) to a new file at path.
+func writeBackupFile(t *testing.T, db *DB, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := db.WriteBackup(f, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func testRecord(i int, hashed bool) dedup.Record {
 	r := dedup.Record{
 		Key:   dedup.KeyFor(false, [32]byte{}, binary.BigEndian.AppendUint64([]byte("recent"), uint64(i))),
@@ -432,14 +448,7 @@ func TestWriteBackupIncludesRecentTier(t *testing.T) {
 	if j, err := Journals(filepath.Join(dir, "mosaic.db")); err != nil || len(j) == 0 {
 		t.Fatalf("no journal beside the database (%v, %v): the records are not in the tier", j, err)
 	}
-	f, err := os.Create(filepath.Join(dir, "copy.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.WriteBackup(f, nil); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeBackupFile(t, db, filepath.Join(dir, "copy.db"))
 	cp, err := OpenReadOnly(filepath.Join(dir, "copy.db"), 0)
 	if err != nil {
 		t.Fatal(err)
