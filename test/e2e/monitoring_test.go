@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -334,22 +335,32 @@ func TestMetricsExposition(t *testing.T) {
 	ca := newCAs(t, s)
 	submit(t, newClient(t, s), &submission{name: "one", chain: [][]byte{leaf(t, ca.ecInt, "metrics.example", testca.LeafOptions{}), ca.ecInt.DER}})
 	s.waitForSize(t, 1)
-	_, body := getRaw(t, "GET", strings.TrimSuffix(s.info.SubmissionPrefix, "/")+"/metrics", nil)
-	promtool(t, bin, string(body), "check", "metrics")
-	present := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^([a-z_][a-z0-9_]*)[{ ]`).FindAllStringSubmatch(string(body), -1) {
-		present[m[1]] = true
-	}
+	// The round's own counters are incremented just after its
+	// checkpoint is published, which waitForSize sees: read /metrics
+	// until they are there, for a few seconds at most.
+	var body []byte
 	var missing []string
-	for _, name := range []string{"mosaic_http_requests_total", "mosaic_sequencing_round_duration_seconds_bucket",
-		"mosaic_sequencing_round_duration_max_seconds", "mosaic_sequencing_rounds_total", "mosaic_checkpoint_timestamp_seconds",
-		"mosaic_tree_size", "mosaic_pool_size", "mosaic_pool_capacity", "mosaic_sequenced_entries_total",
-		"mosaic_add_chain_wait_seconds_bucket", "mosaic_dedup_duration_seconds_bucket", "mosaic_dedup_filter_bytes",
-		"mosaic_connections_open", "process_open_fds", "process_max_fds", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes"} {
-		if !present[name] {
-			missing = append(missing, name)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = getRaw(t, "GET", strings.TrimSuffix(s.info.SubmissionPrefix, "/")+"/metrics", nil)
+		present := map[string]bool{}
+		for _, m := range regexp.MustCompile(`(?m)^([a-z_][a-z0-9_]*)[{ ]`).FindAllStringSubmatch(string(body), -1) {
+			present[m[1]] = true
+		}
+		missing = missing[:0]
+		for _, name := range []string{"mosaic_http_requests_total", "mosaic_sequencing_round_duration_seconds_bucket",
+			"mosaic_sequencing_round_duration_max_seconds", "mosaic_sequencing_rounds_total", "mosaic_checkpoint_timestamp_seconds",
+			"mosaic_tree_size", "mosaic_pool_size", "mosaic_pool_capacity", "mosaic_sequenced_entries_total",
+			"mosaic_add_chain_wait_seconds_bucket", "mosaic_dedup_duration_seconds_bucket", "mosaic_dedup_filter_bytes",
+			"mosaic_connections_open", "process_open_fds", "process_max_fds", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes"} {
+			if !present[name] {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
+	promtool(t, bin, string(body), "check", "metrics")
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Errorf("/metrics lacks %v", missing)
