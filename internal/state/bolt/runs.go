@@ -100,9 +100,34 @@ const (
 	fanIn = 4
 )
 
-// mergeBlocks is how many blocks one merge transaction writes (about 4
-// MB), which bounds the memory a merge holds; a variable for tests.
+// mergeBlocks is how many blocks one merge transaction writes at least
+// (about 4 MB); a variable for tests.
 var mergeBlocks = 1024
+
+// maxMergeBlocks is how many blocks one merge transaction writes at most
+// (about 16 MB), which bounds the memory a merge holds (its blocks and
+// bbolt's dirty pages until the commit) and how long a tier's run waits
+// behind it for bbolt's one writer; a variable for tests.
+var maxMergeBlocks = 4096
+
+// mergeTxBlocks returns how many blocks the next merge transaction
+// writes, given the bytes of freelist that bbolt writes with each commit
+// (8 per free page: bbolt writes its whole freelist, sorted, at every
+// commit of a file whose freelist is synced; see fileOptions). A merge
+// frees its inputs' pages, so a large log's file holds hundreds of
+// thousands of free pages between merges (about 240,000 at 2×10⁷ entries
+// with both indexes), and a transaction of mergeBlocks blocks then wrote
+// up to twice its own data again as freelist. So a transaction writes at
+// least four times the freelist's bytes in blocks (4 KiB each):
+//
+//	blocks = clamp(4·freelist/4096, mergeBlocks, maxMergeBlocks)
+//
+// which holds the freelist to at most a quarter of a merge's writes up to
+// 2²¹ free pages (a 16 MiB freelist), and still cuts it by up to four
+// times beyond.
+func mergeTxBlocks(freelist int) int {
+	return min(max(mergeBlocks, 4*freelist/4096), max(mergeBlocks, maxMergeBlocks))
+}
 
 // recordKind describes one of the two kinds of record a run holds. The
 // kinds are variables so that tests can make blocks small.
@@ -644,6 +669,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			blocks := mergeTxBlocks(d.db.Stats().FreelistInuse)
 			err := d.update(func(tx *bbolt.Tx) error {
 				inputs, rb, err := mergeBuckets(tx, logID, in, out)
 				if err != nil {
@@ -653,7 +679,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 				if k.prefix == keyPrefix {
 					add = fw.add
 				}
-				after, done, err = mergeChunk(inputs, rb, k, after, add)
+				after, done, err = mergeChunk(inputs, rb, k, after, add, blocks)
 				return err
 			})
 			if err != nil {
@@ -860,12 +886,12 @@ func mergeBuckets(tx *bbolt.Tx, logID [32]byte, in []runInfo, out []byte) ([]*bb
 	return inputs, rb, nil
 }
 
-// mergeChunk writes up to mergeBlocks blocks of the merge of the inputs'
+// mergeChunk writes up to blocks blocks of the merge of the inputs'
 // records of kind k with keys above after (all of them if after is nil)
 // to rb, and returns the last key written and whether none is left. Of
 // records with one key, the oldest input's is kept. add, if not nil, is
 // called with each key written.
-func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []byte, add func([]byte)) ([]byte, bool, error) {
+func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []byte, add func([]byte), blocks int) ([]byte, bool, error) {
 	its := make([]runIter, len(inputs))
 	for i, b := range inputs {
 		its[i] = runIter{c: b.Cursor(), k: k}
@@ -874,7 +900,7 @@ func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []
 	w := blockWriter{k: k}
 	var last []byte
 	done := false
-	for written := 0; written < mergeBlocks*k.perBlock; written++ {
+	for written := 0; written < blocks*k.perBlock; written++ {
 		best := -1
 		for i := range its {
 			r := its[i].peek()

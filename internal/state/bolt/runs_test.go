@@ -127,9 +127,9 @@ func TestPlanBoundsRuns(t *testing.T) {
 // smallBlocks makes blocks of a few records and merges of a few blocks per
 // transaction, so that small tests cross blocks and transactions.
 func smallBlocks(t *testing.T) {
-	k, h, m, b := keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase
-	keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase = 3, 5, 2, 4
-	t.Cleanup(func() { keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase = k, h, m, b })
+	k, h, m, mm, b := keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase
+	keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase = 3, 5, 2, 4, 4
+	t.Cleanup(func() { keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase = k, h, m, mm, b })
 }
 
 // runLevels returns the levels of a log's runs, oldest first.
@@ -599,5 +599,25 @@ func TestFlushRotatesDuplicateFrames(t *testing.T) {
 	}
 	if db.recent.size != int64(len(journalMagic)+16) {
 		t.Fatalf("after the flush the journal holds %d bytes, want only its header", db.recent.size)
+	}
+}
+
+// TestMergeTxBlocks: a merge transaction writes at least four times the
+// freelist bbolt writes with its commit, within its bounds.
+func TestMergeTxBlocks(t *testing.T) {
+	for _, c := range []struct{ freelist, want int }{
+		{0, mergeBlocks},
+		{16, mergeBlocks},
+		{mergeBlocks * 4096 / 4, mergeBlocks},
+		{2 << 20, 2048},            // 2^18 free pages: 2 MiB of freelist, 8 MiB of blocks
+		{4 << 20, maxMergeBlocks},  // 2^19 free pages
+		{64 << 20, maxMergeBlocks}, // 2^23: the cap
+	} {
+		if got := mergeTxBlocks(c.freelist); got != c.want {
+			t.Errorf("mergeTxBlocks(%d) = %d, want %d", c.freelist, got, c.want)
+		}
+		if got := mergeTxBlocks(c.freelist); c.freelist*4 > got*4096 && got < maxMergeBlocks {
+			t.Errorf("mergeTxBlocks(%d) = %d blocks: the freelist is over a quarter of the transaction", c.freelist, got)
+		}
 	}
 }
