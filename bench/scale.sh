@@ -3,7 +3,9 @@
 # bench/fill (the commit protocol of served rounds, without HTTP or a
 # signature per entry), serves it, and measures what grows with the log:
 #
-#   - the fill's entries/s;
+#   - the fill's entries/s (its last step included: the embedded
+#     database's merges of the dedup cache's runs, which its rounds
+#     outrun, finished as a log grown at production's pace has them);
 #   - disk bytes per entry: data tiles, hash tiles, issuers, the lock and
 #     dedup store (the embedded database, or PostgreSQL's tables);
 #   - from `mosaic serve` to the first SCT; the leaf hash index backfill
@@ -277,6 +279,7 @@ if [[ -n $RESUME ]]; then
 	entries=$(sed -n 's/.*"entries":\([0-9]*\).*/\1/p' <<<"$fill_json")
 	added=$(sed -n 's/.*"added":\([0-9]*\).*/\1/p' <<<"$fill_json")
 	fill_rate=$(sed -n 's/.*"entries_per_s":\([0-9.]*\).*/\1/p' <<<"$fill_json")
+	merge_s=$(sed -n 's/.*"merge_seconds":\([0-9.]*\).*/\1/p' <<<"$fill_json")
 	resumed_at=$((entries - added))
 	[[ -f $out/fill-killed.log ]] && acked=$(sed -n 's/^[0-9:]*: \([0-9]*\) entries.*/\1/p' "$out/fill-killed.log" | tail -n 1)
 else
@@ -310,6 +313,7 @@ fill_json=$(tail -n 1 "$out/fill.json")
 entries=$(sed -n 's/.*"entries":\([0-9]*\).*/\1/p' <<<"$fill_json")
 added=$(sed -n 's/.*"added":\([0-9]*\).*/\1/p' <<<"$fill_json")
 resumed_at=$((entries - added))
+merge_s=$(sed -n 's/.*"merge_seconds":\([0-9.]*\).*/\1/p' <<<"$fill_json")
 if [[ $KILL == 1 ]] && ((resumed_at < acked)); then
 	echo "scale: LOST ENTRIES: the fill reported $acked committed before kill -9, the next one resumed at $resumed_at" >&2
 	exit 1
@@ -498,7 +502,7 @@ f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
 	echo
 	echo "| measure | value |"
 	echo "|---|---:|"
-	echo "| fill, entries/s | $(f "$fill_rate" 0) |"
+	echo "| fill, entries/s (of its seconds, the last merges') | $(f "$fill_rate" 0) ($(f "${merge_s:-}" 0)) |"
 	echo "| disk bytes per entry: data tiles / hash tiles / issuers and other / lock and dedup store | $(f "$(echo "$data_b / $entries" | bc -l)") / $(f "$(echo "$hash_b / $entries" | bc -l)") / $(f "$(echo "($issuer_b + $other_b) / $entries" | bc -l)" 2) / $(f "$(echo "$db_b / $entries" | bc -l)") |"
 	echo "| disk bytes per entry, total | $(f "$(echo "$total_b / $entries" | bc -l)") |"
 	echo "| from serve to the first SCT, s | $(f "$first_sct_s" 2) |"
@@ -526,8 +530,8 @@ f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
 	echo "fsck: $(grep '^checked:' "$out/fsck.txt")"
 } >"$out/results.md"
 cat "$out/results.md"
-json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s,"capped_rss_mib":%s,"capped_cpu_us_per_entry":%s,"capped_p99_ms":%s,"capped_first_sct_s":%s}' \
-	"$entries" "$BACKEND" "$(f "$fill_rate" 0)" "$(f "$first_sct_s" 3)" "$(f "${backfill_s:-}" 1)" "$(f "$(echo "$rss_idle / 1024" | bc -l)" 1)" \
+json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"fill_merge_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s,"capped_rss_mib":%s,"capped_cpu_us_per_entry":%s,"capped_p99_ms":%s,"capped_first_sct_s":%s}' \
+	"$entries" "$BACKEND" "$(f "$fill_rate" 0)" "$(f "${merge_s:-}" 1)" "$(f "$first_sct_s" 3)" "$(f "${backfill_s:-}" 1)" "$(f "$(echo "$rss_idle / 1024" | bc -l)" 1)" \
 	"$(f "$(echo "$heap_idle / 1048576" | bc -l)" 1)" "$(f "$rss_load" 1)" "$(f "$cpu" 1)" "$(f "$rate" 0)" "$(f "$fresh_cpu" 1)" "$(f "$p50" 1)" "$(f "$p99" 1)" "$(f "$fresh_p99" 1)" \
 	"$(f "$p99max" 1)" "$(f "$max_stall_ms" 1)" "$(f "$lookup_us" 2)" "$(f "$put_us" 2)" "$(f "$get_p99" 1)" "$(f "$fsck_s" 2)" "$(f "$fsck_mb_s" 1)" \
 	"$(f "$backup_s" 2)" "$(f "$restore_s" 2)" "$(f "$(echo "$total_b / $entries" | bc -l)" 1)" "$(f "$(echo "$data_b / $entries" | bc -l)" 1)" \

@@ -16,8 +16,12 @@
 // missing), and stops at a round boundary at or past -n. Every round it
 // reports has been committed: a crash loses none of them (the next fill
 // or serve finishes the last one). The log's process must not be running
-// (its storage's writer lock is taken). The last line of its output is a
-// JSON object: entries, seconds, entries_per_s.
+// (its storage's writer lock is taken). After the last round it finishes
+// the embedded database's merges of the dedup cache's runs, which the
+// rounds outrun (server.FillLog), so that serve finds the log laid out as
+// one grown at production's pace. The last line of its output is a JSON
+// object: entries, added, seconds (the merges included), entries_per_s
+// (added / seconds) and merge_seconds (the merges after the last round).
 package main
 
 import (
@@ -160,6 +164,7 @@ func run() error {
 	first, final := int64(-1), int64(0)
 	last, lastSize := start, int64(0)
 	var mintErr error
+	var roundsDone time.Time // when the last round was committed
 	next := func(size int64) []*sequencer.Pending {
 		final = size
 		if first < 0 {
@@ -172,6 +177,8 @@ func run() error {
 		}
 		b, ok := <-batches
 		if !ok {
+			roundsDone = time.Now()
+			fmt.Fprintf(os.Stderr, "%s: %d entries; finishing the dedup cache's merges\n", roundsDone.Format(time.TimeOnly), size)
 			return nil
 		}
 		if mintErr = b.err; mintErr != nil {
@@ -194,7 +201,11 @@ func run() error {
 	}
 	secs := time.Since(start).Seconds()
 	added := final - max(first, 0)
-	out, _ := json.Marshal(map[string]any{"entries": final, "added": added, "seconds": secs, "entries_per_s": float64(added) / secs})
+	res := map[string]any{"entries": final, "added": added, "seconds": secs, "entries_per_s": float64(added) / secs}
+	if !roundsDone.IsZero() {
+		res["merge_seconds"] = time.Since(roundsDone).Seconds()
+	}
+	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return err
 }

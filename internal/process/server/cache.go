@@ -65,6 +65,23 @@ func FillLog(ctx context.Context, c *config.Config, name string, next func(size 
 	return forEachLog(ctx, c, []string{name}, logger, func(lc *config.Log, p *logParts) error {
 		// A fill's rounds are far larger than a served log's.
 		p.seqCfg.Timeout = max(p.seqCfg.Timeout, 10*time.Minute)
-		return sequencer.Fill(ctx, p.seqCfg, next, progress)
+		if err := sequencer.Fill(ctx, p.seqCfg, next, progress); err != nil {
+			return err
+		}
+		// The embedded database's merges run behind the rounds, which a
+		// fill sends far faster than production does: they are finished
+		// before the fill returns, so that the log it leaves is laid out
+		// as one that grew at production's pace (see bolt.DB.MergeAll).
+		if m, ok := p.seqCfg.Dedup.(merger); ok {
+			if err := m.MergeAll(ctx); err != nil {
+				return fmt.Errorf("log %s: merging the dedup cache's runs: %w", lc.Name, err)
+			}
+		}
+		return nil
 	})
+}
+
+// merger is a dedup store that merges in the background (bolt.DB).
+type merger interface {
+	MergeAll(ctx context.Context) error
 }

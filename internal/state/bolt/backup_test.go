@@ -45,7 +45,8 @@ func TestWriteBackupConsistentUnderWrites(t *testing.T) {
 			records := make([]dedup.Record, batch)
 			for j := range records {
 				n := uint64(i*batch + j)
-				binary.BigEndian.PutUint64(records[j].Key[:], n)
+				// Keys from 1: the zero key is no key (dedup.Record).
+				binary.BigEndian.PutUint64(records[j].Key[:], n+1)
 				records[j].Value = dedup.Value{Index: n, Timestamp: n}
 			}
 			if err := db.Put(ctx, logID, records); err != nil {
@@ -56,7 +57,7 @@ func TestWriteBackupConsistentUnderWrites(t *testing.T) {
 	}()
 	// Let the writer commit its first batches.
 	for {
-		if _, ok, _ := db.Get(ctx, logID, dedup.Key{}); ok {
+		if _, ok, _ := db.Get(ctx, logID, dedup.Key{7: 1}); ok {
 			break
 		}
 		time.Sleep(time.Millisecond)

@@ -503,7 +503,8 @@ func (t *tier) addUnlessIn(older *tier, logID [32]byte, r frameRecord) {
 	if older != nil {
 		ol = older.logs[logID]
 	}
-	if _, ok := lt.keys[r.key]; !ok && (ol == nil || !hasKey(ol, r.key)) {
+	// A zero key is a record of the leaf hash index alone (dedup.Record).
+	if _, ok := lt.keys[r.key]; !ok && r.key != (dedup.Key{}) && (ol == nil || !hasKey(ol, r.key)) {
 		lt.keys[r.key] = r.value
 		t.n++
 	}

@@ -297,7 +297,7 @@ func (d *DB) writeRun(tx *bbolt.Tx, logID [32]byte, seq uint64, lt *logTier) (*f
 		return nil, filterDesc{}, err
 	}
 	rb.FillPercent = 1
-	if err := rb.Put(levelKey, []byte{sizeClass(uint64(len(lt.keys)))}); err != nil {
+	if err := rb.Put(levelKey, []byte{sizeClass(uint64(max(len(lt.keys), len(lt.hashes))))}); err != nil {
 		return nil, filterDesc{}, err
 	}
 	keys := make([]kv, 0, len(lt.keys))
@@ -367,7 +367,10 @@ type runInfo struct {
 }
 
 // A run's level is its size class: level l holds from runBase·fanInˡ
-// keys (level 0 from none) to fewer than runBase·fanInˡ⁺¹, so that runs of
+// keys (level 0 from none) to fewer than runBase·fanInˡ⁺¹, counting the
+// records of its larger kind, keys or leaf hashes (a run of the leaf hash
+// index backfill holds leaf hashes alone, and by its keys would stay at
+// level 0 through every merge, each rewriting all of them), so that runs of
 // one level have about the same size whatever they came from: a tier's
 // run is a full tier (32,768 keys, level 2) for a lone log, a share of one
 // where several logs share the database, and Rebuild writes runs of its
@@ -382,7 +385,7 @@ var runBase uint64 = 1 << 10
 // entries ends with four to fifteen of them.
 const maxLevel = 8
 
-// sizeClass returns the level of a run of n keys.
+// sizeClass returns the level of a run of n records of its larger kind.
 func sizeClass(n uint64) byte {
 	l := byte(0)
 	for b := runBase * fanIn; n >= b && l < maxLevel; b *= fanIn {
@@ -535,6 +538,16 @@ func (d *DB) wakeCompactor() {
 	}
 }
 
+// MergeAll merges the dedup cache's runs, as the background merges do,
+// until no log has fanIn runs of one level below maxLevel, and returns
+// then (or at the first error, or when ctx is done). It waits for a round
+// of background merges that is running, since two at once would plan the
+// same merge. It is for bench/fill, whose rounds outrun the background
+// merges: a fill to 10⁸ entries on two cores left a log with 48 runs of
+// one level, whose merges serve then did under load; a log grown at
+// production's pace has fewer than fanIn of each level.
+func (d *DB) MergeAll(ctx context.Context) error { return d.compactAll(ctx) }
+
 // compactAll merges runs until no log has fanIn runs of one level below
 // maxLevel, and returns the first error (the other logs are merged all
 // the same).
@@ -663,6 +676,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			fw.abort()
 		}
 	}()
+	var hashes uint64 // leaf hash records written, for the output's level
 	for _, k := range []recordKind{hashKind, keyKind} {
 		var after []byte // the last key written; nil before the first
 		for done := false; !done; {
@@ -675,7 +689,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 				if err != nil {
 					return err
 				}
-				var add func([]byte)
+				add := func([]byte) { hashes++ }
 				if k.prefix == keyPrefix {
 					add = fw.add
 				}
@@ -699,7 +713,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 		if err != nil {
 			return err
 		}
-		if err := rb.Put(levelKey, []byte{sizeClass(desc.keys)}); err != nil {
+		if err := rb.Put(levelKey, []byte{sizeClass(max(desc.keys, hashes))}); err != nil {
 			return err
 		}
 		return rb.Put(filterFileKey, desc.encode())

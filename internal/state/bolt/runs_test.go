@@ -174,9 +174,32 @@ func runRecords(t *testing.T, db *DB, id [32]byte, k recordKind) int {
 
 func compactNow(t *testing.T, db *DB) {
 	t.Helper()
-	if err := db.compactAll(context.Background()); err != nil {
+	if err := db.MergeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMergeAllBesideBackground: MergeAll called while the background
+// merges run (as bench/fill calls it after its last round) returns only
+// once no merge is left to do, with every record still found.
+func TestMergeAllBesideBackground(t *testing.T) {
+	smallBlocks(t)
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, filepath.Join(t.TempDir(), "mosaic.db"), 16)
+	defer closeT(t, db)
+	for i := 0; i < 3000; i += 7 {
+		putRange(t, db, id, i, i+7)
+	}
+	drain(t, db)
+	compactNow(t, db)
+	var runs []runInfo
+	if err := db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if i := plan(runs); i >= 0 {
+		t.Fatalf("MergeAll returned with a merge left to do: runs of levels %v", runLevels(t, db, id))
+	}
+	checkRange(t, db, id, 0, 3003, true)
 }
 
 // TestRunsMerge: records written through many small tiers into two logs
@@ -618,6 +641,48 @@ func TestMergeTxBlocks(t *testing.T) {
 		}
 		if got := mergeTxBlocks(c.freelist); c.freelist*4 > got*4096 && got < maxMergeBlocks {
 			t.Errorf("mergeTxBlocks(%d) = %d blocks: the freelist is over a quarter of the transaction", c.freelist, got)
+		}
+	}
+}
+
+// TestHashOnlyRunsClimbLevels: runs of leaf hashes alone (the leaf hash
+// index backfill's, with zero keys) take the level of their hash records,
+// so that their merges climb levels as other runs' do: by their keys they
+// would stay at level 0, and each merge would rewrite all of them.
+func TestHashOnlyRunsClimbLevels(t *testing.T) {
+	smallBlocks(t)
+	id := sha256.Sum256([]byte("log"))
+	db := withRecentMax(t, filepath.Join(t.TempDir(), "mosaic.db"), 16)
+	defer closeT(t, db)
+	db.stopCompactor()
+	const tiers, per = 16, 16
+	for i := range tiers {
+		var rs []dedup.Record
+		for j := range per {
+			r := testRecord(i*per+j, true)
+			r.Key = dedup.Key{}
+			rs = append(rs, r)
+		}
+		if err := db.Put(context.Background(), id, rs); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, db)
+	}
+	compactNow(t, db)
+	levels := runLevels(t, db, id)
+	if len(levels) != 1 || levels[0] != sizeClass(tiers*per) {
+		t.Fatalf("runs of levels %v after merging %d hash-only records; want one of level %d", levels, tiers*per, sizeClass(tiers*per))
+	}
+	if n := runRecords(t, db, id, hashKind); n != tiers*per {
+		t.Fatalf("%d leaf hash records, want %d", n, tiers*per)
+	}
+	if n := runRecords(t, db, id, keyKind); n != 0 {
+		t.Fatalf("%d key records from hash-only records, want none", n)
+	}
+	for i := range tiers * per {
+		r := testRecord(i, true)
+		if idx, ok, err := db.LeafIndex(context.Background(), id, r.LeafHash); err != nil || !ok || idx != r.Value.Index {
+			t.Fatalf("LeafIndex(record %d) = %d, %v, %v; want %d", i, idx, ok, err, r.Value.Index)
 		}
 	}
 }

@@ -55,12 +55,20 @@ type Value struct {
 
 // Record is one key and its value.
 type Record struct {
+	// Key, if not zero, is recorded with Value. A record with a zero Key
+	// and a LeafHash is of the leaf hash index alone: the leaf hash index
+	// backfill writes those for entries whose rounds recorded their keys.
+	// No submission has the zero key (it would take a SHA-256 preimage of
+	// zero), so none is lost by that reading.
 	Key   Key
 	Value Value
 	// LeafHash, if not zero, is the entry's Merkle leaf hash, also
 	// recorded in the leaf hash index (see HashIndex).
 	LeafHash [32]byte
 }
+
+// HasKey reports whether r records a dedup key (see Record.Key).
+func (r Record) HasKey() bool { return r.Key != Key{} }
 
 // HashIndexKeySize is how many bytes of a leaf hash the leaf hash index
 // keeps. Truncation is safe there, unlike for dedup keys, because the index

@@ -365,6 +365,9 @@ func (db *DB) Put(ctx context.Context, logID [32]byte, records []dedup.Record) e
 		if i > 0 && r.Key == sorted[i-1].Key {
 			continue // a duplicate inside the batch: the first one wins
 		}
+		if !r.HasKey() {
+			continue // of the leaf hash index alone (dedup.Record)
+		}
 		keys = append(keys, sorted[i].Key[:])
 		idxs = append(idxs, int64(r.Value.Index))
 		tss = append(tss, int64(r.Value.Timestamp))

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		{"RebuildFailed", testRebuildFailed},
 		{"HashIndex", testHashIndex},
 		{"HashIndexProgress", testHashIndexProgress},
+		{"HashOnly", testHashOnly},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,7 +189,9 @@ func testLogsIndependent(t *testing.T, s dedup.Store) {
 func testExtremeValues(t *testing.T, s dedup.Store) {
 	id := logID("a")
 	rs := []dedup.Record{
-		{Key: dedup.Key{}, Value: dedup.Value{}},
+		// The smallest key a record has: the zero key is no key
+		// (dedup.Record; testHashOnly).
+		{Key: dedup.Key{31: 1}, Value: dedup.Value{}},
 		{Key: dedup.Key(bytes.Repeat([]byte{0xff}, len(dedup.Key{}))),
 			Value: dedup.Value{Index: 1<<64 - 1, Timestamp: 1<<64 - 1}},
 		{Key: dedup.Key{0x80}, Value: dedup.Value{Index: 1 << 63, Timestamp: 1<<63 - 1}},
@@ -411,6 +414,25 @@ func testHashIndex(t *testing.T, s dedup.Store) {
 			t.Fatalf("LeafIndex after the rebuild = %d, %v; want 7", idx, ok)
 		}
 	}
+}
+
+// testHashOnly: a record with a zero key (as the leaf hash index backfill
+// writes) adds its leaf hash to the index and no dedup record: the zero
+// key is not found, and the entry's own key, put later, is recorded.
+func testHashOnly(t *testing.T, s dedup.Store) {
+	id := logID("hash-only")
+	leaf := sha256.Sum256([]byte("hash-only leaf"))
+	mustPut(t, s, id, []dedup.Record{{Value: value(5), LeafHash: leaf}, {Key: key(6), Value: value(6)}})
+	wantMissing(t, s, id, dedup.Key{})
+	want(t, s, id, key(6), value(6))
+	if hi, ok := s.(dedup.HashIndex); ok {
+		idx, ok, err := hi.LeafIndex(ctx(t), id, leaf)
+		if err != nil || !ok || idx != 5 {
+			t.Fatalf("LeafIndex of a hash-only record = %d, %v, %v; want 5, true", idx, ok, err)
+		}
+	}
+	mustPut(t, s, id, []dedup.Record{{Key: key(5), Value: value(7)}})
+	want(t, s, id, key(5), value(7))
 }
 
 // testHashIndexProgress: the mark starts at 0, is per log, never moves back

@@ -28,7 +28,7 @@ func (s *memStore) Put(ctx context.Context, id [32]byte, rs []dedup.Record) erro
 		s.m[id] = map[dedup.Key]dedup.Value{}
 	}
 	for _, r := range rs {
-		if _, ok := s.m[id][r.Key]; !ok {
+		if _, ok := s.m[id][r.Key]; !ok && r.HasKey() {
 			s.m[id][r.Key] = r.Value
 		}
 	}
