@@ -53,9 +53,10 @@
 #                        whose log is filled: go on from the fill, with the
 #                        same OUTDIR (its fill results); never deleted
 #   MEMORY_LIMIT=        e.g. 512M: the load again under that memory limit
-#   SCALE_TMP=$TMPDIR    where the logs go: it needs about 420 bytes per
-#                        entry on local disk (42 GB at 10⁸, see
-#                        docs/BENCHMARKS.md "Scale")
+#   SCALE_TMP=$TMPDIR    where the logs go: it needs about 450 bytes per
+#                        entry on local disk, and 130 more for the backup
+#                        (58 GB at 10⁸, see docs/BENCHMARKS.md "Scale"),
+#                        and checks that they are free before it starts
 #
 # Results go to OUTDIR (default bench/results/<UTC timestamp>-scale-N):
 # results.md (one table), results.json, the benchmark runs and logs. The
@@ -105,6 +106,20 @@ if [[ -n $RESUME ]]; then
 	work=$(cd "$RESUME" && pwd)
 else
 	work=$(mktemp -d "${SCALE_TMP:-${TMPDIR:-/tmp}}/mosaic-scale.XXXXXX")
+fi
+# The disk it needs, checked now rather than found missing at the backup:
+# about 450 bytes per entry for the log (tiles and database) and, for
+# the backup and restore, the database file again (about 130 bytes per
+# entry with both indexes).
+if [[ -z $RESUME ]]; then
+	need=$((N * 450))
+	[[ $BACKUP == 1 && $BACKEND == local ]] && need=$((need + N * 130))
+	avail=$(df --output=avail -B1 "$work" | tail -n 1)
+	if ((avail < need)); then
+		echo "scale: $N entries need about $((need / 1000000000 + 1)) GB on the disk of $work, which has $((avail / 1000000000)) GB free (SCALE_TMP chooses another; BACKUP=0 needs less)" >&2
+		rm -rf "$work"
+		exit 1
+	fi
 fi
 bin=$work/bin
 server_pid= bench_pid= fill_pid= hammer_pid=
