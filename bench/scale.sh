@@ -4,7 +4,7 @@
 # signature per entry), serves it, and measures what grows with the log:
 #
 #   - the fill's entries/s (its last step included: the embedded
-#     database's merges of the dedup cache's runs, which its rounds
+#     database's merges of the dedup cache's runs, which its rounds may
 #     outrun, finished as a log grown at production's pace has them);
 #   - disk bytes per entry: data tiles, hash tiles, issuers, the lock and
 #     dedup store (the embedded database, or PostgreSQL's tables);

@@ -18,7 +18,7 @@
 // or serve finishes the last one). The log's process must not be running
 // (its storage's writer lock is taken). After the last round it finishes
 // the embedded database's merges of the dedup cache's runs, which the
-// rounds outrun (server.FillLog), so that serve finds the log laid out as
+// rounds may outrun (server.FillLog), so that serve finds the log laid out as
 // one grown at production's pace. The last line of its output is a JSON
 // object: entries, added, seconds (the merges included), entries_per_s
 // (added / seconds) and merge_seconds (the merges after the last round).

@@ -542,10 +542,12 @@ func (d *DB) wakeCompactor() {
 // until no log has fanIn runs of one level below maxLevel, and returns
 // then (or at the first error, or when ctx is done). It waits for a round
 // of background merges that is running, since two at once would plan the
-// same merge. It is for bench/fill, whose rounds outrun the background
-// merges: a fill to 10⁸ entries on two cores left a log with 48 runs of
-// one level, whose merges serve then did under load; a log grown at
-// production's pace has fewer than fanIn of each level.
+// same merge. It is for bench/fill, whose rounds, far larger and more
+// frequent than production's, may outrun the background merges (as the
+// leaf hash index backfill of 10⁸ entries did on two cores, leaving 48
+// runs of one level for serve to merge under load), so that the log it
+// leaves has, as one grown at production's pace, fewer than fanIn runs of
+// each level.
 func (d *DB) MergeAll(ctx context.Context) error { return d.compactAll(ctx) }
 
 // compactAll merges runs until no log has fanIn runs of one level below
