@@ -51,7 +51,7 @@ func OpenReadOnly(path string, timeout time.Duration) (*DB, error) {
 // The dedup cache's recent tier is written to the database first (Puts
 // wait meanwhile), so the copy holds every record Put before the call. A
 // merge of runs in progress is in the copy as its staged output, which
-// Open deletes (runs.go).
+// the restored database's next merge of the same runs resumes (runs.go).
 func (d *DB) WriteBackup(w io.Writer, before func(size int64)) (int64, error) {
 	// Merges of runs wait (between two of their transactions) until the
 	// copy is done: see compactor.pause.

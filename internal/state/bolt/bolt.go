@@ -108,7 +108,7 @@ func Open(path string) (*DB, error) {
 				return err
 			}
 		}
-		return clearStaging(tx)
+		return pruneStaging(tx)
 	})
 	if err != nil {
 		db.Close()

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 
 	"go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 )
@@ -66,8 +65,10 @@ import (
 //     stagingBucket over many transactions and then, in one last
 //     transaction, moves it to runsBucket and deletes its inputs. A
 //     lookup runs in one read transaction, so it sees either the inputs
-//     or the output, never neither; a crash leaves either too, and Open
-//     deletes whatever is left under stagingBucket.
+//     or the output, never neither; a crash leaves either too. A staged
+//     output a crash or a stop left is resumed by the next merge of the
+//     same runs, from its last block (see mergeRuns); Open deletes those
+//     whose runs are gone (pruneStaging).
 //   - A merge's inputs are a log's consecutive runs, so its output covers
 //     a contiguous range of journals and takes their place in the order;
 //     of two records with one key, the output keeps the older run's.
@@ -84,6 +85,9 @@ var (
 	// stagingBucket holds, per log, the output of a merge in progress.
 	stagingBucket = []byte("dedup-runs-staging")
 	levelKey      = []byte("l")
+	// progressKey holds, in a staged output, how many leaf hash records
+	// it holds (8 bytes, big-endian), written with them.
+	progressKey = []byte("p")
 )
 
 const (
@@ -626,7 +630,10 @@ func (d *DB) update(fn func(*bbolt.Tx) error) error {
 }
 
 // mergeRuns merges a log's consecutive runs in into one run of the next
-// level, which takes their place.
+// level, which takes their place. It resumes the output a merge of the
+// same runs staged before a crash or a stop, from its last block: at
+// 10⁸ entries, a merge into a run of maxLevel takes minutes, and started
+// again from nothing after every restart, it may never end.
 func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err error) {
 	first, _, _ := runRange(in[0].name)
 	_, last, _ := runRange(in[len(in)-1].name)
@@ -635,6 +642,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	// duplicates are dropped), is written to its file as its keys are
 	// written, in order, and counts them for its level.
 	var n uint64
+	var from leftOff // where a staged output left off
 	err = d.update(func(tx *bbolt.Tx) error {
 		lr := tx.Bucket(runsBucket).Bucket(logID[:])
 		for _, r := range in {
@@ -655,7 +663,20 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 		if err != nil {
 			return err
 		}
-		if sl.Bucket(out) != nil {
+		// A staged output of other runs that overlaps this merge's
+		// would never be finished: its inputs are about to go.
+		if err := dropStaged(sl, func(name []byte) bool { return !bytes.Equal(name, out) && overlap(name, out) }); err != nil {
+			return err
+		}
+		if rb := sl.Bucket(out); rb != nil {
+			// The same inputs (a run never changes, and its name says
+			// which journals it holds), so the same records in the same
+			// order: what the output holds is what this merge would
+			// write first.
+			var ok bool
+			if from, ok = stagedProgress(rb); ok {
+				return nil
+			}
 			if err := sl.DeleteBucket(out); err != nil {
 				return err
 			}
@@ -678,9 +699,31 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			fw.abort()
 		}
 	}()
-	var hashes uint64 // leaf hash records written, for the output's level
+	if from.kind == keyPrefix {
+		// The filter file of the stopped merge is gone (an orphan):
+		// its keys so far go into this one first.
+		gone, err := d.readKeys(ctx, func(tx *bbolt.Tx) *bbolt.Bucket {
+			if sl := tx.Bucket(stagingBucket).Bucket(logID[:]); sl != nil {
+				return sl.Bucket(out)
+			}
+			return nil
+		}, fw.add)
+		if err == nil && gone {
+			err = errInputsGone
+		}
+		if err != nil {
+			return err
+		}
+	}
+	hashes := from.hashes // leaf hash records written, for the output's level
 	for _, k := range []recordKind{hashKind, keyKind} {
+		if k.prefix == hashPrefix && from.kind == keyPrefix {
+			continue // all written before the stop
+		}
 		var after []byte // the last key written; nil before the first
+		if k.prefix == from.kind {
+			after = from.after
+		}
 		for done := false; !done; {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -691,12 +734,23 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 				if err != nil {
 					return err
 				}
-				add := func([]byte) { hashes++ }
+				written := hashes
+				add := func([]byte) { written++ }
 				if k.prefix == keyPrefix {
 					add = fw.add
 				}
-				after, done, err = mergeChunk(inputs, rb, k, after, add, blocks)
-				return err
+				a, dn, err := mergeChunk(inputs, rb, k, after, add, blocks)
+				if err != nil {
+					return err
+				}
+				if k.prefix == hashPrefix {
+					if err := rb.Put(progressKey, binary.BigEndian.AppendUint64(nil, written)); err != nil {
+						return err
+					}
+				}
+				// (A failed commit stops the merge.)
+				after, done, hashes = a, dn, written
+				return nil
 			})
 			if err != nil {
 				return err
@@ -821,38 +875,12 @@ func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err
 			fw.abort()
 		}
 	}()
-	var after []byte
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		err := d.db.View(func(tx *bbolt.Tx) error {
-			rb := run(tx)
-			if rb == nil {
-				gone = true
-				return nil
-			}
-			it := runIter{c: rb.Cursor(), k: keyKind}
-			it.seekAfter(after)
-			for range mergeBlocks * keyKind.perBlock {
-				r := it.peek()
-				if r == nil {
-					done = true
-					break
-				}
-				fw.add(r[:keyKind.keySize])
-				after = append(after[:0], r[:keyKind.keySize]...)
-				it.next()
-			}
-			return it.err
-		})
-		if err != nil {
-			return err
-		}
-		if gone {
-			d.filters.forgetRepair(logID, name)
-			return nil
-		}
+	if gone, err = d.readKeys(ctx, run, fw.add); err != nil {
+		return err
+	}
+	if gone {
+		d.filters.forgetRepair(logID, name)
+		return nil
 	}
 	desc, err := fw.finish()
 	if err == nil {
@@ -881,6 +909,43 @@ func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err
 	d.filters.install(logID, name, desc)
 	d.filters.done(desc.id)
 	return nil
+}
+
+// readKeys calls add with each dedup key of the run that run returns, in
+// order, reading them in read transactions of up to mergeBlocks blocks, as
+// a merge reads them, so that no read transaction is long. It returns true
+// if run returned nil in one of them (the run is gone).
+func (d *DB) readKeys(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket, add func([]byte)) (gone bool, err error) {
+	var after []byte
+	for done := false; !done && !gone; {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		err := d.db.View(func(tx *bbolt.Tx) error {
+			rb := run(tx)
+			if rb == nil {
+				gone = true
+				return nil
+			}
+			it := runIter{c: rb.Cursor(), k: keyKind}
+			it.seekAfter(after)
+			for range mergeBlocks * keyKind.perBlock {
+				r := it.peek()
+				if r == nil {
+					done = true
+					break
+				}
+				add(r[:keyKind.keySize])
+				after = append(after[:0], r[:keyKind.keySize]...)
+				it.next()
+			}
+			return it.err
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	return gone, nil
 }
 
 // mergeBuckets returns the buckets of a merge's inputs, oldest first, and
@@ -1008,11 +1073,126 @@ func (it *runIter) next() {
 	}
 }
 
-// clearStaging deletes the output of merges a crash interrupted.
-func clearStaging(tx *bbolt.Tx) error {
-	if err := tx.DeleteBucket(stagingBucket); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+// leftOff is where a staged output left off: the kind of its last block
+// (0 if it has none), that block's last key, and its leaf hash records.
+type leftOff struct {
+	kind   byte
+	after  []byte
+	hashes uint64
+}
+
+// stagedProgress returns where the staged output rb left off, or false if
+// that cannot be known (a damaged last block; leaf hash records staged by
+// a Mosaic that did not count them), so that the merge starts again.
+// Leaf hash blocks are merged first, then dedup key blocks, each kind in
+// the order of its keys, and each transaction of a merge ends with a
+// whole block: the last block of a kind ends with the last key written.
+func stagedProgress(rb *bbolt.Bucket) (leftOff, bool) {
+	var s leftOff
+	c := rb.Cursor()
+	for _, k := range []recordKind{keyKind, hashKind} {
+		// The block of kind k named last: the one before the first name
+		// above the kind's prefix.
+		name, v := c.Seek([]byte{k.prefix + 1})
+		if name == nil {
+			name, v = c.Last()
+		} else {
+			name, v = c.Prev()
+		}
+		if name == nil || name[0] != k.prefix || len(name) != 1+k.keySize {
+			continue
+		}
+		if _, err := checkBlock(k, name, v); err != nil {
+			return leftOff{}, false
+		}
+		s.kind, s.after = k.prefix, bytes.Clone(name[1:])
+		break
+	}
+	if s.kind == 0 {
+		return s, true
+	}
+	p := rb.Get(progressKey)
+	if len(p) != 8 {
+		return leftOff{}, false
+	}
+	s.hashes = binary.BigEndian.Uint64(p)
+	return s, true
+}
+
+// overlap reports whether the journals of two runs' names overlap.
+func overlap(a, b []byte) bool {
+	af, al, _ := runRange(a)
+	bf, bl, _ := runRange(b)
+	return af <= bl && bf <= al
+}
+
+// dropStaged deletes the staged outputs of sl (a log's) whose name drop
+// reports.
+func dropStaged(sl *bbolt.Bucket, drop func(name []byte) bool) error {
+	var names [][]byte
+	err := sl.ForEachBucket(func(name []byte) error {
+		if drop(name) {
+			names = append(names, bytes.Clone(name))
+		}
+		return nil
+	})
+	for _, name := range names {
+		if err == nil {
+			err = sl.DeleteBucket(name)
+		}
+	}
+	return err
+}
+
+// pruneStaging deletes the staged outputs that no merge will resume: those
+// whose journals are not those of consecutive runs of their log (a merge
+// of other runs took their place, or a rebuild deleted them), and those of
+// logs without runs.
+func pruneStaging(tx *bbolt.Tx) error {
+	st, err := tx.CreateBucketIfNotExists(stagingBucket)
+	if err != nil {
 		return err
 	}
-	_, err := tx.CreateBucket(stagingBucket)
+	var logs [][]byte
+	err = st.ForEachBucket(func(log []byte) error {
+		logs = append(logs, bytes.Clone(log))
+		return nil
+	})
+	for _, log := range logs {
+		if err != nil {
+			break
+		}
+		var runs [][]byte // the log's run names, oldest first
+		if lr := tx.Bucket(runsBucket).Bucket(log); lr != nil {
+			err = lr.ForEachBucket(func(name []byte) error {
+				runs = append(runs, bytes.Clone(name))
+				return nil
+			})
+		}
+		if err == nil {
+			err = dropStaged(st.Bucket(log), func(name []byte) bool { return !spansRuns(runs, name) })
+		}
+	}
 	return err
+}
+
+// spansRuns reports whether out's journals are exactly those of
+// consecutive runs of runs (names, oldest first): the first's first
+// journal to the last's last.
+func spansRuns(runs [][]byte, out []byte) bool {
+	first, last, ok := runRange(out)
+	if !ok {
+		return false
+	}
+	for i, r := range runs {
+		if f, _, _ := runRange(r); f != first {
+			continue
+		}
+		for _, r := range runs[i:] {
+			if _, l, _ := runRange(r); l == last {
+				return true
+			}
+		}
+	}
+	return false
 }

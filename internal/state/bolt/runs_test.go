@@ -319,35 +319,138 @@ func staged(t *testing.T, db *DB) int {
 }
 
 // TestMergeInterrupted: a merge stopped between two transactions (as a
-// crash stops it) leaves its inputs, which answer lookups; Open deletes its
-// staged output, and the next merge completes.
+// crash stops it), in its leaf hash blocks or in its dedup key blocks,
+// leaves its inputs, which answer lookups, and its staged output, which
+// Open keeps; the next merge resumes it, writing fewer pages than the
+// whole merge, and its run holds every record once and a filter of every
+// key (checkRange looks keys up through it).
 func TestMergeInterrupted(t *testing.T) {
 	smallBlocks(t)
+	startMerges = false
+	defer func() { startMerges = true }()
+	id := sha256.Sum256([]byte("log"))
+	// merge merges db's runs and returns the pages it wrote.
+	merge := func(db *DB) int64 {
+		written := func() int64 { s := db.db.Stats(); return s.TxStats.GetWrite() }
+		before := written()
+		compactNow(t, db)
+		return written() - before
+	}
+	// The whole merge, for the pages it writes.
+	path := filepath.Join(t.TempDir(), "mosaic.db")
+	db := fourRuns(t, path, id, 50)
+	closeT(t, db)
+	db = open(t, path)
+	whole := merge(db)
+	closeT(t, db)
+	for _, c := range []struct {
+		name  string
+		stops int // transactions of the merge before the stop
+		kind  byte
+	}{
+		{"in leaf hash blocks", 3, hashPrefix},
+		{"in dedup key blocks", 20, keyPrefix},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mosaic.db")
+			db := fourRuns(t, path, id, 50)
+			var runs []runInfo
+			db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
+			err := db.mergeRuns(&failAfter{Context: context.Background(), n: c.stops}, id, runs)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("mergeRuns = %v, want it stopped", err)
+			}
+			checkRange(t, db, id, 0, 200, true)
+			crash(t, db)
+			db = open(t, path)
+			defer closeT(t, db)
+			if n := staged(t, db); n != 1 {
+				t.Fatalf("%d staged outputs after Open, want the stopped merge's", n)
+			}
+			var from leftOff
+			db.db.View(func(tx *bbolt.Tx) error {
+				var ok bool
+				from, ok = stagedProgress(tx.Bucket(stagingBucket).Bucket(id[:]).Bucket(runName(1, 4)))
+				if !ok {
+					t.Error("the staged output's progress is unknown")
+				}
+				return nil
+			})
+			if from.kind != c.kind {
+				t.Fatalf("the merge stopped in blocks of kind %q, want %q", from.kind, c.kind)
+			}
+			checkRange(t, db, id, 0, 200, true)
+			if resumed := merge(db); resumed >= whole {
+				t.Fatalf("the resumed merge wrote %d pages, the whole merge %d: it started again", resumed, whole)
+			}
+			if levels := runLevels(t, db, id); len(levels) != 1 {
+				t.Fatalf("levels %v, want the one merged run", levels)
+			}
+			if n := staged(t, db); n != 0 {
+				t.Fatalf("%d staged outputs after the merge", n)
+			}
+			checkRange(t, db, id, 0, 200, true)
+			if n := runRecords(t, db, id, keyKind); n != 200 {
+				t.Fatalf("the merged run holds %d key records, want 200", n)
+			}
+			if n := runRecords(t, db, id, hashKind); n != 100 {
+				t.Fatalf("the merged run holds %d leaf hash records, want 100", n)
+			}
+		})
+	}
+}
+
+// TestStagedOutputPruned: Open deletes a staged output whose runs are
+// gone (merged otherwise, or rebuilt), and keeps one whose runs are there.
+func TestStagedOutputPruned(t *testing.T) {
+	for _, c := range []struct {
+		runs [][]byte
+		out  []byte
+		keep bool
+	}{
+		{[][]byte{runName(1, 1), runName(2, 3), runName(4, 4)}, runName(1, 4), true},
+		{[][]byte{runName(1, 1), runName(2, 3), runName(4, 4)}, runName(2, 4), true},
+		{[][]byte{runName(1, 1), runName(2, 3), runName(4, 4)}, runName(2, 2), false},
+		{[][]byte{runName(1, 4)}, runName(1, 3), false},
+		{[][]byte{runName(1, 4)}, runName(1, 4), true},
+		{[][]byte{runName(5, 8)}, runName(1, 4), false},
+		{nil, runName(1, 4), false},
+	} {
+		if got := spansRuns(c.runs, c.out); got != c.keep {
+			t.Errorf("spansRuns(%x, %x) = %v, want %v", c.runs, c.out, got, c.keep)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "mosaic.db")
 	id := sha256.Sum256([]byte("log"))
-	db := fourRuns(t, path, id, 50)
-	var runs []runInfo
-	db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
-	err := db.mergeRuns(&failAfter{Context: context.Background(), n: 3}, id, runs)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("mergeRuns = %v, want it stopped", err)
+	db := fourRuns(t, path, id, 10)
+	// A staged output of the four runs, and one of journals no run holds.
+	err := db.db.Update(func(tx *bbolt.Tx) error {
+		sl, err := tx.Bucket(stagingBucket).CreateBucketIfNotExists(id[:])
+		for _, name := range [][]byte{runName(1, 4), runName(7, 9)} {
+			if err == nil {
+				_, err = sl.CreateBucket(name)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if staged(t, db) != 1 {
-		t.Fatal("the stopped merge left no staged output; the test stops it too late")
-	}
-	checkRange(t, db, id, 0, 200, true)
 	crash(t, db)
+	startMerges = false
+	defer func() { startMerges = true }()
 	db = open(t, path)
 	defer closeT(t, db)
-	if n := staged(t, db); n != 0 {
-		t.Fatalf("%d staged outputs after Open, want none", n)
+	var left [][]byte
+	db.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(stagingBucket).Bucket(id[:]).ForEachBucket(func(name []byte) error {
+			left = append(left, bytes.Clone(name))
+			return nil
+		})
+	})
+	if len(left) != 1 || !bytes.Equal(left[0], runName(1, 4)) {
+		t.Fatalf("staged outputs after Open: %x, want only %x", left, runName(1, 4))
 	}
-	checkRange(t, db, id, 0, 200, true)
-	compactNow(t, db)
-	if levels := runLevels(t, db, id); len(levels) != 1 {
-		t.Fatalf("levels %v, want the one merged run", levels)
-	}
-	checkRange(t, db, id, 0, 200, true)
 }
 
 // TestMergeRacesRebuild: a rebuild of the log between two transactions of
