@@ -351,6 +351,7 @@ func TestMetricsExposition(t *testing.T) {
 			"mosaic_sequencing_round_duration_max_seconds", "mosaic_sequencing_rounds_total", "mosaic_checkpoint_timestamp_seconds",
 			"mosaic_tree_size", "mosaic_pool_size", "mosaic_pool_capacity", "mosaic_sequenced_entries_total",
 			"mosaic_add_chain_wait_seconds_bucket", "mosaic_dedup_duration_seconds_bucket", "mosaic_dedup_filter_bytes",
+			"mosaic_dedup_runs", "mosaic_database_free_pages",
 			"mosaic_connections_open", "process_open_fds", "process_max_fds", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes"} {
 			if !present[name] {
 				missing = append(missing, name)

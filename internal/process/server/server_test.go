@@ -349,7 +349,8 @@ func TestStandbyForwardsFitThePerClientCap(t *testing.T) {
 
 // TestDedupMetrics: the embedded database's dedup filters show in
 // /metrics once a lookup has loaded them: after a restart (the stop writes
-// the submissions' records as a run), a resubmission reads its filter.
+// the submissions' records as a run), a resubmission reads its filter; and
+// mosaic_dedup_runs counts that run.
 func TestDedupMetrics(t *testing.T) {
 	dir, c, ln := devConfig(t, "")
 	out := &testenv.Output{}
@@ -381,6 +382,9 @@ func TestDedupMetrics(t *testing.T) {
 	if got := s.metric(t, "mosaic_dedup_filter_bytes"); got != 0 {
 		t.Fatalf("mosaic_dedup_filter_bytes = %v before any run", got)
 	}
+	if got := s.metric(t, "mosaic_dedup_runs"); got != 0 {
+		t.Fatalf("mosaic_dedup_runs = %v before any run", got)
+	}
 	leaf, err := ca.IssueLeaf(testca.LeafOptions{DNSNames: []string{"metrics.example"}})
 	if err != nil {
 		t.Fatal(err)
@@ -409,6 +413,10 @@ func TestDedupMetrics(t *testing.T) {
 	post(s) // a resubmission: its lookup loads the run's filter
 	if got := s.metric(t, "mosaic_dedup_filter_bytes"); got < 64 {
 		t.Fatalf("mosaic_dedup_filter_bytes = %v after a lookup in a run", got)
+	}
+	// The stop wrote the first serve's records as a run.
+	if got := s.metric(t, "mosaic_dedup_runs"); got != 1 {
+		t.Fatalf("mosaic_dedup_runs = %v after a restart; want the one run the stop wrote", got)
 	}
 	if got := s.metric(t, "mosaic_dedup_merge_failures_total"); got != 0 {
 		t.Fatalf("mosaic_dedup_merge_failures_total = %v", got)

@@ -477,6 +477,40 @@ type compactor struct {
 	failures atomic.Uint64 // rounds that failed
 }
 
+// Runs returns how many sorted runs the dedup cache holds, over all its
+// logs. Once the merges are done a log has fewer than fanIn of each level
+// below maxLevel (at most 24) and one of maxLevel for every 67 to 268
+// million keys; a count that keeps rising under steady writes says that
+// the merges are behind them, and every lookup checks one filter more for
+// each run.
+func (d *DB) Runs() (int, error) {
+	n := 0
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		runs := tx.Bucket(runsBucket)
+		if runs == nil { // a database of an older Mosaic, opened read-only
+			return nil
+		}
+		return runs.ForEachBucket(func(log []byte) error {
+			return runs.Bucket(log).ForEachBucket(func([]byte) error {
+				n++
+				return nil
+			})
+		})
+	})
+	return n, err
+}
+
+// FreePages returns how many pages of the database file are free
+// (bbolt's freelist, with those that open read transactions still hold
+// from reuse). A merge frees its inputs' pages, which later writes reuse;
+// meanwhile every commit to the file writes 8 bytes for each (see
+// mergeTxBlocks) and bbolt's index of them holds about 30 bytes of heap
+// for each (docs/ARCHITECTURE.md, "What grows with the log").
+func (d *DB) FreePages() int {
+	s := d.db.Stats()
+	return s.FreePageN + s.PendingPageN
+}
+
 // MergeFailures returns how many background rounds of merges of the
 // dedup cache's runs have failed since Open (each is logged; see
 // SetLogger).

@@ -205,7 +205,7 @@ func TestMergeAllBesideBackground(t *testing.T) {
 // TestRunsMerge: records written through many small tiers into two logs
 // are all found, before and after the runs are merged, with one record per
 // key once merged, and each log is left with fewer than fanIn runs of each
-// level.
+// level; Runs counts them, and FreePages the pages the merges freed.
 func TestRunsMerge(t *testing.T) {
 	smallBlocks(t)
 	path := filepath.Join(t.TempDir(), "mosaic.db")
@@ -222,7 +222,21 @@ func TestRunsMerge(t *testing.T) {
 		t.Fatalf("log a has %d runs before merging; the test needs more", n)
 	}
 	checkRange(t, db, a, 0, 2002, true)
+	countRuns := func(when string) {
+		t.Helper()
+		n, err := db.Runs()
+		if want := len(runLevels(t, db, a)) + len(runLevels(t, db, b)); err != nil || n != want {
+			t.Fatalf("%s: Runs() = %d, %v; want %d", when, n, err, want)
+		}
+	}
+	countRuns("before merging")
 	compactNow(t, db)
+	countRuns("after merging")
+	// The last merge's inputs' pages are free (or pending, until no read
+	// transaction holds them), and nothing has been written since.
+	if got := db.FreePages(); got == 0 {
+		t.Fatal("FreePages() = 0 after merging: the merged inputs' pages are not counted")
+	}
 	for _, id := range [][32]byte{a, b} {
 		count := map[byte]int{}
 		for _, l := range runLevels(t, db, id) {
