@@ -11,7 +11,9 @@
 #   - from `mosaic serve` to the first SCT; the leaf hash index backfill
 #     (the log is filled without rfc6962_read_api, which serve then turns
 #     on, so the backfill indexes all N entries);
-#   - RSS and Go heap idle (after the backfill), and under load;
+#   - RSS and Go heap idle (after the backfill), and under load; the
+#     embedded database's dedup runs and free pages (its /metrics) idle
+#     and after the load;
 #   - under load (bench/benchrun, the hammer's -issuers production by
 #     default), server CPU per entry and add-chain p50/p99 at each rate,
 #     dedup lookup and insert µs, the longest round (a commit stall: a
@@ -63,7 +65,9 @@
 # last line printed is one JSON object with, at least: entries,
 # first_sct_s, rss_mib_idle, rss_mib_load, cpu_us_per_entry,
 # fresh_cpu_us_per_entry, p99_ms, fresh_p99_ms, max_stall_ms, fsck_mb_s,
-# bytes_per_entry. Linux only (/proc).
+# bytes_per_entry. A run that fails or is stopped after its fill writes
+# the rows it measured ("—" for the others), headed by the stage it
+# stopped at, and prints them to stderr. Linux only (/proc).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -124,11 +128,25 @@ fi
 bin=$work/bin
 server_pid= bench_pid= fill_pid= hammer_pid=
 dbs=() pg_role= cgroup=
+# What the run measures, empty until measured: a run that stops early
+# still writes the rows it has (report).
+entries= added= fill_rate= merge_s= resumed_at= data_b= hash_b= issuer_b= other_b= db_b=
+partials_before= partials_deleted= partials_after= first_sct_s= backfill_s= rss_idle= anon_idle= heap_idle=
+runs_idle= free_idle= runs_load= free_load= get_errors= get_p50= get_p99= lookup_us= put_us= max_stall_ms=
+kill_result= fsck_s= fsck_mb_s= final_entries= backup_s= restore_s= fresh_cpu= fresh_p99=
+capped_first= capped_cpu= capped_p99= capped_rss= capped_anon= capped_ooms=
+stage= reported=
 
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
 
 cleanup() {
+	local rc=$?
+	# A run that stopped after its fill writes what it measured.
+	if [[ -z $reported && -n $entries ]]; then
+		set +eu
+		report "stopped (exit status $rc) during: $stage" >&2
+	fi
 	for p in "$hammer_pid" "$bench_pid" "$fill_pid" "$server_pid"; do
 		stop "$p"
 	done
@@ -146,7 +164,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-say() { echo "scale: $*" >&2; }
+# f VALUE [DECIMALS]: VALUE rounded, or "—" if it was not measured.
+f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
+# per B: B / entries (bc), empty if B was not measured.
+per() { div "$1" "$entries"; }
+# div A B: A / B (bc), empty if either was not measured.
+div() { if [[ -n $1 && -n $2 ]]; then echo "$1 / $2" | bc -l; fi; }
+say() {
+	stage=$*
+	echo "scale: $*" >&2
+}
 
 say "building mosaic, bench/fill and bench/benchrun"
 (cd "$root" && go build -o "$bin/mosaic" ./cmd/mosaic && go build -o "$bin/fill" ./bench/fill && go build -o "$bin/benchrun" ./bench/benchrun)
@@ -281,6 +308,73 @@ step_field() {
 
 du_b() { du -sb "$@" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 
+# report [NOTE]: writes the table (results.md, printed) and the JSON
+# (results.json, its last line printed) from what was measured; a row not
+# measured shows "—" (null in the JSON). NOTE, if given, heads the table:
+# a run that stopped early (cleanup).
+report() {
+	reported=1
+	local cpu= rate= p50= p99= p99max= rss_load= anon_load= total_b json
+	if [[ -f $out/filled/results.json ]]; then
+		cpu=$(step_field filled 0 server_cpu_us_per_entry)
+		rate=$(step_field filled 0 accepted_per_s)
+		p50=$(step_field filled 1000 add_chain_p50_ms)
+		p99=$(step_field filled 1000 add_chain_p99_ms)
+		p99max=$(step_field filled 0 add_chain_p99_ms)
+		rss_load=$(step_field filled max rss_max_mb)
+		anon_load=$(step_field filled max rss_anon_max_mb)
+	fi
+	[[ -n $db_b ]] && total_b=$((data_b + hash_b + issuer_b + other_b + db_b))
+	{
+		[[ -n ${1:-} ]] && printf '**Incomplete: %s.**\n\n' "$1"
+		echo "Mosaic at $(printf "%'d" "$entries") entries ($BACKEND), $(date -u '+%Y-%m-%d %H:%M UTC'), $(bench_commit "$root"), $(nproc) cores; load: hammer -issuers $ISSUERS, rates $RATES, $STEP per step, $WORKERS workers."
+		echo
+		echo "| measure | value |"
+		echo "|---|---:|"
+		echo "| fill, entries/s (of its seconds, the last merges') | $(f "$fill_rate" 0) ($(f "$merge_s" 0)) |"
+		echo "| disk bytes per entry: data tiles / hash tiles / issuers and other / lock and dedup store | $(f "$(per "$data_b")") / $(f "$(per "$hash_b")") / $(f "$(per "${issuer_b:+$((issuer_b + other_b))}")" 2) / $(f "$(per "$db_b")") |"
+		echo "| disk bytes per entry, total | $(f "$(per "$total_b")") |"
+		echo "| from serve to the first SCT, s | $(f "$first_sct_s" 2) |"
+		echo "| leaf hash index backfill of every entry, s (from serve) | $(f "$backfill_s") |"
+		echo "| RSS idle, MiB (of which anonymous) | $(f "$(div "$rss_idle" 1024)" 0) ($(f "$(div "$anon_idle" 1024)" 0)) |"
+		echo "| Go heap in use idle, MiB | $(f "$(div "$heap_idle" 1048576)" 0) |"
+		echo "| RSS under load, MiB (of which anonymous) | $(f "$rss_load" 0) ($(f "$anon_load" 0)) |"
+		echo "| as fast as possible: entries/s, server CPU µs/entry, add-chain p99 ms | $(f "$rate" 0), $(f "$cpu" 0), $(f "$p99max" 0) |"
+		echo "| fresh log, same hour: server CPU µs/entry as fast as possible | $(f "$fresh_cpu" 0) |"
+		echo "| at 1,000/s: add-chain p50 / p99 ms (fresh log p99) | $(f "$p50" 0) / $(f "$p99" 0) ($(f "$fresh_p99" 0)) |"
+		echo "| dedup store under load: lookup latency µs, write µs per entry | $(f "$lookup_us"), $(f "$put_us") |"
+		if [[ $BACKEND == local ]]; then
+			echo "| embedded database: dedup runs and free pages, idle (after the backfill); after the load | $(f "$runs_idle" 0) and $(f "$free_idle" 0); $(f "$runs_load" 0) and $(f "$free_load" 0) |"
+		fi
+		echo "| longest round (commit stall), ms | $(f "$max_stall_ms" 0) |"
+		echo "| get-entries of 32 at random offsets: p50 / p99 ms (${get_errors:-—} errors) | $(f "$get_p50") / $(f "$get_p99") |"
+		echo "| partial tiles: left by the fill, deleted under load, left after | ${partials_before:-—}, ${partials_deleted:-—}, ${partials_after:-—} |"
+		echo "| fsck from the storage directory: s, MB/s | $(f "$fsck_s" 1), $(f "$fsck_mb_s" 0) |"
+		echo "| backup, restore of the embedded database, s | $(f "$backup_s" 2), $(f "$restore_s" 2) |"
+		if [[ -n $MEMORY_LIMIT ]]; then
+			echo "| under a $MEMORY_LIMIT memory limit, cold page cache: first SCT s; RSS MiB (anonymous); CPU µs/entry as fast as possible; p99 ms at 1,000/s; killed by the limit | $(f "$capped_first" 2); $(f "$capped_rss" 0) ($(f "$capped_anon" 0)); $(f "$capped_cpu" 0); $(f "$capped_p99" 0); ${capped_ooms:-—} times |"
+		fi
+		if [[ $KILL == 1 ]]; then
+			echo "| kill -9 of the fill after $acked committed entries | resumed at $resumed_at: nothing lost |"
+			echo "| kill -9 of the server under load | ${kill_result:-—} |"
+		fi
+		if [[ -f $out/fsck.txt ]]; then
+			echo
+			echo "fsck: $(grep '^checked:' "$out/fsck.txt")"
+		fi
+	} >"$out/results.md"
+	cat "$out/results.md"
+	json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"fill_merge_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"dedup_runs_idle":%s,"free_pages_idle":%s,"dedup_runs_load":%s,"free_pages_load":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s,"capped_rss_mib":%s,"capped_cpu_us_per_entry":%s,"capped_p99_ms":%s,"capped_first_sct_s":%s}' \
+		"$entries" "$BACKEND" "$(f "$fill_rate" 0)" "$(f "$merge_s" 1)" "$(f "$first_sct_s" 3)" "$(f "$backfill_s" 1)" "$(f "$(div "$rss_idle" 1024)" 1)" \
+		"$(f "$(div "$heap_idle" 1048576)" 1)" "$(f "$rss_load" 1)" "$(f "$cpu" 1)" "$(f "$rate" 0)" "$(f "$fresh_cpu" 1)" "$(f "$p50" 1)" "$(f "$p99" 1)" "$(f "$fresh_p99" 1)" \
+		"$(f "$p99max" 1)" "$(f "$max_stall_ms" 1)" "$(f "$lookup_us" 2)" "$(f "$put_us" 2)" "$(f "$runs_idle" 0)" "$(f "$free_idle" 0)" "$(f "$runs_load" 0)" "$(f "$free_load" 0)" \
+		"$(f "$get_p99" 1)" "$(f "$fsck_s" 2)" "$(f "$fsck_mb_s" 1)" \
+		"$(f "$backup_s" 2)" "$(f "$restore_s" 2)" "$(f "$(per "$total_b")" 1)" "$(f "$(per "$data_b")" 1)" \
+		"$(f "$(per "$hash_b")" 1)" "$(f "$(per "$db_b")" 1)" "$(f "$final_entries" 0)" "$(f "$capped_rss" 1)" "$(f "$capped_cpu" 1)" "$(f "$capped_p99" 1)" "$(f "$capped_first" 3)" | sed 's/—/null/g')
+	echo "$json" >"$out/results.json"
+	echo "$json"
+}
+
 if [[ -n $MEMORY_LIMIT ]]; then
 	# Found out now, not after the fill.
 	cg=$(memory_cgroup "$MEMORY_LIMIT") && rmdir "$cg" || exit 1
@@ -380,6 +474,8 @@ sleep 10
 rss_idle=$(status_kb "$server_pid" VmRSS)
 anon_idle=$(status_kb "$server_pid" RssAnon)
 heap_idle=$(metric "$log" go_memstats_heap_inuse_bytes)
+runs_idle=$(metric "$log" mosaic_dedup_runs)
+free_idle=$(metric "$log" mosaic_database_free_pages)
 
 # --- random get-entries at deep offsets ---------------------------------
 [[ $RFC6962 == 1 ]] || GETS=0
@@ -403,6 +499,8 @@ m_after=("$(metric "$log" 'mosaic_dedup_duration_seconds_sum{log="dev",op="looku
 	"$(metric "$log" 'mosaic_dedup_duration_seconds_sum{log="dev",op="put"}')" "$(metric "$log" 'mosaic_sequenced_entries_total{log="dev"}')"
 	"$(metric "$log" 'mosaic_partial_tiles_deleted_total{log="dev"}')")
 max_stall_ms=$(echo "$(metric "$log" 'mosaic_sequencing_round_duration_max_seconds{log="dev"}') * 1000" | bc -l)
+runs_load=$(metric "$log" mosaic_dedup_runs)
+free_load=$(metric "$log" mosaic_database_free_pages)
 lookup_us=$(echo "(${m_after[0]} - ${m_before[0]}) / (${m_after[1]} - ${m_before[1]} + 0.000001) * 1000000" | bc -l)
 put_us=$(echo "(${m_after[2]} - ${m_before[2]}) / (${m_after[3]} - ${m_before[3]} + 0.000001) * 1000000" | bc -l)
 partials_deleted=$(echo "${m_after[4]} - ${m_before[4]}" | bc)
@@ -503,53 +601,4 @@ if [[ $FRESH == 1 ]]; then
 fi
 
 # --- the table --------------------------------------------------------------
-cpu=$(step_field filled 0 server_cpu_us_per_entry)
-rate=$(step_field filled 0 accepted_per_s)
-p50=$(step_field filled 1000 add_chain_p50_ms)
-p99=$(step_field filled 1000 add_chain_p99_ms)
-p99max=$(step_field filled 0 add_chain_p99_ms)
-rss_load=$(step_field filled max rss_max_mb)
-anon_load=$(step_field filled max rss_anon_max_mb)
-total_b=$((data_b + hash_b + issuer_b + other_b + db_b))
-f() { if [[ -n $1 ]]; then printf "%.${2:-1}f" "$1"; else echo "—"; fi; }
-{
-	echo "Mosaic at $(printf "%'d" "$entries") entries ($BACKEND), $(date -u '+%Y-%m-%d %H:%M UTC'), $(bench_commit "$root"), $(nproc) cores; load: hammer -issuers $ISSUERS, rates $RATES, $STEP per step, $WORKERS workers."
-	echo
-	echo "| measure | value |"
-	echo "|---|---:|"
-	echo "| fill, entries/s (of its seconds, the last merges') | $(f "$fill_rate" 0) ($(f "${merge_s:-}" 0)) |"
-	echo "| disk bytes per entry: data tiles / hash tiles / issuers and other / lock and dedup store | $(f "$(echo "$data_b / $entries" | bc -l)") / $(f "$(echo "$hash_b / $entries" | bc -l)") / $(f "$(echo "($issuer_b + $other_b) / $entries" | bc -l)" 2) / $(f "$(echo "$db_b / $entries" | bc -l)") |"
-	echo "| disk bytes per entry, total | $(f "$(echo "$total_b / $entries" | bc -l)") |"
-	echo "| from serve to the first SCT, s | $(f "$first_sct_s" 2) |"
-	echo "| leaf hash index backfill of every entry, s (from serve) | $(f "$backfill_s") |"
-	echo "| RSS idle, MiB (of which anonymous) | $(f "$(echo "$rss_idle / 1024" | bc -l)" 0) ($(f "$(echo "$anon_idle / 1024" | bc -l)" 0)) |"
-	echo "| Go heap in use idle, MiB | $(f "$(echo "$heap_idle / 1048576" | bc -l)" 0) |"
-	echo "| RSS under load, MiB (of which anonymous) | $(f "$rss_load" 0) ($(f "$anon_load" 0)) |"
-	echo "| as fast as possible: entries/s, server CPU µs/entry, add-chain p99 ms | $(f "$rate" 0), $(f "$cpu" 0), $(f "$p99max" 0) |"
-	echo "| fresh log, same hour: server CPU µs/entry as fast as possible | $(f "$fresh_cpu" 0) |"
-	echo "| at 1,000/s: add-chain p50 / p99 ms (fresh log p99) | $(f "$p50" 0) / $(f "$p99" 0) ($(f "$fresh_p99" 0)) |"
-	echo "| dedup store under load: lookup latency µs, write µs per entry | $(f "$lookup_us"), $(f "$put_us") |"
-	echo "| longest round (commit stall), ms | $(f "$max_stall_ms" 0) |"
-	echo "| get-entries of 32 at random offsets: p50 / p99 ms ($get_errors errors) | $(f "$get_p50") / $(f "$get_p99") |"
-	echo "| partial tiles: left by the fill, deleted under load, left after | $partials_before, $partials_deleted, $partials_after |"
-	echo "| fsck from the storage directory: s, MB/s | $(f "$fsck_s" 1), $(f "$fsck_mb_s" 0) |"
-	echo "| backup, restore of the embedded database, s | $(f "$backup_s" 2), $(f "$restore_s" 2) |"
-	if [[ -n $MEMORY_LIMIT ]]; then
-		echo "| under a $MEMORY_LIMIT memory limit, cold page cache: first SCT s; RSS MiB (anonymous); CPU µs/entry as fast as possible; p99 ms at 1,000/s; killed by the limit | $(f "$capped_first" 2); $(f "$capped_rss" 0) ($(f "$capped_anon" 0)); $(f "$capped_cpu" 0); $(f "$capped_p99" 0); ${capped_ooms:-0} times |"
-	fi
-	if [[ $KILL == 1 ]]; then
-		echo "| kill -9 of the fill after $acked committed entries | resumed at $resumed_at: nothing lost |"
-		echo "| kill -9 of the server under load | $kill_result |"
-	fi
-	echo
-	echo "fsck: $(grep '^checked:' "$out/fsck.txt")"
-} >"$out/results.md"
-cat "$out/results.md"
-json=$(printf '{"entries":%s,"backend":"%s","fill_entries_per_s":%s,"fill_merge_s":%s,"first_sct_s":%s,"backfill_s":%s,"rss_mib_idle":%s,"heap_mib_idle":%s,"rss_mib_load":%s,"cpu_us_per_entry":%s,"accepted_per_s":%s,"fresh_cpu_us_per_entry":%s,"p50_ms":%s,"p99_ms":%s,"fresh_p99_ms":%s,"max_p99_ms":%s,"max_stall_ms":%s,"dedup_lookup_us":%s,"dedup_insert_us":%s,"get_entries_p99_ms":%s,"fsck_s":%s,"fsck_mb_s":%s,"backup_s":%s,"restore_s":%s,"bytes_per_entry":%s,"data_tile_bytes_per_entry":%s,"hash_tile_bytes_per_entry":%s,"db_bytes_per_entry":%s,"fsck_entries":%s,"capped_rss_mib":%s,"capped_cpu_us_per_entry":%s,"capped_p99_ms":%s,"capped_first_sct_s":%s}' \
-	"$entries" "$BACKEND" "$(f "$fill_rate" 0)" "$(f "${merge_s:-}" 1)" "$(f "$first_sct_s" 3)" "$(f "${backfill_s:-}" 1)" "$(f "$(echo "$rss_idle / 1024" | bc -l)" 1)" \
-	"$(f "$(echo "$heap_idle / 1048576" | bc -l)" 1)" "$(f "$rss_load" 1)" "$(f "$cpu" 1)" "$(f "$rate" 0)" "$(f "$fresh_cpu" 1)" "$(f "$p50" 1)" "$(f "$p99" 1)" "$(f "$fresh_p99" 1)" \
-	"$(f "$p99max" 1)" "$(f "$max_stall_ms" 1)" "$(f "$lookup_us" 2)" "$(f "$put_us" 2)" "$(f "$get_p99" 1)" "$(f "$fsck_s" 2)" "$(f "$fsck_mb_s" 1)" \
-	"$(f "$backup_s" 2)" "$(f "$restore_s" 2)" "$(f "$(echo "$total_b / $entries" | bc -l)" 1)" "$(f "$(echo "$data_b / $entries" | bc -l)" 1)" \
-	"$(f "$(echo "$hash_b / $entries" | bc -l)" 1)" "$(f "$(echo "$db_b / $entries" | bc -l)" 1)" "${final_entries:-0}" "$(f "$capped_rss" 1)" "$(f "$capped_cpu" 1)" "$(f "$capped_p99" 1)" "$(f "$capped_first" 3)" | sed 's/—/null/g')
-echo "$json" >"$out/results.json"
-echo "$json"
+report
