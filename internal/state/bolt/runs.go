@@ -1121,6 +1121,10 @@ type leftOff struct {
 // Leaf hash blocks are merged first, then dedup key blocks, each kind in
 // the order of its keys, and each transaction of a merge ends with a
 // whole block: the last block of a kind ends with the last key written.
+// A staged output whose filter descriptor was written (the merge's last
+// transaction but one) is resumed as any other: its keys go into a new
+// filter file, whose descriptor replaces that one (pruneFilters keeps the
+// file a staged output names until then).
 func stagedProgress(rb *bbolt.Bucket) (leftOff, bool) {
 	var s leftOff
 	c := rb.Cursor()
