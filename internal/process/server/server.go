@@ -442,41 +442,37 @@ func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_dedup_runs",
 			Help: "Sorted runs of the embedded database's dedup cache, over all its logs: once merged, under 24 per log and one more per 67 to 268 million entries; a count that keeps rising says the merges are behind the writes.",
-		}, func() float64 {
-			var n int
-			for _, db := range s.b.bolt {
-				// An error (a closing database) counts none.
-				r, _ := db.Runs()
-				n += r
-			}
+		}, s.sumBolt(func(db *bolt.DB) float64 {
+			// An error (a closing database) counts none.
+			n, _ := db.Runs()
 			return float64(n)
-		}),
+		})),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_database_free_pages",
 			Help: "Free pages (of the system's page size, usually 4 KiB) in the embedded database file (bbolt's freelist), left by merges of the dedup runs until later writes reuse them: each commit of the dedup cache writes 8 bytes for each, and the heap holds about 30 bytes for each.",
-		}, func() float64 {
-			var n int
-			for _, db := range s.b.bolt {
-				n += db.FreePages()
-			}
-			return float64(n)
-		}),
+		}, s.sumBolt(func(db *bolt.DB) float64 { return float64(db.FreePages()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mosaic_dedup_merge_failures_total",
 			Help: "Background merges of the embedded database's dedup runs that failed (each is logged, and tried again).",
-		}, func() float64 {
-			var n uint64
-			for _, db := range s.b.bolt {
-				n += db.MergeFailures()
-			}
-			return float64(n)
-		}),
+		}, s.sumBolt(func(db *bolt.DB) float64 { return float64(db.MergeFailures()) })),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sumBolt returns a function that adds up f over the process's embedded
+// databases, for a metric.
+func (s *Server) sumBolt(f func(db *bolt.DB) float64) func() float64 {
+	return func() float64 {
+		var n float64
+		for _, db := range s.b.bolt {
+			n += f(db)
+		}
+		return n
+	}
 }
 
 // DedupFilterBytes returns the size of the embedded databases' mapped

@@ -249,11 +249,18 @@ func TestRunsMerge(t *testing.T) {
 	checkRange(t, db, a, 0, 2002, true)
 	checkRange(t, db, b, 100000, 102002, true)
 	checkRange(t, db, a, 100000, 100100, false)
-	if n := runRecords(t, db, a, keyKind); n != 2002 {
-		t.Fatalf("log a's runs hold %d key records, want 2002", n)
+	checkRecords(t, db, a, 2002, 1001)
+}
+
+// checkRecords fails unless a log's runs hold keys dedup key records and
+// hashes leaf hash records.
+func checkRecords(t *testing.T, db *DB, id [32]byte, keys, hashes int) {
+	t.Helper()
+	if n := runRecords(t, db, id, keyKind); n != keys {
+		t.Fatalf("the log's runs hold %d key records, want %d", n, keys)
 	}
-	if n := runRecords(t, db, a, hashKind); n != 1001 {
-		t.Fatalf("log a's runs hold %d leaf hash records, want 1001", n)
+	if n := runRecords(t, db, id, hashKind); n != hashes {
+		t.Fatalf("the log's runs hold %d leaf hash records, want %d", n, hashes)
 	}
 }
 
@@ -404,12 +411,7 @@ func TestMergeInterrupted(t *testing.T) {
 				t.Fatalf("%d staged outputs after the merge", n)
 			}
 			checkRange(t, db, id, 0, 200, true)
-			if n := runRecords(t, db, id, keyKind); n != 200 {
-				t.Fatalf("the merged run holds %d key records, want 200", n)
-			}
-			if n := runRecords(t, db, id, hashKind); n != 100 {
-				t.Fatalf("the merged run holds %d leaf hash records, want 100", n)
-			}
+			checkRecords(t, db, id, 200, 100)
 		})
 	}
 }
