@@ -1131,8 +1131,8 @@ func stagedProgress(rb *bbolt.Bucket) (leftOff, bool) {
 	for _, k := range []recordKind{keyKind, hashKind} {
 		// The block of kind k named last: the one before the first name
 		// above the kind's prefix.
-		name, v := c.Seek([]byte{k.prefix + 1})
-		if name == nil {
+		var name, v []byte
+		if next, _ := c.Seek([]byte{k.prefix + 1}); next == nil {
 			name, v = c.Last()
 		} else {
 			name, v = c.Prev()
