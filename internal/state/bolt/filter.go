@@ -664,8 +664,8 @@ func (w *filterWriter) finish() (filterDesc, error) {
 }
 
 // abort deletes the file: no committed run names it (a staged merge
-// output may, which is never read, and deleted before it is written
-// again).
+// output may, which is never read: a merge that resumes the output
+// writes a filter file anew and names that one instead).
 func (w *filterWriter) abort() {
 	if w.file != nil {
 		w.file.Close()

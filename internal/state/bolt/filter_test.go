@@ -406,8 +406,9 @@ func TestMergeInterruptedFilter(t *testing.T) {
 	before := filterFiles(t, db)
 	var runs []runInfo
 	db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
-	// Stopped in its last transaction but one: the output's filter file
-	// is whole, the staged run not named in the runs.
+	// Stopped between two of its transactions (in its leaf hash
+	// blocks): the output's filter file is being written, and no run
+	// names it.
 	var files map[[16]byte]bool
 	stop := &failAfter{Context: context.Background(), n: 3}
 	stop.do = func() { files = filterFiles(t, db) }

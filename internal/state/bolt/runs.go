@@ -711,15 +711,8 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			if from, ok = stagedProgress(rb); ok {
 				return nil
 			}
-			if err := sl.DeleteBucket(out); err != nil {
-				return err
-			}
 		}
-		rb, err := sl.CreateBucket(out)
-		if err != nil {
-			return err
-		}
-		return rb.Put(levelKey, []byte{in[0].level + 1})
+		return stage(sl, out, in[0].level+1)
 	})
 	if err != nil {
 		return err
@@ -733,20 +726,33 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			fw.abort()
 		}
 	}()
-	if from.kind == keyPrefix {
-		// The filter file of the stopped merge is gone (an orphan):
-		// its keys so far go into this one first.
-		gone, err := d.readKeys(ctx, func(tx *bbolt.Tx) *bbolt.Bucket {
-			if sl := tx.Bucket(stagingBucket).Bucket(logID[:]); sl != nil {
-				return sl.Bucket(out)
-			}
-			return nil
-		}, fw.add)
-		if err == nil && gone {
-			err = errInputsGone
+	if from.kind != 0 {
+		// Every staged block is read and checked (each ends with its
+		// checksum), not only the last, and the staged keys go into the
+		// new filter (the stopped merge's file is an orphan). A staged
+		// output found damaged is written again from the inputs, whose
+		// derivative it is: kept, it would fail every resume, or carry
+		// the damage into the run.
+		err := d.readStaged(ctx, logID, out, fw.add)
+		if errors.Is(err, errInputsGone) || ctx.Err() != nil {
+			return err
 		}
 		if err != nil {
-			return err
+			fw.abort()
+			if fw, err = d.filters.create(n); err != nil {
+				return err
+			}
+			err = d.update(func(tx *bbolt.Tx) error {
+				sl := tx.Bucket(stagingBucket).Bucket(logID[:])
+				if sl == nil {
+					return errInputsGone
+				}
+				return stage(sl, out, in[0].level+1)
+			})
+			if err != nil {
+				return err
+			}
+			from = leftOff{}
 		}
 	}
 	hashes := from.hashes // leaf hash records written, for the output's level
@@ -909,7 +915,7 @@ func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err
 			fw.abort()
 		}
 	}()
-	if gone, err = d.readKeys(ctx, run, fw.add); err != nil {
+	if gone, err = d.readRecords(ctx, run, keyKind, fw.add); err != nil {
 		return err
 	}
 	if gone {
@@ -945,11 +951,47 @@ func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err
 	return nil
 }
 
-// readKeys calls add with each dedup key of the run that run returns, in
-// order, reading them in read transactions of up to mergeBlocks blocks, as
-// a merge reads them, so that no read transaction is long. It returns true
-// if run returned nil in one of them (the run is gone).
-func (d *DB) readKeys(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket, add func([]byte)) (gone bool, err error) {
+// stage creates the staged output out in sl (a log's staging bucket)
+// anew, deleting one there, with level as its level until it is done.
+func stage(sl *bbolt.Bucket, out []byte, level byte) error {
+	if sl.Bucket(out) != nil {
+		if err := sl.DeleteBucket(out); err != nil {
+			return err
+		}
+	}
+	rb, err := sl.CreateBucket(out)
+	if err != nil {
+		return err
+	}
+	return rb.Put(levelKey, []byte{level})
+}
+
+// readStaged reads and checks every block of the log's staged output out,
+// and calls add with each of its dedup keys, in order. Its error wraps
+// errInputsGone if the output was deleted meanwhile (by a rebuild).
+func (d *DB) readStaged(ctx context.Context, logID [32]byte, out []byte, add func([]byte)) error {
+	staged := func(tx *bbolt.Tx) *bbolt.Bucket {
+		if sl := tx.Bucket(stagingBucket).Bucket(logID[:]); sl != nil {
+			return sl.Bucket(out)
+		}
+		return nil
+	}
+	gone, err := d.readRecords(ctx, staged, hashKind, func([]byte) {})
+	if err == nil && !gone {
+		gone, err = d.readRecords(ctx, staged, keyKind, add)
+	}
+	if err == nil && gone {
+		err = errInputsGone
+	}
+	return err
+}
+
+// readRecords calls add with the key of each record of kind k of the run
+// that run returns, in order, reading them in read transactions of up to
+// mergeBlocks blocks, as a merge reads them, so that no read transaction
+// is long; a damaged block or keys out of order are an error. It returns
+// true if run returned nil in one of them (the run is gone).
+func (d *DB) readRecords(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket, k recordKind, add func([]byte)) (gone bool, err error) {
 	var after []byte
 	for done := false; !done && !gone; {
 		if err := ctx.Err(); err != nil {
@@ -961,16 +1003,16 @@ func (d *DB) readKeys(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket, ad
 				gone = true
 				return nil
 			}
-			it := runIter{c: rb.Cursor(), k: keyKind}
+			it := runIter{c: rb.Cursor(), k: k}
 			it.seekAfter(after)
-			for range mergeBlocks * keyKind.perBlock {
+			for range mergeBlocks * k.perBlock {
 				r := it.peek()
 				if r == nil {
 					done = true
 					break
 				}
-				add(r[:keyKind.keySize])
-				after = append(after[:0], r[:keyKind.keySize]...)
+				add(r[:k.keySize])
+				after = append(after[:0], r[:k.keySize]...)
 				it.next()
 			}
 			return it.err

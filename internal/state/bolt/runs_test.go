@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -404,6 +405,62 @@ func TestMergeInterrupted(t *testing.T) {
 			if resumed := merge(db); resumed >= whole {
 				t.Fatalf("the resumed merge wrote %d pages, the whole merge %d: it started again", resumed, whole)
 			}
+			if levels := runLevels(t, db, id); len(levels) != 1 {
+				t.Fatalf("levels %v, want the one merged run", levels)
+			}
+			if n := staged(t, db); n != 0 {
+				t.Fatalf("%d staged outputs after the merge", n)
+			}
+			checkRange(t, db, id, 0, 200, true)
+			checkRecords(t, db, id, 200, 100)
+		})
+	}
+}
+
+// TestMergeResumeDamaged: a staged output with a damaged block that is
+// not its last (a leaf hash block, or a dedup key block) is written again
+// from the inputs when its merge resumes, rather than failing every resume
+// or carrying the damage into the run.
+func TestMergeResumeDamaged(t *testing.T) {
+	smallBlocks(t)
+	startMerges = false
+	defer func() { startMerges = true }()
+	id := sha256.Sum256([]byte("log"))
+	for _, kind := range []byte{hashPrefix, keyPrefix} {
+		t.Run(string(kind), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mosaic.db")
+			db := fourRuns(t, path, id, 50)
+			var runs []runInfo
+			db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
+			// Stopped in its dedup key blocks, so that it has blocks of
+			// both kinds.
+			err := db.mergeRuns(&failAfter{Context: context.Background(), n: 20}, id, runs)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("mergeRuns = %v, want it stopped", err)
+			}
+			// The first block of the kind gets one bit flipped.
+			err = db.db.Update(func(tx *bbolt.Tx) error {
+				rb := tx.Bucket(stagingBucket).Bucket(id[:]).Bucket(runName(1, 4))
+				name, v := rb.Cursor().Seek([]byte{kind})
+				if name == nil || name[0] != kind {
+					return fmt.Errorf("the staged output has no block of kind %q", kind)
+				}
+				if next, _ := rb.Cursor().Seek(append(bytes.Clone(name), 0)); next == nil || next[0] != kind {
+					if kind == keyPrefix {
+						return errors.New("the staged output's first key block is its last")
+					}
+				}
+				damaged := bytes.Clone(v)
+				damaged[0] ^= 1
+				return rb.Put(bytes.Clone(name), damaged)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			crash(t, db)
+			db = open(t, path)
+			defer closeT(t, db)
+			compactNow(t, db)
 			if levels := runLevels(t, db, id); len(levels) != 1 {
 				t.Fatalf("levels %v, want the one merged run", levels)
 			}
