@@ -405,16 +405,24 @@ func TestMergeInterrupted(t *testing.T) {
 			if resumed := merge(db); resumed >= whole {
 				t.Fatalf("the resumed merge wrote %d pages, the whole merge %d: it started again", resumed, whole)
 			}
-			if levels := runLevels(t, db, id); len(levels) != 1 {
-				t.Fatalf("levels %v, want the one merged run", levels)
-			}
-			if n := staged(t, db); n != 0 {
-				t.Fatalf("%d staged outputs after the merge", n)
-			}
-			checkRange(t, db, id, 0, 200, true)
-			checkRecords(t, db, id, 200, 100)
+			checkMerged(t, db, id)
 		})
 	}
+}
+
+// checkMerged fails unless the log's four runs of fourRuns(…, 50) were
+// merged into one, with no staged output left, every record found and
+// each held once.
+func checkMerged(t *testing.T, db *DB, id [32]byte) {
+	t.Helper()
+	if levels := runLevels(t, db, id); len(levels) != 1 {
+		t.Fatalf("levels %v, want the one merged run", levels)
+	}
+	if n := staged(t, db); n != 0 {
+		t.Fatalf("%d staged outputs after the merge", n)
+	}
+	checkRange(t, db, id, 0, 200, true)
+	checkRecords(t, db, id, 200, 100)
 }
 
 // TestMergeResumeDamaged: a staged output with a damaged block that is
@@ -461,14 +469,7 @@ func TestMergeResumeDamaged(t *testing.T) {
 			db = open(t, path)
 			defer closeT(t, db)
 			compactNow(t, db)
-			if levels := runLevels(t, db, id); len(levels) != 1 {
-				t.Fatalf("levels %v, want the one merged run", levels)
-			}
-			if n := staged(t, db); n != 0 {
-				t.Fatalf("%d staged outputs after the merge", n)
-			}
-			checkRange(t, db, id, 0, 200, true)
-			checkRecords(t, db, id, 200, 100)
+			checkMerged(t, db, id)
 		})
 	}
 }
