@@ -441,7 +441,7 @@ func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
 		}, func() float64 { return float64(s.DedupFilterBytes()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_dedup_runs",
-			Help: "Sorted runs of the embedded database's dedup cache, over all its logs: once merged, under 24 per log and one more per 67 to 268 million entries; a count that keeps rising says the merges are behind the writes.",
+			Help: "Sorted runs of the embedded database's dedup cache, over all its logs: once merged, at most 24 per log and one more per 67 to 268 million entries; a count that keeps rising says the merges are behind the writes.",
 		}, s.sumBolt(func(db *bolt.DB) float64 {
 			// An error (a closing database) counts none.
 			n, _ := db.Runs()
