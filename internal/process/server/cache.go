@@ -60,8 +60,11 @@ func RebuildDedup(ctx context.Context, c *config.Config, names []string, logger 
 // FillLog appends to the log named name the batches that next returns, one
 // round each, until it returns none; see sequencer.Fill. It is for
 // bench/fill, which builds large logs to measure at production size.
+// merged, if not nil, is called once the embedded database's merges are
+// done, before the log's stores close (bench/fill -memprofile: the heap of
+// a process that built the whole log).
 func FillLog(ctx context.Context, c *config.Config, name string, next func(size int64) []*sequencer.Pending,
-	progress func(size int64), logger *slog.Logger) error {
+	progress func(size int64), merged func(), logger *slog.Logger) error {
 	return forEachLog(ctx, c, []string{name}, logger, func(lc *config.Log, p *logParts) error {
 		// A fill's rounds are far larger than a served log's.
 		p.seqCfg.Timeout = max(p.seqCfg.Timeout, 10*time.Minute)
@@ -76,6 +79,9 @@ func FillLog(ctx context.Context, c *config.Config, name string, next func(size 
 			if err := m.MergeAll(ctx); err != nil {
 				return fmt.Errorf("log %s: merging the dedup cache's runs: %w", lc.Name, err)
 			}
+		}
+		if merged != nil {
+			merged()
 		}
 		return nil
 	})
