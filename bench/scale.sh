@@ -19,7 +19,7 @@
 #     dedup lookup and insert µs, the longest round (a commit stall: a
 #     bbolt remap, a merge's commit), against a fresh log in the same hour;
 #   - get-entries at random deep offsets; partial tiles left and collected;
-#   - fsck of the whole log from its storage directory (time and MB/s);
+#   - fsck of the whole log from its storage directory (time and MiB/s);
 #     backup and restore of the embedded database;
 #   - with MEMORY_LIMIT (e.g. 512M), the filled log served again from a
 #     cold page cache inside a memory cgroup of that size (Linux, root:
@@ -65,7 +65,8 @@
 # last line printed is one JSON object with, at least: entries,
 # first_sct_s, rss_mib_idle, rss_mib_load, cpu_us_per_entry,
 # fresh_cpu_us_per_entry, p99_ms, fresh_p99_ms, max_stall_ms, fsck_mb_s,
-# bytes_per_entry. A run that fails or is stopped after its fill writes
+# bytes_per_entry (fsck_mb_s is in MiB/s, 2²⁰ bytes, as the table's fsck
+# row). A run that fails or is stopped after its fill writes
 # the rows it measured ("—" for the others), headed by the stage it
 # stopped at, and prints them to stderr. Linux only (/proc).
 set -euo pipefail
@@ -349,7 +350,7 @@ report() {
 		echo "| longest round (commit stall), ms | $(f "$max_stall_ms" 0) |"
 		echo "| get-entries of 32 at random offsets: p50 / p99 ms (${get_errors:-—} errors) | $(f "$get_p50") / $(f "$get_p99") |"
 		echo "| partial tiles: left by the fill, deleted under load, left after | ${partials_before:-—}, ${partials_deleted:-—}, ${partials_after:-—} |"
-		echo "| fsck from the storage directory: s, MB/s | $(f "$fsck_s" 1), $(f "$fsck_mb_s" 0) |"
+		echo "| fsck from the storage directory: s, MiB/s | $(f "$fsck_s" 1), $(f "$fsck_mb_s" 0) |"
 		echo "| backup, restore of the embedded database, s | $(f "$backup_s" 2), $(f "$restore_s" 2) |"
 		if [[ -n $MEMORY_LIMIT ]]; then
 			echo "| under a $MEMORY_LIMIT memory limit, cold page cache: first SCT s; RSS MiB (anonymous); CPU µs/entry as fast as possible; p99 ms at 1,000/s; killed by the limit | $(f "$capped_first" 2); $(f "$capped_rss" 0) ($(f "$capped_anon" 0)); $(f "$capped_cpu" 0); $(f "$capped_p99" 0); ${capped_ooms:-—} times |"
