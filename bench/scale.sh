@@ -304,6 +304,8 @@ load() {
 # step_field NAME RATE FIELD: a field of benchrun's step at RATE (max: the
 # largest over the steps).
 step_field() {
+	# A rate the load did not run (RATES) has no value: "—" in the table.
+	[[ $2 == max || ",$RATES," == *",$2,"* ]] || return 0
 	"$bin/benchrun" -get "$3" -rates "$2" "$out/$1/results.json"
 }
 

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/mosaic-ct/mosaic/internal/base/clock"
+	"github.com/mosaic-ct/mosaic/internal/state/dedup"
+	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
 )
 
 // TestLeaseAndClockBesideABusyPool (issue 33 §2): with every connection of
@@ -66,4 +70,83 @@ func TestLeaseAndClockBesideABusyPool(t *testing.T) {
 	}
 	t.Logf("clock round trip beside the busy pool: %v", m.Recv.Sub(m.Sent))
 	busy.Wait()
+}
+
+// TestRoundBesideBlockedLookups: with twice as many lookups as the pool
+// has connections, all stuck (another session holds their table locked),
+// a round's compare-and-swap of the checkpoint still finds a connection
+// and commits. Before lookupSlots the stuck lookups held every connection,
+// and the round waited behind them until its deadline.
+func TestRoundBesideBlockedLookups(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	ctx := context.Background()
+	db, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	logID := [32]byte{36}
+	if err := db.Create(ctx, logID, []byte("checkpoint 0")); err != nil {
+		t.Fatal(err)
+	}
+	rec := dedup.Record{Key: dedup.Key{1}, Value: dedup.Value{Index: 0, Timestamp: 1}, LeafHash: [32]byte{2}}
+	if err := db.Put(ctx, logID, []dedup.Record{rec}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another session locks the leaf hash index: every lookup in it waits.
+	locker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE mosaic_leaf_hashes IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var lookups sync.WaitGroup
+	for range 2 * db.PoolSize() {
+		lookups.Go(func() {
+			if idx, ok, err := db.LeafIndex(ctx, logID, rec.LeafHash); err != nil || !ok || idx != 0 {
+				t.Errorf("a lookup once the lock was gone: %d %v %v", idx, ok, err)
+			}
+		})
+	}
+	want := int32(lookupSlots(db.PoolSize()))
+	for deadline := time.Now().Add(10 * time.Second); db.pool.Stat().AcquiredConns() < want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lookups did not take the connections they may: %d of %d", db.pool.Stat().AcquiredConns(), want)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // time to take more, if they could
+	if got := db.pool.Stat().AcquiredConns(); got != want {
+		t.Fatalf("lookups hold %d of the pool's %d connections, want %d", got, db.PoolSize(), want)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	replaced := db.Replace(rctx, logID, []byte("checkpoint 0"), []byte("checkpoint 1"))
+	// The lookups go on once the lock is gone, whatever happened.
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lookups.Wait()
+	if replaced != nil {
+		t.Fatalf("the round's compare-and-swap beside %d blocked lookups: %v", 2*db.PoolSize(), replaced)
+	}
+	if cp, err := db.Fetch(ctx, logID); err != nil || string(cp) != "checkpoint 1" {
+		t.Fatalf("the checkpoint: %q %v", cp, err)
+	}
+}
+
+func TestLookupSlots(t *testing.T) {
+	for conns, want := range map[int]int{1: 1, 2: 1, 4: 3, 16: 15} {
+		if got := lookupSlots(conns); got != want {
+			t.Errorf("lookupSlots(%d) = %d, want %d", conns, got, want)
+		}
+	}
 }
