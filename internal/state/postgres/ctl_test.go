@@ -80,11 +80,7 @@ func TestLeaseAndClockBesideABusyPool(t *testing.T) {
 func TestRoundBesideBlockedLookups(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	ctx := context.Background()
-	db, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openOn(t, dsn)
 	logID := [32]byte{36}
 	if err := db.Create(ctx, logID, []byte("checkpoint 0")); err != nil {
 		t.Fatal(err)

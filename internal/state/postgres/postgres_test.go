@@ -17,11 +17,14 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
 )
 
-func open(t *testing.T) *DB {
+func open(t *testing.T) *DB { return openOn(t, testenv.Postgres(t)) }
+
+// openOn opens the database at dsn, closed when the test ends.
+func openOn(t *testing.T, dsn string) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := Open(ctx, testenv.Postgres(t))
+	db, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
