@@ -196,7 +196,7 @@ func (db *DB) admitLookup(ctx context.Context) (func(), error) {
 	case db.lookups <- struct{}{}:
 		return func() { <-db.lookups }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for one of the %d connections lookups may use: %w", cap(db.lookups), ctx.Err())
+		return nil, fmt.Errorf("waiting for one of the %d connections lookups may use (pool_max_conns in the DSN raises it): %w", cap(db.lookups), ctx.Err())
 	}
 }
 
