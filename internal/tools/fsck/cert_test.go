@@ -6,6 +6,7 @@ import (
 	"encoding/asn1"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	ctx509 "github.com/google/certificate-transparency-go/x509"
@@ -34,6 +35,9 @@ func TestRemovePoison(t *testing.T) {
 			precerts = append(precerts, e.PreCertificate)
 			if got, err := removePoison(mustRawTBS(t, e.PreCertificate)); err != nil || !bytes.Equal(got, e.Certificate) {
 				t.Errorf("production leaf %d: removePoison does not give the logged TBSCertificate (%v)", e.LeafIndex, err)
+			}
+			if !matchesWithoutPoison(mustRawTBS(t, e.PreCertificate), e.Certificate) {
+				t.Errorf("production leaf %d: matchesWithoutPoison refused the logged TBSCertificate", e.LeafIndex)
 			}
 		}
 	}
@@ -119,6 +123,27 @@ func TestRemovePoisonSplices(t *testing.T) {
 			got, err := removePoison(in)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Errorf("%s, %d bytes: removePoison gave %x (%v), want %x", c.name, size, got, err, want)
+			}
+			if !matchesWithoutPoison(in, want) {
+				t.Errorf("%s, %d bytes: matchesWithoutPoison refused removePoison's own TBSCertificate", c.name, size)
+			}
+			if size > 300 {
+				continue
+			}
+			// Any other bytes must not match: each byte changed, one
+			// dropped or one added.
+			for i := range want {
+				bad := bytes.Clone(want)
+				bad[i] ^= 0x01
+				if matchesWithoutPoison(in, bad) {
+					t.Fatalf("%s, %d bytes: matchesWithoutPoison accepted the TBSCertificate with byte %d changed", c.name, size, i)
+				}
+				if matchesWithoutPoison(in, slices.Delete(bytes.Clone(want), i, i+1)) {
+					t.Fatalf("%s, %d bytes: matchesWithoutPoison accepted the TBSCertificate without byte %d", c.name, size, i)
+				}
+			}
+			if matchesWithoutPoison(in, append(bytes.Clone(want), 0)) || matchesWithoutPoison(in, in) {
+				t.Fatalf("%s, %d bytes: matchesWithoutPoison accepted a longer TBSCertificate or the poisoned one", c.name, size)
 			}
 		}
 	}

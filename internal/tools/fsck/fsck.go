@@ -652,7 +652,7 @@ func (ck *checker) checkEntry(ctx context.Context, td tile.Tile, idx int64, e *t
 		if key.psc && len(states) > 1 {
 			key = states[1]
 		}
-		if key.cert != nil && sha256.Sum256(key.cert.RawSubjectPublicKeyInfo) != e.IssuerKeyHash {
+		if key.cert != nil && key.keyHash != e.IssuerKeyHash {
 			bad("issuer_key_hash %x is not the key hash of issuer %x", e.IssuerKeyHash, tile.Fingerprint(key.cert.Raw))
 		}
 	}
@@ -665,7 +665,7 @@ func (ck *checker) checkEntry(ctx context.Context, td tile.Tile, idx int64, e *t
 	psc := issuerKnown && states[0].psc
 	if !psc && !ck.opts.ParseCertificates {
 		if rawTBS, ok := tbsOf(e.PreCertificate); ok {
-			if tbs, err := removePoison(rawTBS); err == nil && bytes.Equal(tbs, e.Certificate) {
+			if matchesWithoutPoison(rawTBS, e.Certificate) {
 				return
 			}
 		}
@@ -679,7 +679,7 @@ func (ck *checker) checkEntry(ctx context.Context, td tile.Tile, idx int64, e *t
 		return
 	}
 	if !psc {
-		if tbs, err := removePoison(rawTBS); err == nil && bytes.Equal(tbs, e.Certificate) {
+		if matchesWithoutPoison(rawTBS, e.Certificate) {
 			return
 		}
 	}
@@ -714,6 +714,10 @@ type issuerState struct {
 	once sync.Once
 	cert *ctx509.Certificate // nil if unavailable or invalid
 	psc  bool                // a Precertificate Signing Certificate
+	// keyHash is the SHA-256 of cert's SubjectPublicKeyInfo, the
+	// issuer_key_hash of the precertificates it issues (hashed once, not
+	// for each of them).
+	keyHash [32]byte
 }
 
 // issuer checks the issuer with fingerprint fp once, reporting a problem
@@ -741,6 +745,7 @@ func (ck *checker) issuer(ctx context.Context, fp [32]byte, idx int64) *issuerSt
 			return
 		}
 		st.cert = cert
+		st.keyHash = sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 		for _, u := range cert.ExtKeyUsage {
 			if u == ctx509.ExtKeyUsageCertificateTransparency {
 				st.psc = true

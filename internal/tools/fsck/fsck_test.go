@@ -378,6 +378,20 @@ func TestCorruption(t *testing.T) {
 			}
 			os.WriteFile(p, out, 0o644)
 		}, "tile/data/000", "leaf_index extension is 6"},
+		{"wrong issuer_key_hash", plain, func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "tile/data/000")
+			b, _ := os.ReadFile(p)
+			entries, err := tile.ParseDataTile(b)
+			if err != nil || !entries[2].IsPrecert {
+				t.Fatalf("entry 2 is not a precert: %v", err)
+			}
+			entries[2].IssuerKeyHash[0] ^= 0x01
+			var out []byte
+			for _, e := range entries {
+				out = tile.AppendTileLeaf(out, e)
+			}
+			os.WriteFile(p, out, 0o644)
+		}, "tile/data/000", "is not the key hash of issuer"},
 		{"checkpoint by another key", plain, func(t *testing.T, dir string) {
 			other, _ := fakelog.New(fakelog.Options{Seed: bytes.Repeat([]byte{7}, 32)})
 			b, _ := other.Object("checkpoint")
