@@ -52,6 +52,9 @@ type DB struct {
 	// checkpoint's compare-and-swap, its dedup records) never queue for a
 	// connection behind a flood of them (see lookupSlots).
 	lookups chan struct{}
+	// batches gathers the dedup lookups that wait for a connection into
+	// one statement per log (batch.go).
+	batches batcher
 	// where names the server for messages, without credentials.
 	where string
 
@@ -148,6 +151,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mosaic"
 	}
 	db := &DB{where: describe(cfg.ConnConfig), logRef: map[[32]byte]int32{}}
+	db.batches.open = map[[32]byte]*lookupBatch{}
 	db.lookups = make(chan struct{}, lookupSlots(int(cfg.MaxConns)))
 	ctlCfg := cfg.Copy()
 	ctlCfg.MaxConns, ctlCfg.MinConns = ctlConns, 1
@@ -359,28 +363,6 @@ func (db *DB) dedupLog(ctx context.Context, q querier, logID [32]byte, create bo
 // querier is what dedupLog needs of a pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Get looks up a dedup key of a log.
-func (db *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value, bool, error) {
-	release, err := db.admitLookup(ctx)
-	if err != nil {
-		return dedup.Value{}, false, fmt.Errorf("postgres: dedup lookup in log %x: %w", logID, err)
-	}
-	defer release()
-	id, ok, err := db.dedupLog(ctx, db.pool, logID, false)
-	if err != nil || !ok {
-		return dedup.Value{}, false, err
-	}
-	var idx, ts int64
-	err = db.pool.QueryRow(ctx, "SELECT idx, ts FROM mosaic_dedup_entries WHERE log = $1 AND key = $2", id, k[:]).Scan(&idx, &ts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return dedup.Value{}, false, nil
-	}
-	if err != nil {
-		return dedup.Value{}, false, fmt.Errorf("postgres: dedup lookup in log %x: %w", logID, err)
-	}
-	return dedup.Value{Index: uint64(idx), Timestamp: uint64(ts)}, true, nil
 }
 
 // Put records a batch of dedup entries in one statement. A key already
