@@ -2,6 +2,9 @@ package sequencer
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,13 +16,28 @@ import (
 	"github.com/mosaic-ct/mosaic/internal/state/storage"
 )
 
-// partials lists the partial tiles in storage.
+// partials lists the partial tiles in storage, by name only: the
+// collector may delete one between the listing and a read of it (as
+// files, which reads them, then failed).
 func partials(t *testing.T, e *env) []string {
+	t.Helper()
 	var out []string
-	for k := range files(t, e.store.Root(), "tile") {
-		if strings.Contains(k, ".p/") {
+	root := e.store.Root()
+	err := filepath.WalkDir(filepath.Join(root, "tile"), func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if k := filepath.ToSlash(rel); strings.Contains(k, ".p/") {
 			out = append(out, k)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
