@@ -157,7 +157,7 @@ func Backup(ctx context.Context, c *config.Config, database, out string) ([]stri
 	}
 	switch {
 	case err == nil:
-		_, err = src.WriteBackup(f, nil)
+		err = src.BackupTo(f)
 		src.Close()
 		how = "copied directly (no process held it)"
 	case errors.Is(err, bolt.ErrLocked):
@@ -202,14 +202,14 @@ func createTemp(path string) (string, *os.File, error) {
 }
 
 // fetchHotBackup asks the mosaic serve at debugAddr for a copy of the
-// database at abs and writes it to w.
+// database at abs and writes it to f (empty), as bolt.ReadBackup does.
 //
 // It is only asked when the database file is locked, that is when a
 // process that can open it (its owner: the file is 0600) holds it; that
 // process's configured debug address cannot be held by anyone else
 // meanwhile. The copy is checked against the logs' keys before it is
 // kept (checkBackup).
-func fetchHotBackup(ctx context.Context, debugAddr, abs string, w io.Writer) error {
+func fetchHotBackup(ctx context.Context, debugAddr, abs string, f *os.File) error {
 	u := "http://" + debugAddr + BackupPath + "?database=" + url.QueryEscape(abs)
 	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
@@ -227,15 +227,10 @@ func fetchHotBackup(ctx context.Context, debugAddr, abs string, w io.Writer) err
 	if got := resp.Header.Get(BackupDatabaseHeader); got != abs {
 		return fmt.Errorf("the debug listener at %s sent a copy of %q, not of %s (is another process listening there?)", debugAddr, got, abs)
 	}
-	if resp.ContentLength < 0 {
-		return errors.New("the debug listener did not say how long the copy is")
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err != nil {
+	// The stream ends with its checksum: one cut short or altered is
+	// an error (bolt.ReadBackup).
+	if err := bolt.ReadBackup(resp.Body, f); err != nil {
 		return fmt.Errorf("receiving the copy: %w", err)
-	}
-	if n != resp.ContentLength {
-		return fmt.Errorf("the copy was cut short (%d of %d bytes)", n, resp.ContentLength)
 	}
 	return nil
 }
@@ -374,7 +369,9 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 	// serve would. Whatever Load changes (adopting a round the storage's
 	// fence holds, republishing the checkpoint) is what serve would do
 	// too; a stale backup is refused before anything is written.
-	cand, err := bolt.Open(tmp)
+	// Without merges: they would write run files named after the
+	// temporary name (bolt, runfile.go).
+	cand, err := bolt.OpenWithoutMerges(tmp)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +434,14 @@ func Restore(ctx context.Context, c *config.Config, database, from string, logge
 		return nil, err
 	} else if moved {
 		report = append(report, "its head file is kept beside it as "+bolt.HeadPath(old))
+	}
+	// And so do the files of its dedup cache's merged runs, which are
+	// its data: the restored database does not name them (its runs are
+	// all in its file) and never deletes a file it does not name.
+	if n, err := bolt.MoveRunFiles(db.path, old); err != nil {
+		return nil, err
+	} else if n > 0 {
+		report = append(report, fmt.Sprintf("its %d dedup run file(s) are kept beside it as %s.run.*", n, old))
 	}
 	if n, err := bolt.MoveJournals(db.path, old); err != nil {
 		return nil, err

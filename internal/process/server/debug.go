@@ -7,7 +7,6 @@ import (
 	"net/http/pprof"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/mosaic-ct/mosaic/internal/process/config"
@@ -67,8 +66,9 @@ func loopbackOnly(h http.Handler) http.Handler {
 	})
 }
 
-// backupHandler streams a consistent copy of one embedded database (see
-// bolt.DB.WriteBackup); sequencing goes on meanwhile.
+// backupHandler streams a consistent copy of one embedded database, as a
+// backup stream (bolt.DB.WriteBackup: its length is not known before it
+// ends, and it ends with its checksum); sequencing goes on meanwhile.
 func (s *Server) backupHandler(w http.ResponseWriter, r *http.Request) {
 	dbs := map[string]*bolt.DB{}
 	var paths []string
@@ -104,12 +104,10 @@ func (s *Server) backupHandler(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set(BackupDatabaseHeader, want)
 	start := time.Now()
-	n, err := db.WriteBackup(w, func(size int64) {
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-	})
+	n, err := db.WriteBackup(w)
 	if err != nil {
-		// The client sees a body shorter than Content-Length and
-		// discards it.
+		// The client sees a stream without its end and checksum, and
+		// discards it (bolt.ReadBackup).
 		s.logger.Warn("hot backup of the embedded database failed", "database", want, "err", err)
 		return
 	}

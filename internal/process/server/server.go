@@ -448,8 +448,16 @@ func (s *Server) registerDedupMetrics(reg prometheus.Registerer) error {
 			return float64(n)
 		})),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mosaic_dedup_run_file_bytes",
+			Help: "Size on disk of the embedded database's dedup run files (the merged runs, beside the database file), the bulk of the dedup cache.",
+		}, s.sumBolt(func(db *bolt.DB) float64 {
+			// An error (a closing database) counts none.
+			n, _ := db.RunFileBytes()
+			return float64(n)
+		})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mosaic_database_free_pages",
-			Help: "Free pages (of the system's page size, usually 4 KiB) in the embedded database file (bbolt's freelist), left by merges of the dedup runs until later writes reuse them: each commit of the dedup cache writes 8 bytes for each, and the heap holds about 30 bytes for each.",
+			Help: "Free pages (of the system's page size, usually 4 KiB) in the embedded database file (bbolt's freelist), left by merges of tiers' runs (and, in a database of an older Mosaic, of merged runs) until later writes reuse them: each commit writes 8 bytes for each, and the heap holds about 30 bytes for each.",
 		}, s.sumBolt(func(db *bolt.DB) float64 { return float64(db.FreePages()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mosaic_dedup_merge_failures_total",

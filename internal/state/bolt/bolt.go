@@ -67,6 +67,9 @@ type DB struct {
 	compact compactor
 	// filters holds the filters of the runs' dedup keys (filter.go).
 	filters filters
+	// runFiles holds the files of the runs that merges wrote
+	// (runfile.go).
+	runFiles runFiles
 	// head is the head file, which holds the checkpoints and the leaf
 	// hash index progress (head.go).
 	head head
@@ -90,7 +93,15 @@ var (
 
 // Open opens or creates the database file at path (mode 0600), and its
 // directory (mode 0700) if missing. Its buckets are created automatically.
-func Open(path string) (*DB, error) {
+func Open(path string) (*DB, error) { return openDB(path, true) }
+
+// OpenWithoutMerges opens the database file at path as Open does, but
+// without the background merges of the dedup cache's runs, so that it
+// writes no run file (runfile.go): for the copy that mosaic restore
+// checks under a temporary name, after which run files would be named.
+func OpenWithoutMerges(path string) (*DB, error) { return openDB(path, false) }
+
+func openDB(path string, merges bool) (*DB, error) {
 	// The directory too, so a first `create` or `serve` needs no mkdir.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating the database's directory: %w", err)
@@ -103,7 +114,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket, hashIndexedBucket, runsBucket} {
+		for _, b := range [][]byte{checkpointsBucket, dedupBucket, rebuildingBucket, leafHashBucket, hashIndexedBucket, runsBucket, graveyardBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -120,9 +131,14 @@ func Open(path string) (*DB, error) {
 	}
 	if err == nil {
 		d.filters = filters{prefix: db.Path() + filterSuffix, dbID: d.id, wake: d.wakeCompactor}
-		// Orphaned filter files first (a crash before their run's
-		// commit), then the journals a crash left.
+		d.runFiles = runFiles{prefix: db.Path() + runFileSuffix}
+		// Orphaned filter files and the run files no run names any
+		// longer first (a crash before their run's commit, or after a
+		// merge's), then the journals a crash left.
 		if err = d.pruneFilters(); err == nil {
+			err = d.collectGraveyard()
+		}
+		if err == nil {
 			err = d.queueLegacyFilters()
 		}
 		if err == nil {
@@ -136,7 +152,7 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	if startMerges {
+	if merges && startMerges {
 		d.startCompactor()
 	}
 	return d, nil
@@ -175,6 +191,7 @@ func (d *DB) Close() error {
 		err = rerr
 	}
 	d.filters.closeAll()
+	d.runFiles.closeAll()
 	if d.head.db != nil {
 		// The database file is made whole again (head.go).
 		if !d.filters.readOnly {
@@ -266,7 +283,7 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 	d.recent.mu.RUnlock()
 	var v dedup.Value
 	var ok bool
-	err := d.db.View(func(tx *bbolt.Tx) error {
+	err := d.viewRuns(func(tx *bbolt.Tx) error {
 		if lb := tx.Bucket(dedupBucket).Bucket(logID[:]); lb != nil {
 			if raw := lb.Get(k[:]); raw != nil {
 				if v, ok = dedup.DecodeValue(raw); !ok {
@@ -285,6 +302,21 @@ func (d *DB) Get(ctx context.Context, logID [32]byte, k dedup.Key) (dedup.Value,
 		return tv, true, nil
 	}
 	return v, ok, err
+}
+
+// viewRuns runs fn, a lookup, in a read transaction of the database, and
+// again in a newer one (twice at most) if a run's file it needed was
+// missing: a merge or a rebuild that committed after the transaction
+// began may have deleted it, and then a newer transaction no longer
+// names it (runfile.go). A file still missing then is an error.
+func (d *DB) viewRuns(fn func(tx *bbolt.Tx) error) error {
+	var err error
+	for range 3 {
+		if err = d.db.View(fn); !errors.Is(err, errRunFileMissing) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w; mosaic cache rebuild rebuilds the log's cache from its data tiles", err)
 }
 
 // Put implements dedup.Store: the records are durable (in the journal)
@@ -337,7 +369,7 @@ func (d *DB) LeafIndex(ctx context.Context, logID [32]byte, h [32]byte) (uint64,
 	d.recent.mu.RUnlock()
 	var idx uint64
 	var ok bool
-	err := d.db.View(func(tx *bbolt.Tx) error {
+	err := d.viewRuns(func(tx *bbolt.Tx) error {
 		if hb := tx.Bucket(leafHashBucket).Bucket(logID[:]); hb != nil {
 			if v := hb.Get(hk[:]); v != nil {
 				if len(v) != 8 {
@@ -444,11 +476,17 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 			return err
 		}
 		// A merge of this log's runs in progress finds its inputs gone
-		// at its next transaction and stops (runs.go).
+		// at its next transaction and stops (runs.go). The runs' files
+		// go into the graveyard (runfile.go).
 		for _, name := range [][]byte{dedupBucket, legacyDedupBucket, leafHashBucket, runsBucket, stagingBucket} {
 			b := tx.Bucket(name)
 			if b == nil || b.Bucket(logID[:]) == nil {
 				continue
+			}
+			if name := string(name); name == string(runsBucket) || name == string(stagingBucket) {
+				if err := bury(tx, b.Bucket(logID[:]), func([]byte) bool { return true }); err != nil {
+					return err
+				}
 			}
 			if err := b.DeleteBucket(logID[:]); err != nil {
 				return err
@@ -469,6 +507,9 @@ func (d *DB) Rebuild(ctx context.Context, logID [32]byte, fill func(put func([]d
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
 	if err := d.pruneFilters(); err != nil {
+		return fmt.Errorf("starting the rebuild: %w", err)
+	}
+	if err := d.collectGraveyard(); err != nil {
 		return fmt.Errorf("starting the rebuild: %w", err)
 	}
 	if err := fill(func(rs []dedup.Record) error { return d.putRun(logID, rs) }); err != nil {

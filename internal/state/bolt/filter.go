@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -506,26 +505,7 @@ func (fs *filters) drop(logID [32]byte, names [][]byte, descs []filterDesc) erro
 }
 
 // listFiles returns this database's filter files by ID.
-func (fs *filters) listFiles() (map[[16]byte]string, error) {
-	dir, base := filepath.Dir(fs.prefix), filepath.Base(fs.prefix)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	files := make(map[[16]byte]string)
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), base)
-		if !ok || len(rest) != 32 {
-			continue
-		}
-		var id [16]byte
-		if _, err := hex.Decode(id[:], []byte(rest)); err != nil || hex.EncodeToString(id[:]) != rest {
-			continue // not a name this database gives its files
-		}
-		files[id] = filepath.Join(dir, e.Name())
-	}
-	return files, nil
-}
+func (fs *filters) listFiles() (map[[16]byte]string, error) { return listByID(fs.prefix) }
 
 // closeAll waits for the goroutines mapping filters and unmaps every
 // filter.

@@ -513,16 +513,7 @@ func TestBackupOpensWithoutFilters(t *testing.T) {
 	id := sha256.Sum256([]byte("log"))
 	db := fourRuns(t, path, id, 300)
 	copyPath := filepath.Join(t.TempDir(), "mosaic.db")
-	f, err := os.Create(copyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.WriteBackup(f, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeBackupFile(t, db, copyPath)
 	closeT(t, db)
 	c := openQuiet(t, copyPath)
 	defer closeT(t, c)

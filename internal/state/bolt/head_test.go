@@ -105,7 +105,7 @@ func TestHeadCrashKeepsLatest(t *testing.T) {
 	if got := fetch(t, ro, id); got != "cp2" {
 		t.Errorf("read-only after a crash: Fetch = %q, want cp2 (the head file's)", got)
 	}
-	if _, err := ro.WriteBackup(new(bytes.Buffer), nil); err == nil || !strings.Contains(err.Error(), "did not close it") {
+	if _, err := ro.WriteBackup(new(bytes.Buffer)); err == nil || !strings.Contains(err.Error(), "did not close it") {
 		t.Errorf("a read-only copy of a crashed database: %v, want a refusal saying it was not closed", err)
 	}
 	ro.Close()

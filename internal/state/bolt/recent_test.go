@@ -66,7 +66,7 @@ func crash(t *testing.T, db *DB) {
 	}
 }
 
-// writeBackupFile writes db's backup (WriteBackup) to a new file at path.
+// writeBackupFile writes db's backup (BackupTo) to a new file at path.
 func writeBackupFile(t *testing.T, db *DB, path string) {
 	t.Helper()
 	f, err := os.Create(path)
@@ -74,7 +74,7 @@ func writeBackupFile(t *testing.T, db *DB, path string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := db.WriteBackup(f, nil); err != nil {
+	if err := db.BackupTo(f); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

@@ -44,7 +44,9 @@ import (
 //   - in the run's bucket, levelKey holds its level (one byte) and
 //     filterFileKey the descriptor of its dedup keys' filter file
 //     (filter.go; a Mosaic before filter files kept the filter itself
-//     under legacyFilterKey); 'k' and the last
+//     under legacyFilterKey) and, for a run a merge wrote, runFileKey the
+//     ID of the file that holds its blocks (runfile.go); in that file's
+//     bucket, or in the run's bucket for a tier's run, 'k' and the last
 //     key of a block hold a block of dedup records (key, then
 //     dedup.EncodeValue), and 'h' and the last leaf hash key of a block a
 //     block of leaf hash index records (dedup.HashIndexKeySize bytes, then
@@ -59,25 +61,28 @@ import (
 // by Mosaic before runs) first, then the runs oldest first.
 //
 // Why nothing is lost or made up:
-//   - Each run is one bbolt bucket, made visible in one transaction: a
-//     frozen tier's run is written whole in one (a tier is at most
-//     recentMax records, a few MB), and a merge writes its output under
-//     stagingBucket over many transactions and then, in one last
-//     transaction, moves it to runsBucket and deletes its inputs. A
-//     lookup runs in one read transaction, so it sees either the inputs
-//     or the output, never neither; a crash leaves either too. A staged
-//     output a crash or a stop left is resumed by the next merge of the
-//     same runs, from its last block (see mergeRuns); Open deletes those
-//     whose runs are gone (pruneStaging).
+//   - Each run is made visible in one transaction: a frozen tier's run
+//     is written whole in one (a tier is at most recentMax records, a few
+//     MB), and a merge writes its output into its file over many
+//     transactions of the file, staged meanwhile (stagingBucket names the
+//     file), and then, in one transaction of the database, names it in
+//     runsBucket and deletes its inputs. A lookup runs in one read
+//     transaction, so it sees either the inputs or the output, never
+//     neither; a crash leaves either too (and a file is deleted only after
+//     the transaction that stops naming it: runfile.go). A staged output
+//     a crash or a stop left is resumed by the next merge of the same
+//     runs, from its last block (see mergeRuns); Open deletes those whose
+//     runs are gone (pruneStaging).
 //   - A merge's inputs are a log's consecutive runs, so its output covers
 //     a contiguous range of journals and takes their place in the order;
 //     of two records with one key, the output keeps the older run's.
 //   - A frozen tier's run is written before its journal is deleted. A
 //     crash between the two replays the journal at Open, and writeRun
 //     skips a log whose runs already cover that journal's number.
-//   - Every transaction of a merge checks that its inputs and its staged
-//     output are still there: Rebuild deletes a log's runs, and a merge
-//     that started before must neither resurrect them nor finish.
+//   - Every step of a merge checks, in a transaction of the database,
+//     that its inputs and its staged output are still there: Rebuild
+//     deletes a log's runs, and a merge that started before must neither
+//     resurrect them nor finish.
 
 var (
 	// runsBucket holds the dedup cache's sorted runs, per log.
@@ -104,34 +109,12 @@ const (
 	fanIn = 4
 )
 
-// mergeBlocks is how many blocks one merge transaction writes at least
-// (about 4 MB); a variable for tests.
-var mergeBlocks = 1024
-
-// maxMergeBlocks is how many blocks one merge transaction writes at most
-// (about 16 MB), which bounds the memory a merge holds (its blocks and
-// bbolt's dirty pages until the commit) and how long a tier's run waits
-// behind it for bbolt's one writer; a variable for tests.
-var maxMergeBlocks = 4096
-
-// mergeTxBlocks returns how many blocks the next merge transaction
-// writes, given the bytes of freelist that bbolt writes with each commit
-// (8 per free page: bbolt writes its whole freelist, sorted, at every
-// commit of a file whose freelist is synced; see fileOptions). A merge
-// frees its inputs' pages, so a large log's file holds hundreds of
-// thousands of free pages between merges (about 240,000 at 2×10⁷ entries
-// with both indexes), and a transaction of mergeBlocks blocks then wrote
-// up to twice its own data again as freelist. So a transaction writes at
-// least four times the freelist's bytes in blocks (4 KiB each):
-//
-//	blocks = clamp(4·freelist/4096, mergeBlocks, maxMergeBlocks)
-//
-// which holds the freelist to at most a quarter of a merge's writes up to
-// 2²¹ free pages (a 16 MiB freelist), and still cuts it by up to four
-// times beyond.
-func mergeTxBlocks(freelist int) int {
-	return min(max(mergeBlocks, 4*freelist/4096), max(mergeBlocks, maxMergeBlocks))
-}
+// mergeBlocks is how many blocks one merge transaction writes (about 16
+// MB), which bounds the memory a merge holds (its blocks and bbolt's dirty
+// pages until the commit), and how many a read transaction of
+// readRecords reads; a variable for tests. A merge's transactions are
+// its output file's (runfile.go), so nothing else waits for them.
+var mergeBlocks = 4096
 
 // recordKind describes one of the two kinds of record a run holds. The
 // kinds are variables so that tests can make blocks small.
@@ -212,6 +195,8 @@ func blockCRC(name, records []byte) uint32 {
 // findInRuns returns the record of kind k whose key is key in the oldest
 // of the log's runs that holds one, or nil. Dedup keys are looked up only
 // in the runs whose filter they pass, or whose filter is not mapped (yet).
+// An error wraps errRunFileMissing if a run's file is not there: the
+// caller looks again in a newer transaction (runfile.go).
 func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) ([]byte, error) {
 	runs := tx.Bucket(runsBucket)
 	if runs == nil { // a database of an older Mosaic, opened read-only
@@ -240,7 +225,14 @@ func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) 
 				continue
 			}
 		}
-		if rec, err := findInRun(rb, k, key); rec != nil || err != nil {
+		blocks, done, err := d.runFiles.runBlocks(rb)
+		if err != nil {
+			return nil, fmt.Errorf("dedup run %x of log %x: %w", name, logID, err)
+		}
+		rec, err := findInRun(blocks, k, key)
+		rec = bytes.Clone(rec) // a run file's transaction ends here
+		done()
+		if rec != nil || err != nil {
 			return rec, err
 		}
 	}
@@ -249,8 +241,9 @@ func (d *DB) findInRuns(tx *bbolt.Tx, logID [32]byte, k recordKind, key []byte) 
 
 // blockWriter packs sorted records into blocks and writes them to a run.
 type blockWriter struct {
-	k     recordKind
-	block []byte
+	k      recordKind
+	block  []byte
+	blocks int // blocks written
 }
 
 func (w *blockWriter) add(rb *bbolt.Bucket, rec []byte) error {
@@ -276,6 +269,7 @@ func (w *blockWriter) flush(rb *bbolt.Bucket) error {
 	w.block = binary.BigEndian.AppendUint32(w.block, blockCRC(name, w.block))
 	err := rb.Put(name, w.block)
 	w.block = nil
+	w.blocks++
 	return err
 }
 
@@ -465,16 +459,16 @@ type compactor struct {
 	// running is held by compactAll: two at once would plan the same
 	// merge and write one staged output together.
 	running sync.Mutex
-	// pause is held for reading by each transaction of a merge, and for
-	// writing by WriteBackup: a merge frees pages that the copy's long
-	// read transaction keeps from reuse, so the file would grow, and
-	// bbolt's remapping of a grown file waits for that transaction, with
-	// every writer (checkpoints included) behind it.
+	// pause is held for reading by each step of a merge, and for writing
+	// by WriteBackup: a merge would delete run files that the copy's read
+	// transaction names and the copy has yet to read (runfile.go), and
+	// free pages that the transaction keeps from reuse.
 	pause    sync.RWMutex
 	mu       sync.Mutex
 	err      error // the last round's, nil once one succeeds
 	logger   atomic.Pointer[slog.Logger]
 	failures atomic.Uint64 // rounds that failed
+	blocks   atomic.Uint64 // blocks the merges wrote since Open
 }
 
 // Runs returns how many sorted runs the dedup cache holds, over all its
@@ -502,10 +496,11 @@ func (d *DB) Runs() (int, error) {
 
 // FreePages returns how many pages of the database file are free
 // (bbolt's freelist, with those that open read transactions still hold
-// from reuse). A merge frees its inputs' pages, which later writes reuse;
-// meanwhile every commit to the file writes 8 bytes for each (see
-// mergeTxBlocks) and bbolt's index of them holds about 30 bytes of heap
-// for each (docs/ARCHITECTURE.md, "What grows with the log").
+// from reuse). Every commit to the file writes 8 bytes for each, and
+// bbolt's index of them holds about 30 bytes of heap for each
+// (docs/ARCHITECTURE.md, "What grows with the log"). Since merges write
+// run files (runfile.go), only tiers' runs merged away and a database of
+// an older Mosaic's merged runs free pages here.
 func (d *DB) FreePages() int {
 	s := d.db.Stats()
 	return s.FreePageN + s.PendingPageN
@@ -624,6 +619,9 @@ func (d *DB) compactAll(ctx context.Context) error {
 	if err := d.pruneFilters(); err != nil {
 		return cmp.Or(first, err)
 	}
+	if err := d.collectGraveyard(); err != nil {
+		return cmp.Or(first, err)
+	}
 	return first
 }
 
@@ -658,16 +656,23 @@ var errInputsGone = errors.New("the runs being merged were deleted")
 // update runs fn in a read-write transaction of a merge, unless a backup
 // holds the merges paused.
 func (d *DB) update(fn func(*bbolt.Tx) error) error {
+	return d.paused(func() error { return d.db.Update(fn) })
+}
+
+// paused runs fn, a step of a merge, unless a backup holds the merges
+// paused (then once it is done).
+func (d *DB) paused(fn func() error) error {
 	d.compact.pause.RLock()
 	defer d.compact.pause.RUnlock()
-	return d.db.Update(fn)
+	return fn()
 }
 
 // mergeRuns merges a log's consecutive runs in into one run of the next
-// level, which takes their place. It resumes the output a merge of the
-// same runs staged before a crash or a stop, from its last block: at
-// 10⁸ entries, a merge into a run of maxLevel takes minutes, and started
-// again from nothing after every restart, it may never end.
+// level, written into a file of its own (runfile.go), which takes their
+// place. It resumes the output a merge of the same runs staged before a
+// crash or a stop, from its last block: at 10⁸ entries, a merge into a
+// run of maxLevel takes minutes, and started again from nothing after
+// every restart, it may never end.
 func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err error) {
 	first, _, _ := runRange(in[0].name)
 	_, last, _ := runRange(in[len(in)-1].name)
@@ -676,7 +681,7 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	// duplicates are dropped), is written to its file as its keys are
 	// written, in order, and counts them for its level.
 	var n uint64
-	var from leftOff // where a staged output left off
+	var staged *[16]byte // the file of a staged output of these runs
 	err = d.update(func(tx *bbolt.Tx) error {
 		lr := tx.Bucket(runsBucket).Bucket(logID[:])
 		for _, r := range in {
@@ -699,20 +704,15 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 		}
 		// A staged output of other runs that overlaps this merge's
 		// would never be finished: its inputs are about to go.
-		if err := dropStaged(sl, func(name []byte) bool { return !bytes.Equal(name, out) && overlap(name, out) }); err != nil {
+		if err := dropStaged(tx, sl, func(name []byte) bool { return !bytes.Equal(name, out) && overlap(name, out) }); err != nil {
 			return err
 		}
 		if rb := sl.Bucket(out); rb != nil {
-			// The same inputs (a run never changes, and its name says
-			// which journals it holds), so the same records in the same
-			// order: what the output holds is what this merge would
-			// write first.
-			var ok bool
-			if from, ok = stagedProgress(rb); ok {
-				return nil
+			if id, ok := runFileID(rb); ok {
+				staged = &id
 			}
 		}
-		return stage(sl, out, in[0].level+1)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -721,38 +721,66 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	if err != nil {
 		return err
 	}
+	var fileID [16]byte
+	var file *bbolt.DB // the output's file, open for writing
 	defer func() {
+		if file != nil {
+			file.Close()
+		}
 		if err != nil {
 			fw.abort()
 		}
 	}()
-	if from.kind != 0 {
+	var from leftOff // where a staged output left off
+	if staged != nil {
+		// The same inputs (a run never changes, and its name says which
+		// journals it holds), so the same records in the same order:
+		// what the output holds is what this merge would write first.
 		// Every staged block is read and checked (each ends with its
 		// checksum), not only the last, and the staged keys go into the
-		// new filter (the stopped merge's file is an orphan). A staged
-		// output found damaged is written again from the inputs, whose
-		// derivative it is: kept, it would fail every resume, or carry
-		// the damage into the run.
-		err := d.readStaged(ctx, logID, out, fw.add)
-		if errors.Is(err, errInputsGone) || ctx.Err() != nil {
-			return err
+		// new filter. A staged output found damaged (or whose file is
+		// gone) is written again from the inputs, whose derivative it
+		// is: kept, it would fail every resume, or carry the damage into
+		// the run.
+		fileID = *staged
+		file, err = d.runFiles.openWrite(fileID, false)
+		if err == nil {
+			var ok bool
+			if from, ok, err = readStaged(ctx, file, fw.add); err == nil && !ok {
+				err = errors.New("its last block is damaged")
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil {
+			if file != nil {
+				file.Close()
+				file = nil
+			}
 			fw.abort()
 			if fw, err = d.filters.create(n); err != nil {
 				return err
 			}
-			err = d.update(func(tx *bbolt.Tx) error {
-				sl := tx.Bucket(stagingBucket).Bucket(logID[:])
-				if sl == nil {
-					return errInputsGone
-				}
-				return stage(sl, out, in[0].level+1)
-			})
-			if err != nil {
-				return err
+			from, staged = leftOff{}, nil
+		}
+	}
+	if staged == nil {
+		if fileID, file, err = d.newRunFile(); err != nil {
+			return err
+		}
+		err = d.update(func(tx *bbolt.Tx) error {
+			sl := tx.Bucket(stagingBucket).Bucket(logID[:])
+			if sl == nil {
+				return errInputsGone
 			}
-			from = leftOff{}
+			return stage(tx, sl, out, in[0].level+1, fileID)
+		})
+		// Staged, or listed in the graveyard: either way, collected
+		// like any other from now on.
+		d.runFiles.created(fileID)
+		if err != nil {
+			return err
 		}
 	}
 	hashes := from.hashes // leaf hash records written, for the output's level
@@ -768,29 +796,35 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			blocks := mergeTxBlocks(d.db.Stats().FreelistInuse)
-			err := d.update(func(tx *bbolt.Tx) error {
-				inputs, rb, err := mergeBuckets(tx, logID, in, out)
-				if err != nil {
-					return err
-				}
-				written := hashes
-				add := func([]byte) { written++ }
-				if k.prefix == keyPrefix {
-					add = fw.add
-				}
-				a, dn, err := mergeChunk(inputs, rb, k, after, add, blocks)
-				if err != nil {
-					return err
-				}
-				if k.prefix == hashPrefix {
-					if err := rb.Put(progressKey, binary.BigEndian.AppendUint64(nil, written)); err != nil {
-						return err
-					}
-				}
-				// (A failed commit stops the merge.)
-				after, done, hashes = a, dn, written
-				return nil
+			// The inputs are read in a read transaction of the database,
+			// which checks that they and the staged output are still
+			// there (a rebuild deletes them), and the blocks written in
+			// one of the output's file.
+			err := d.paused(func() error {
+				return d.viewMerge(logID, in, out, fileID, func(inputs []*bbolt.Bucket) error {
+					return file.Update(func(ftx *bbolt.Tx) error {
+						rb := ftx.Bucket(runFileBucket)
+						rb.FillPercent = 1
+						written := hashes
+						add := func([]byte) { written++ }
+						if k.prefix == keyPrefix {
+							add = fw.add
+						}
+						a, dn, nb, err := mergeChunk(inputs, rb, k, after, add, mergeBlocks)
+						if err != nil {
+							return err
+						}
+						d.compact.blocks.Add(uint64(nb))
+						if k.prefix == hashPrefix {
+							if err := rb.Put(progressKey, binary.BigEndian.AppendUint64(nil, written)); err != nil {
+								return err
+							}
+						}
+						// (A failed commit stops the merge.)
+						after, done, hashes = a, dn, written
+						return nil
+					})
+				})
 			})
 			if err != nil {
 				return err
@@ -801,57 +835,122 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	if err == nil {
 		err = d.filters.syncDir()
 	}
+	if err == nil {
+		// Closed before the run is named: readers open it read-only.
+		err = file.Close()
+		file = nil
+	}
 	if err != nil {
 		return err
 	}
+	// One transaction: the output becomes a run, the inputs go (their
+	// files into the graveyard), the staged output too.
+	var gone []filterDesc // the inputs' filters
 	err = d.update(func(tx *bbolt.Tx) error {
-		_, rb, err := mergeBuckets(tx, logID, in, out)
+		gone = gone[:0]
+		lr := tx.Bucket(runsBucket).Bucket(logID[:])
+		sl := tx.Bucket(stagingBucket).Bucket(logID[:])
+		if lr == nil || sl == nil || sl.Bucket(out) == nil {
+			return errInputsGone
+		}
+		if id, ok := runFileID(sl.Bucket(out)); !ok || id != fileID {
+			return errInputsGone
+		}
+		for _, r := range in {
+			rb := lr.Bucket(r.name)
+			if rb == nil {
+				return errInputsGone
+			}
+			if desc, ok := decodeFilterDesc(rb.Get(filterFileKey)); ok {
+				gone = append(gone, desc)
+			}
+		}
+		isInput := func(name []byte) bool {
+			return slices.ContainsFunc(in, func(r runInfo) bool { return bytes.Equal(r.name, name) })
+		}
+		if err := bury(tx, lr, isInput); err != nil {
+			return err
+		}
+		for _, r := range in {
+			if err := lr.DeleteBucket(r.name); err != nil {
+				return err
+			}
+		}
+		if err := sl.DeleteBucket(out); err != nil {
+			return err
+		}
+		rb, err := lr.CreateBucket(out)
 		if err != nil {
 			return err
 		}
 		if err := rb.Put(levelKey, []byte{sizeClass(max(desc.keys, hashes))}); err != nil {
 			return err
 		}
-		return rb.Put(filterFileKey, desc.encode())
-	})
-	if err != nil {
-		return err
-	}
-	// Nothing in the staged output is written in the transaction that
-	// moves it: bbolt's MoveBucket moves a bucket's committed root, and
-	// would lose what the same transaction wrote into it.
-	var gone []filterDesc // the inputs' filters
-	err = d.update(func(tx *bbolt.Tx) error {
-		gone = gone[:0]
-		inputs, _, err := mergeBuckets(tx, logID, in, out)
-		if err != nil {
+		if err := rb.Put(filterFileKey, desc.encode()); err != nil {
 			return err
 		}
-		for _, rb := range inputs {
-			if desc, ok := decodeFilterDesc(rb.Get(filterFileKey)); ok {
-				gone = append(gone, desc)
-			}
-		}
-		lr := tx.Bucket(runsBucket).Bucket(logID[:])
-		for _, r := range in {
-			if err := lr.DeleteBucket(r.name); err != nil {
-				return err
-			}
-		}
-		return tx.MoveBucket(out, tx.Bucket(stagingBucket).Bucket(logID[:]), lr)
+		return rb.Put(runFileKey, fileID[:])
 	})
 	if err != nil {
 		return err
 	}
 	d.filters.install(logID, out, desc)
 	d.filters.done(desc.id)
-	// The inputs' filters go now, not at the end of the round of merges,
-	// which under steady writes can go on for long.
+	// The inputs' filters and files go now, not at the end of the round
+	// of merges, which under steady writes can go on for long.
 	names := make([][]byte, len(in))
 	for i, r := range in {
 		names[i] = r.name
 	}
-	return d.filters.drop(logID, names, gone)
+	if err := d.filters.drop(logID, names, gone); err != nil {
+		return err
+	}
+	return d.collectGraveyard()
+}
+
+// viewMerge calls fn, in a read transaction of the database, with the
+// buckets holding the blocks of a merge's inputs, oldest first, once it
+// has checked that they and the staged output (in file fileID) are still
+// there; otherwise it returns errInputsGone. An input's file that is
+// missing is errInputsGone if a newer transaction no longer names the
+// input (a rebuild deleted it meanwhile), and an error otherwise.
+func (d *DB) viewMerge(logID [32]byte, in []runInfo, out []byte, fileID [16]byte, fn func(inputs []*bbolt.Bucket) error) error {
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		lr := tx.Bucket(runsBucket).Bucket(logID[:])
+		sl := tx.Bucket(stagingBucket).Bucket(logID[:])
+		if lr == nil || sl == nil || sl.Bucket(out) == nil {
+			return errInputsGone
+		}
+		if id, ok := runFileID(sl.Bucket(out)); !ok || id != fileID {
+			return errInputsGone
+		}
+		inputs := make([]*bbolt.Bucket, len(in))
+		for i, r := range in {
+			rb := lr.Bucket(r.name)
+			if rb == nil {
+				return errInputsGone
+			}
+			blocks, done, err := d.runFiles.runBlocks(rb)
+			if err != nil {
+				return fmt.Errorf("dedup run %x: %w", r.name, err)
+			}
+			defer done()
+			inputs[i] = blocks
+		}
+		return fn(inputs)
+	})
+	if errors.Is(err, errRunFileMissing) {
+		var named bool
+		verr := d.db.View(func(tx *bbolt.Tx) error {
+			lr := tx.Bucket(runsBucket).Bucket(logID[:])
+			named = lr != nil && !slices.ContainsFunc(in, func(r runInfo) bool { return lr.Bucket(r.name) == nil })
+			return nil
+		})
+		if verr == nil && !named {
+			return errInputsGone
+		}
+	}
+	return err
 }
 
 // repairFilters writes anew the filters of the log's runs queued for it
@@ -951,48 +1050,71 @@ func (d *DB) repairFilter(ctx context.Context, logID [32]byte, name []byte) (err
 	return nil
 }
 
-// stage creates the staged output out in sl (a log's staging bucket)
-// anew, deleting one there, with level as its level until it is done.
-func stage(sl *bbolt.Bucket, out []byte, level byte) error {
-	if sl.Bucket(out) != nil {
-		if err := sl.DeleteBucket(out); err != nil {
-			return err
-		}
+// stage creates the staged output out in sl (a log's staging bucket of
+// tx) anew, its blocks in the run file fileID, with level as its level
+// until it is done; the file leaves the graveyard, where newRunFile put
+// it, and a staged output there before goes into it.
+func stage(tx *bbolt.Tx, sl *bbolt.Bucket, out []byte, level byte, fileID [16]byte) error {
+	if err := dropStaged(tx, sl, func(name []byte) bool { return bytes.Equal(name, out) }); err != nil {
+		return err
 	}
 	rb, err := sl.CreateBucket(out)
 	if err != nil {
 		return err
 	}
-	return rb.Put(levelKey, []byte{level})
+	if err := rb.Put(levelKey, []byte{level}); err != nil {
+		return err
+	}
+	if err := rb.Put(runFileKey, fileID[:]); err != nil {
+		return err
+	}
+	return tx.Bucket(graveyardBucket).Delete(fileID[:])
 }
 
-// readStaged reads and checks every block of the log's staged output out,
-// and calls add with each of its dedup keys, in order. Its error wraps
-// errInputsGone if the output was deleted meanwhile (by a rebuild).
-func (d *DB) readStaged(ctx context.Context, logID [32]byte, out []byte, add func([]byte)) error {
-	staged := func(tx *bbolt.Tx) *bbolt.Bucket {
-		if sl := tx.Bucket(stagingBucket).Bucket(logID[:]); sl != nil {
-			return sl.Bucket(out)
+// readStaged reads and checks every block of the staged output in file,
+// calls add with each of its dedup keys, in order, and returns where it
+// left off, or false if that cannot be known (see stagedProgress).
+func readStaged(ctx context.Context, file *bbolt.DB, add func([]byte)) (leftOff, bool, error) {
+	var from leftOff
+	var ok bool
+	err := file.View(func(tx *bbolt.Tx) error {
+		rb := tx.Bucket(runFileBucket)
+		if rb == nil {
+			return errors.New("it has no run bucket")
+		}
+		if from, ok = stagedProgress(rb); !ok {
+			return nil
+		}
+		for _, k := range []recordKind{hashKind, keyKind} {
+			it := runIter{c: rb.Cursor(), k: k}
+			it.seekAfter(nil)
+			for n := 0; it.peek() != nil; n++ {
+				if n%(mergeBlocks*k.perBlock) == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if k.prefix == keyPrefix {
+					add(it.peek()[:k.keySize])
+				}
+				it.next()
+			}
+			if it.err != nil {
+				return it.err
+			}
 		}
 		return nil
-	}
-	gone, err := d.readRecords(ctx, staged, hashKind, func([]byte) {})
-	if err == nil && !gone {
-		gone, err = d.readRecords(ctx, staged, keyKind, add)
-	}
-	if err == nil && gone {
-		err = errInputsGone
-	}
-	return err
+	})
+	return from, ok, err
 }
 
 // readRecords calls add with the key of each record of kind k of the run
 // that run returns, in order, reading them in read transactions of up to
 // mergeBlocks blocks, as a merge reads them, so that no read transaction
-// is long; a damaged block or keys out of order are an error. It returns
-// true if run returned nil in one of them (the run is gone).
+// is long; a damaged block or keys out of order are an error, as is a
+// run's file missing in two transactions in a row. It returns true if run
+// returned nil in one of them (the run is gone).
 func (d *DB) readRecords(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket, k recordKind, add func([]byte)) (gone bool, err error) {
 	var after []byte
+	missing := false // the run's file was missing in the last transaction
 	for done := false; !done && !gone; {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -1003,7 +1125,17 @@ func (d *DB) readRecords(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket,
 				gone = true
 				return nil
 			}
-			it := runIter{c: rb.Cursor(), k: k}
+			blocks, release, err := d.runFiles.runBlocks(rb)
+			if errors.Is(err, errRunFileMissing) && !missing {
+				missing = true // a newer transaction may find the run gone
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer release()
+			missing = false
+			it := runIter{c: blocks.Cursor(), k: k}
 			it.seekAfter(after)
 			for range mergeBlocks * k.perBlock {
 				r := it.peek()
@@ -1024,31 +1156,12 @@ func (d *DB) readRecords(ctx context.Context, run func(*bbolt.Tx) *bbolt.Bucket,
 	return gone, nil
 }
 
-// mergeBuckets returns the buckets of a merge's inputs, oldest first, and
-// of its staged output, or errInputsGone.
-func mergeBuckets(tx *bbolt.Tx, logID [32]byte, in []runInfo, out []byte) ([]*bbolt.Bucket, *bbolt.Bucket, error) {
-	lr := tx.Bucket(runsBucket).Bucket(logID[:])
-	sl := tx.Bucket(stagingBucket).Bucket(logID[:])
-	if lr == nil || sl == nil || sl.Bucket(out) == nil {
-		return nil, nil, errInputsGone
-	}
-	inputs := make([]*bbolt.Bucket, len(in))
-	for i, r := range in {
-		if inputs[i] = lr.Bucket(r.name); inputs[i] == nil {
-			return nil, nil, errInputsGone
-		}
-	}
-	rb := sl.Bucket(out)
-	rb.FillPercent = 1
-	return inputs, rb, nil
-}
-
 // mergeChunk writes up to blocks blocks of the merge of the inputs'
 // records of kind k with keys above after (all of them if after is nil)
-// to rb, and returns the last key written and whether none is left. Of
-// records with one key, the oldest input's is kept. add, if not nil, is
-// called with each key written.
-func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []byte, add func([]byte), blocks int) ([]byte, bool, error) {
+// to rb, and returns the last key written, whether none is left and how
+// many blocks it wrote. Of records with one key, the oldest input's is
+// kept. add, if not nil, is called with each key written.
+func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []byte, add func([]byte), blocks int) ([]byte, bool, int, error) {
 	its := make([]runIter, len(inputs))
 	for i, b := range inputs {
 		its[i] = runIter{c: b.Cursor(), k: k}
@@ -1075,7 +1188,7 @@ func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []
 		rec := its[best].peek()
 		last = append(last[:0], rec[:k.keySize]...)
 		if err := w.add(rb, rec); err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		if add != nil {
 			add(last)
@@ -1090,13 +1203,13 @@ func mergeChunk(inputs []*bbolt.Bucket, rb *bbolt.Bucket, k recordKind, after []
 	// An input that ended on damage must fail the merge, not shorten it.
 	for i := range its {
 		if its[i].err != nil {
-			return nil, false, its[i].err
+			return nil, false, 0, its[i].err
 		}
 	}
 	if err := w.flush(rb); err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	return last, done, nil
+	return last, done, w.blocks, nil
 }
 
 // runIter reads a run's records of one kind in key order.
@@ -1163,10 +1276,6 @@ type leftOff struct {
 // Leaf hash blocks are merged first, then dedup key blocks, each kind in
 // the order of its keys, and each transaction of a merge ends with a
 // whole block: the last block of a kind ends with the last key written.
-// A staged output whose filter descriptor was written (the merge's last
-// transaction but one) is resumed as any other: its keys go into a new
-// filter file, whose descriptor replaces that one (pruneFilters keeps the
-// file a staged output names until then).
 func stagedProgress(rb *bbolt.Bucket) (leftOff, bool) {
 	var s leftOff
 	c := rb.Cursor()
@@ -1206,9 +1315,12 @@ func overlap(a, b []byte) bool {
 	return af <= bl && bf <= al
 }
 
-// dropStaged deletes the staged outputs of sl (a log's) whose name drop
-// reports.
-func dropStaged(sl *bbolt.Bucket, drop func(name []byte) bool) error {
+// dropStaged deletes the staged outputs of sl (a log's, in tx) whose name
+// drop reports, their files into the graveyard.
+func dropStaged(tx *bbolt.Tx, sl *bbolt.Bucket, drop func(name []byte) bool) error {
+	if err := bury(tx, sl, drop); err != nil {
+		return err
+	}
 	var names [][]byte
 	err := sl.ForEachBucket(func(name []byte) error {
 		if drop(name) {
@@ -1250,7 +1362,7 @@ func pruneStaging(tx *bbolt.Tx) error {
 			})
 		}
 		if err == nil {
-			err = dropStaged(st.Bucket(log), func(name []byte) bool { return !spansRuns(runs, name) })
+			err = dropStaged(tx, st.Bucket(log), func(name []byte) bool { return !spansRuns(runs, name) })
 		}
 	}
 	return err

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -128,9 +127,9 @@ func TestPlanBoundsRuns(t *testing.T) {
 // smallBlocks makes blocks of a few records and merges of a few blocks per
 // transaction, so that small tests cross blocks and transactions.
 func smallBlocks(t *testing.T) {
-	k, h, m, mm, b := keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase
-	keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase = 3, 5, 2, 4, 4
-	t.Cleanup(func() { keyKind.perBlock, hashKind.perBlock, mergeBlocks, maxMergeBlocks, runBase = k, h, m, mm, b })
+	k, h, m, b := keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase
+	keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase = 3, 5, 2, 4
+	t.Cleanup(func() { keyKind.perBlock, hashKind.perBlock, mergeBlocks, runBase = k, h, m, b })
 }
 
 // runLevels returns the levels of a log's runs, oldest first.
@@ -160,7 +159,12 @@ func runRecords(t *testing.T, db *DB, id [32]byte, k recordKind) int {
 			return nil
 		}
 		return lr.ForEachBucket(func(name []byte) error {
-			it := runIter{c: lr.Bucket(name).Cursor(), k: k}
+			blocks, done, err := db.runFiles.runBlocks(lr.Bucket(name))
+			if err != nil {
+				return err
+			}
+			defer done()
+			it := runIter{c: blocks.Cursor(), k: k}
 			for it.seekAfter(nil); it.peek() != nil; it.next() {
 				n++
 			}
@@ -351,12 +355,11 @@ func TestMergeInterrupted(t *testing.T) {
 	startMerges = false
 	defer func() { startMerges = true }()
 	id := sha256.Sum256([]byte("log"))
-	// merge merges db's runs and returns the pages it wrote.
-	merge := func(db *DB) int64 {
-		written := func() int64 { s := db.db.Stats(); return s.TxStats.GetWrite() }
-		before := written()
+	// merge merges db's runs and returns the blocks it wrote.
+	merge := func(db *DB) uint64 {
+		before := db.compact.blocks.Load()
 		compactNow(t, db)
-		return written() - before
+		return db.compact.blocks.Load() - before
 	}
 	// The whole merge, for the pages it writes.
 	path := filepath.Join(t.TempDir(), "mosaic.db")
@@ -390,23 +393,46 @@ func TestMergeInterrupted(t *testing.T) {
 				t.Fatalf("%d staged outputs after Open, want the stopped merge's", n)
 			}
 			var from leftOff
-			db.db.View(func(tx *bbolt.Tx) error {
+			stagedFile(t, db, id, runName(1, 4), func(rb *bbolt.Bucket) {
 				var ok bool
-				from, ok = stagedProgress(tx.Bucket(stagingBucket).Bucket(id[:]).Bucket(runName(1, 4)))
-				if !ok {
+				if from, ok = stagedProgress(rb); !ok {
 					t.Error("the staged output's progress is unknown")
 				}
-				return nil
 			})
 			if from.kind != c.kind {
 				t.Fatalf("the merge stopped in blocks of kind %q, want %q", from.kind, c.kind)
 			}
 			checkRange(t, db, id, 0, 200, true)
 			if resumed := merge(db); resumed >= whole {
-				t.Fatalf("the resumed merge wrote %d pages, the whole merge %d: it started again", resumed, whole)
+				t.Fatalf("the resumed merge wrote %d blocks, the whole merge %d: it started again", resumed, whole)
 			}
 			checkMerged(t, db, id)
 		})
+	}
+}
+
+// stagedFile calls fn with the bucket of the file of the log's staged
+// output out, open for writing (no merge may run).
+func stagedFile(t *testing.T, db *DB, id [32]byte, out []byte, fn func(rb *bbolt.Bucket)) {
+	t.Helper()
+	var fileID [16]byte
+	var ok bool
+	db.db.View(func(tx *bbolt.Tx) error {
+		if sl := tx.Bucket(stagingBucket).Bucket(id[:]); sl != nil && sl.Bucket(out) != nil {
+			fileID, ok = runFileID(sl.Bucket(out))
+		}
+		return nil
+	})
+	if !ok {
+		t.Fatalf("no staged output %x in a file", out)
+	}
+	f, err := db.runFiles.openWrite(fileID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Update(func(tx *bbolt.Tx) error { fn(tx.Bucket(runFileBucket)); return nil }); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -447,24 +473,22 @@ func TestMergeResumeDamaged(t *testing.T) {
 				t.Fatalf("mergeRuns = %v, want it stopped", err)
 			}
 			// The first block of the kind gets one bit flipped.
-			err = db.db.Update(func(tx *bbolt.Tx) error {
-				rb := tx.Bucket(stagingBucket).Bucket(id[:]).Bucket(runName(1, 4))
+			stagedFile(t, db, id, runName(1, 4), func(rb *bbolt.Bucket) {
 				name, v := rb.Cursor().Seek([]byte{kind})
 				if name == nil || name[0] != kind {
-					return fmt.Errorf("the staged output has no block of kind %q", kind)
+					t.Fatalf("the staged output has no block of kind %q", kind)
 				}
 				if next, _ := rb.Cursor().Seek(append(bytes.Clone(name), 0)); next == nil || next[0] != kind {
 					if kind == keyPrefix {
-						return errors.New("the staged output's first key block is its last")
+						t.Fatal("the staged output's first key block is its last")
 					}
 				}
 				damaged := bytes.Clone(v)
 				damaged[0] ^= 1
-				return rb.Put(bytes.Clone(name), damaged)
+				if err := rb.Put(bytes.Clone(name), damaged); err != nil {
+					t.Fatal(err)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			crash(t, db)
 			db = open(t, path)
 			defer closeT(t, db)
@@ -799,26 +823,6 @@ func TestFlushRotatesDuplicateFrames(t *testing.T) {
 	}
 	if db.recent.size != int64(len(journalMagic)+16) {
 		t.Fatalf("after the flush the journal holds %d bytes, want only its header", db.recent.size)
-	}
-}
-
-// TestMergeTxBlocks: a merge transaction writes at least four times the
-// freelist bbolt writes with its commit, within its bounds.
-func TestMergeTxBlocks(t *testing.T) {
-	for _, c := range []struct{ freelist, want int }{
-		{0, mergeBlocks},
-		{16, mergeBlocks},
-		{mergeBlocks * 4096 / 4, mergeBlocks},
-		{2 << 20, 2048},            // 2^18 free pages: 2 MiB of freelist, 8 MiB of blocks
-		{4 << 20, maxMergeBlocks},  // 2^19 free pages
-		{64 << 20, maxMergeBlocks}, // 2^23: the cap
-	} {
-		if got := mergeTxBlocks(c.freelist); got != c.want {
-			t.Errorf("mergeTxBlocks(%d) = %d, want %d", c.freelist, got, c.want)
-		}
-		if got := mergeTxBlocks(c.freelist); c.freelist*4 > got*4096 && got < maxMergeBlocks {
-			t.Errorf("mergeTxBlocks(%d) = %d blocks: the freelist is over a quarter of the transaction", c.freelist, got)
-		}
 	}
 }
 
