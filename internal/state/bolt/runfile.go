@@ -179,6 +179,11 @@ func (rf *runFiles) release(f *runFile) {
 func (rf *runFiles) runBlocks(rb *bbolt.Bucket) (*bbolt.Bucket, func(), error) {
 	id, ok := runFileID(rb)
 	if !ok {
+		if rb.Get(runFileKey) != nil {
+			// Damaged: read as a run without a file, it would miss
+			// every record.
+			return nil, nil, errors.New("its file's ID is damaged; mosaic cache rebuild rebuilds the log's cache from its data tiles")
+		}
 		return rb, func() {}, nil
 	}
 	tx, done, err := rf.hold(id)

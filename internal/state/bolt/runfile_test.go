@@ -143,6 +143,22 @@ func TestRunFileMissing(t *testing.T) {
 	if err == nil || !errors.Is(err, errRunFileMissing) {
 		t.Errorf("a leaf hash lookup in a run whose file is missing: %v %v %v, want an error", idx, ok, err)
 	}
+	// A damaged file ID is an error too, not a run without records.
+	err = db.db.Update(func(tx *bbolt.Tx) error {
+		lr := tx.Bucket(runsBucket).Bucket(id[:])
+		return lr.ForEachBucket(func(name []byte) error {
+			if _, ok := runFileID(lr.Bucket(name)); ok {
+				return lr.Bucket(name).Put(runFileKey, []byte("short"))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := db.Get(context.Background(), id, r.Key); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a lookup in a run whose file ID is damaged: %v %v %v, want an error", v, ok, err)
+	}
 }
 
 // TestLookupInOlderTransaction: a lookup whose read transaction began
