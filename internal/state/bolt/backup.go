@@ -283,19 +283,10 @@ func forEachBucket(b *bbolt.Bucket, fn func(name []byte) error) error {
 // dropStagedFiles deletes the staged outputs of sl whose blocks are in a
 // file.
 func dropStagedFiles(sl *bbolt.Bucket) error {
-	var names [][]byte
-	err := sl.ForEachBucket(func(name []byte) error {
-		if _, ok := runFileID(sl.Bucket(name)); ok {
-			names = append(names, bytes.Clone(name))
-		}
-		return nil
+	return deleteBucketsWhere(sl, func(name []byte) bool {
+		_, ok := runFileID(sl.Bucket(name))
+		return ok
 	})
-	for _, name := range names {
-		if err == nil {
-			err = sl.DeleteBucket(name)
-		}
-	}
-	return err
 }
 
 // readRunSection reads one run's section of a backup stream (after its

@@ -214,15 +214,7 @@ func runFilters(t *testing.T, db *DB, id [32]byte) []filterDesc {
 // filterFiles returns the IDs of the filter files beside the database.
 func filterFiles(t *testing.T, db *DB) map[[16]byte]bool {
 	t.Helper()
-	files, err := db.filters.listFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[[16]byte]bool)
-	for id := range files {
-		out[id] = true
-	}
-	return out
+	return filesByID(t, db.filters.prefix)
 }
 
 // mapFilters has lookups map every run's filter and waits for them.

@@ -36,7 +36,13 @@ func namedRunFiles(t *testing.T, db *DB, id [32]byte) map[[16]byte]bool {
 // runFilesOnDisk returns the IDs of the run files beside db's file.
 func runFilesOnDisk(t *testing.T, db *DB) map[[16]byte]bool {
 	t.Helper()
-	files, err := listByID(db.runFiles.prefix)
+	return filesByID(t, db.runFiles.prefix)
+}
+
+// filesByID returns the IDs of the files named prefix and an ID.
+func filesByID(t *testing.T, prefix string) map[[16]byte]bool {
+	t.Helper()
+	files, err := listByID(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +57,28 @@ func runFilesOnDisk(t *testing.T, db *DB) map[[16]byte]bool {
 // perRun records each, unmerged (with smallBlocks, of level 1).
 func sixteenRuns(t *testing.T, path string, id [32]byte, perRun int) *DB {
 	t.Helper()
-	db := withRecentMax(t, path, 1<<20)
-	db.stopCompactor()
-	for i := range 16 {
-		putRange(t, db, id, i*perRun, (i+1)*perRun)
-		drain(t, db)
+	return tierRuns(t, path, id, 16, perRun)
+}
+
+// fourFileRuns merges the sixteen tier runs of sixteenRuns four at a time:
+// four runs in files, of level 2.
+func fourFileRuns(t *testing.T, db *DB, id [32]byte) {
+	t.Helper()
+	for i := range 4 {
+		if err := db.mergeRuns(context.Background(), id, logRunsT(t, db, id)[i:i+4]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return db
+}
+
+// logRunsT returns the log's runs, oldest first.
+func logRunsT(t *testing.T, db *DB, id [32]byte) []runInfo {
+	t.Helper()
+	var runs []runInfo
+	if err := db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return runs
 }
 
 // TestMergeWritesRunFiles: merges write their output into files of their
@@ -172,18 +193,7 @@ func TestLookupInOlderTransaction(t *testing.T) {
 	id := sha256.Sum256([]byte("log"))
 	db := sixteenRuns(t, path, id, 50)
 	defer closeT(t, db)
-	ctx := context.Background()
-	runs := func() []runInfo {
-		var runs []runInfo
-		db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
-		return runs
-	}
-	// Four merges of four tier runs: four runs in files.
-	for i := range 4 {
-		if err := db.mergeRuns(ctx, id, runs()[i:i+4]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fourFileRuns(t, db, id)
 	if named := namedRunFiles(t, db, id); len(named) != 4 {
 		t.Fatalf("%d runs in files, want 4", len(named))
 	}
@@ -193,7 +203,7 @@ func TestLookupInOlderTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Rollback()
-	if err := db.mergeRuns(ctx, id, runs()); err != nil {
+	if err := db.mergeRuns(context.Background(), id, logRunsT(t, db, id)); err != nil {
 		t.Fatal(err)
 	}
 	r := testRecord(10, true)
@@ -275,18 +285,8 @@ func TestBackupInlinesRunFiles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mosaic.db")
 	id := sha256.Sum256([]byte("log"))
 	db := sixteenRuns(t, path, id, 50)
-	ctx := context.Background()
-	runs := func() []runInfo {
-		var runs []runInfo
-		db.db.View(func(tx *bbolt.Tx) (err error) { runs, err = logRuns(tx, id); return err })
-		return runs
-	}
-	for i := range 4 {
-		if err := db.mergeRuns(ctx, id, runs()[i:i+4]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.mergeRuns(&failAfter{Context: ctx, n: 3}, id, runs()); !errors.Is(err, context.Canceled) {
+	fourFileRuns(t, db, id)
+	if err := db.mergeRuns(&failAfter{Context: context.Background(), n: 3}, id, logRunsT(t, db, id)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the merge of the four files: %v, want it stopped", err)
 	}
 	putRange(t, db, id, 800, 850) // and records in the recent tier
@@ -318,7 +318,7 @@ func TestBackupInlinesRunFiles(t *testing.T) {
 	checkRange(t, cp, id, 0, 850, true)
 	checkRecords(t, cp, id, 850, 425)
 	cp.Close()
-	if disk := runFilesOnDisk(t, &DB{runFiles: runFiles{prefix: copyPath + runFileSuffix}}); len(disk) != 0 {
+	if disk := filesByID(t, copyPath+runFileSuffix); len(disk) != 0 {
 		t.Fatalf("run files beside the backup: %v", disk)
 	}
 

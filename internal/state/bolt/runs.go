@@ -848,13 +848,9 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	var gone []filterDesc // the inputs' filters
 	err = d.update(func(tx *bbolt.Tx) error {
 		gone = gone[:0]
-		lr := tx.Bucket(runsBucket).Bucket(logID[:])
-		sl := tx.Bucket(stagingBucket).Bucket(logID[:])
-		if lr == nil || sl == nil || sl.Bucket(out) == nil {
-			return errInputsGone
-		}
-		if id, ok := runFileID(sl.Bucket(out)); !ok || id != fileID {
-			return errInputsGone
+		lr, sl, err := stagedIn(tx, logID, out, fileID)
+		if err != nil {
+			return err
 		}
 		for _, r := range in {
 			rb := lr.Bucket(r.name)
@@ -908,6 +904,21 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 	return d.collectGraveyard()
 }
 
+// stagedIn returns the log's buckets of runs and of staged outputs in tx,
+// or errInputsGone unless its staged output out is there, in the file
+// fileID.
+func stagedIn(tx *bbolt.Tx, logID [32]byte, out []byte, fileID [16]byte) (lr, sl *bbolt.Bucket, err error) {
+	lr = tx.Bucket(runsBucket).Bucket(logID[:])
+	sl = tx.Bucket(stagingBucket).Bucket(logID[:])
+	if lr == nil || sl == nil || sl.Bucket(out) == nil {
+		return nil, nil, errInputsGone
+	}
+	if id, ok := runFileID(sl.Bucket(out)); !ok || id != fileID {
+		return nil, nil, errInputsGone
+	}
+	return lr, sl, nil
+}
+
 // viewMerge calls fn, in a read transaction of the database, with the
 // buckets holding the blocks of a merge's inputs, oldest first, once it
 // has checked that they and the staged output (in file fileID) are still
@@ -916,13 +927,9 @@ func (d *DB) mergeRuns(ctx context.Context, logID [32]byte, in []runInfo) (err e
 // input (a rebuild deleted it meanwhile), and an error otherwise.
 func (d *DB) viewMerge(logID [32]byte, in []runInfo, out []byte, fileID [16]byte, fn func(inputs []*bbolt.Bucket) error) error {
 	err := d.db.View(func(tx *bbolt.Tx) error {
-		lr := tx.Bucket(runsBucket).Bucket(logID[:])
-		sl := tx.Bucket(stagingBucket).Bucket(logID[:])
-		if lr == nil || sl == nil || sl.Bucket(out) == nil {
-			return errInputsGone
-		}
-		if id, ok := runFileID(sl.Bucket(out)); !ok || id != fileID {
-			return errInputsGone
+		lr, _, err := stagedIn(tx, logID, out, fileID)
+		if err != nil {
+			return err
 		}
 		inputs := make([]*bbolt.Bucket, len(in))
 		for i, r := range in {
@@ -1321,8 +1328,13 @@ func dropStaged(tx *bbolt.Tx, sl *bbolt.Bucket, drop func(name []byte) bool) err
 	if err := bury(tx, sl, drop); err != nil {
 		return err
 	}
+	return deleteBucketsWhere(sl, drop)
+}
+
+// deleteBucketsWhere deletes the buckets in b whose name drop reports.
+func deleteBucketsWhere(b *bbolt.Bucket, drop func(name []byte) bool) error {
 	var names [][]byte
-	err := sl.ForEachBucket(func(name []byte) error {
+	err := b.ForEachBucket(func(name []byte) error {
 		if drop(name) {
 			names = append(names, bytes.Clone(name))
 		}
@@ -1330,7 +1342,7 @@ func dropStaged(tx *bbolt.Tx, sl *bbolt.Bucket, drop func(name []byte) bool) err
 	})
 	for _, name := range names {
 		if err == nil {
-			err = sl.DeleteBucket(name)
+			err = b.DeleteBucket(name)
 		}
 	}
 	return err

@@ -321,14 +321,21 @@ func (c *failAfter) Err() error {
 // 0, with its background merges stopped.
 func fourRuns(t *testing.T, path string, id [32]byte, perRun int) *DB {
 	t.Helper()
+	return tierRuns(t, path, id, 4, perRun)
+}
+
+// tierRuns returns a database whose log has n tier runs of perRun
+// records each, unmerged (its background merges stopped).
+func tierRuns(t *testing.T, path string, id [32]byte, n, perRun int) *DB {
+	t.Helper()
 	db := withRecentMax(t, path, 1<<20)
 	db.stopCompactor()
-	for i := range 4 {
+	for i := range n {
 		putRange(t, db, id, i*perRun, (i+1)*perRun)
 		drain(t, db)
 	}
-	if levels := runLevels(t, db, id); len(levels) != 4 {
-		t.Fatalf("levels %v, want four runs", levels)
+	if levels := runLevels(t, db, id); len(levels) != n {
+		t.Fatalf("levels %v, want %d runs", levels, n)
 	}
 	return db
 }

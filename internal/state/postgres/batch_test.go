@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mosaic-ct/mosaic/internal/state/dedup"
 	"github.com/mosaic-ct/mosaic/internal/testkit/testenv"
 )
@@ -36,19 +34,7 @@ func TestGetBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	locker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE mosaic_dedup_entries IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, dsn, "mosaic_dedup_entries")
 	joined0, sent0 := db.batches.joined.Load(), db.batches.sent.Load()
 	var lookups sync.WaitGroup
 	for i := range asked {

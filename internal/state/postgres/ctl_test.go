@@ -91,19 +91,7 @@ func TestRoundBesideBlockedLookups(t *testing.T) {
 	}
 
 	// Another session locks the leaf hash index: every lookup in it waits.
-	locker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE mosaic_leaf_hashes IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, dsn, "mosaic_leaf_hashes")
 	var lookups sync.WaitGroup
 	for range 2 * db.PoolSize() {
 		lookups.Go(func() {
@@ -137,6 +125,27 @@ func TestRoundBesideBlockedLookups(t *testing.T) {
 	if cp, err := db.Fetch(ctx, logID); err != nil || string(cp) != "checkpoint 1" {
 		t.Fatalf("the checkpoint: %q %v", cp, err)
 	}
+}
+
+// lockTable locks table in another session until the returned
+// transaction rolls back (or the test ends).
+func lockTable(t *testing.T, dsn, table string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(ctx) })
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{table}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 func TestLookupSlots(t *testing.T) {
