@@ -494,12 +494,16 @@ func (s *Server) DedupFilterBytes() int64 {
 }
 
 // File descriptors kept out of the connection caps' defaults for storage
-// and databases: the embedded database and PostgreSQL pool, and per log a
+// and databases: the embedded database and PostgreSQL pool, per log a
 // sequencing round's concurrent tile writes (two descriptors each on a
-// local directory: the file and the directory's fsync) or S3 connections.
+// local directory: the file and the directory's fsync) or S3 connections,
+// and per log whose dedup cache is in the embedded database its run files,
+// each open once read (bolt, runfile.go: at 4×10⁹ entries up to about 60
+// runs of the last level and 24 below it).
 const (
-	fdReserve       = 256
-	fdReservePerLog = 128
+	fdReserve         = 256
+	fdReservePerLog   = 128
+	fdReserveRunFiles = 96
 )
 
 // connLimits sets the connection caps from limits.max_connections and
@@ -514,6 +518,11 @@ func (s *Server) connLimits() error {
 		s.logger.Info("file descriptor limit (RLIMIT_NOFILE)", "soft", fl.Soft, "hard", fl.Hard, "soft_before", fl.Before)
 	}
 	reserve := fdReserve + fdReservePerLog*len(s.cfg.Logs)
+	for i := range s.cfg.Logs {
+		if s.cfg.PostgresFor(&s.cfg.Logs[i]) == "" {
+			reserve += fdReserveRunFiles
+		}
+	}
 	lim := s.cfg.Limits
 	s.maxConns = lim.MaxConnections
 	if s.maxConns == 0 {
