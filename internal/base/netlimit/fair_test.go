@@ -76,7 +76,8 @@ func TestSilentShedBeforeIdle(t *testing.T) {
 
 // TestShrinkingCap: 16 addresses, each opening as many connections as it
 // can, cannot hold the whole global cap (320, per client 80: the caps at a
-// descriptor limit of 1024), so a 17th address gets its connections
+// descriptor limit of 1024 and one log, before run files took 96 more),
+// so a 17th address gets its connections
 // without a refusal. Before, four addresses filled the process.
 func TestShrinkingCap(t *testing.T) {
 	lim := newLimiter(t, 320, 80)
