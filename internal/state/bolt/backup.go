@@ -79,8 +79,9 @@ const backupMagic = "mosaic database backup stream v2\n"
 // backup stream (above) that ReadBackup makes into the backup's file: its
 // state at one instant, read in one read-only transaction, so sequencing
 // rounds carry on while it is copied (bbolt keeps the pages the copy still
-// needs until it ends, and the run files it names are held open). It
-// returns the bytes written.
+// needs until it ends, and merges, which delete run files, wait until it
+// is done; a rebuild that deletes a run file the copy has yet to read
+// fails the copy). It returns the bytes written.
 //
 // The dedup cache's recent tier is written to the database first (Puts
 // wait meanwhile), so the copy holds every record Put before the call.

@@ -117,12 +117,11 @@ type runFiles struct {
 	creating map[[16]byte]bool
 }
 
-// runFile is a run file open for reading.
+// runFile is a run file open for reading. Once deleted (out of
+// runFiles.open) it is closed when the last reader lets go.
 type runFile struct {
-	id   [16]byte
 	db   *bbolt.DB
-	refs int  // readers holding it, and 1 while it is in runFiles.open
-	gone bool // deleted: closed when the last reader lets go
+	refs int // readers holding it, and 1 while it is in runFiles.open
 }
 
 func (rf *runFiles) path(id [16]byte) string {
@@ -144,7 +143,7 @@ func (rf *runFiles) hold(id [16]byte) (*bbolt.Tx, func(), error) {
 			}
 			return nil, nil, fmt.Errorf("dedup run file %s: %w", rf.path(id), err)
 		}
-		f = &runFile{id: id, db: db, refs: 1}
+		f = &runFile{db: db, refs: 1}
 		if rf.open == nil {
 			rf.open = make(map[[16]byte]*runFile)
 		}
@@ -223,7 +222,6 @@ func (rf *runFiles) remove(ids [][16]byte) error {
 		f := rf.open[id]
 		if f != nil {
 			delete(rf.open, id)
-			f.gone = true
 		}
 		rf.mu.Unlock()
 		if f != nil {
@@ -239,7 +237,7 @@ func (rf *runFiles) remove(ids [][16]byte) error {
 // newRunFile creates a run file with its bucket, listed in the graveyard
 // first (see the comment at the top), and fsyncs the directory, so that a
 // staged output that names it is never left without it. The transaction
-// that stages it takes it off the list (stageFile).
+// that stages it takes it off the list (stage).
 func (d *DB) newRunFile() ([16]byte, *bbolt.DB, error) {
 	var id [16]byte
 	rand.Read(id[:])

@@ -199,3 +199,29 @@ func TestPoisonOID(t *testing.T) {
 		t.Fatalf("poisonOID is %x, the OID encodes as %x (%v)", poisonOID, want, err)
 	}
 }
+
+// removePoison (for tests: fsck compares in place, matchesWithoutPoison)
+// returns a DER TBSCertificate without the poison extension,
+// re-encoding only the enclosing lengths: the precert_entry's
+// TBSCertificate for a precertificate issued directly by its CA (RFC 6962
+// §3.2). It fails if there is no poison extension.
+func removePoison(tbs []byte) ([]byte, error) {
+	s, err := splitPoison(tbs)
+	if err != nil {
+		return nil, err
+	}
+	return s.appendTo(make([]byte, 0, s.len())), nil
+}
+
+// appendTo appends the TBSCertificate s makes to out.
+func (s poisonSplice) appendTo(out []byte) []byte {
+	out = appendDERHeader(out, byte(cbasn1.SEQUENCE), s.bodyLen)
+	out = append(out, s.before...)
+	if s.keptLen > 0 {
+		out = appendDERHeader(out, byte(extsTag), s.seqLen)
+		out = appendDERHeader(out, byte(cbasn1.SEQUENCE), s.keptLen)
+		out = append(out, s.keptBefore...)
+		out = append(out, s.keptAfter...)
+	}
+	return append(out, s.after...)
+}
